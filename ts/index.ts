@@ -1,0 +1,2 @@
+// Public entry point of @alpha/helios.
+export { native } from "./native.js";
