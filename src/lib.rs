@@ -6,6 +6,7 @@
 //! `runtime` owns handles, batches, hazards and pools; `vk` is the only place with
 //! `unsafe`; `ir` + `spirv` turn a kernel description into SPIR-V words.
 
+pub mod caps;
 pub mod error;
 
 #[napi_derive::napi]
