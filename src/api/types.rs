@@ -19,12 +19,15 @@ pub struct JsCoopMatShape {
     pub m: u32,
     pub n: u32,
     pub k: u32,
-    /// Component type names: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'.
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
     pub a: String,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
     pub b: String,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
     pub c: String,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
     pub result: String,
-    /// 'subgroup' | 'workgroup'.
+    #[napi(ts_type = "'subgroup' | 'workgroup'")]
     pub scope: String,
     pub saturating: bool,
 }
@@ -34,7 +37,7 @@ pub struct DeviceInfo {
     pub device_name: String,
     pub vendor_id: u32,
     pub device_id: u32,
-    /// 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'.
+    #[napi(ts_type = "'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'")]
     pub device_type: String,
     pub driver_name: String,
     pub driver_info: String,
@@ -72,7 +75,8 @@ pub struct BufferOptions {
 
 #[napi(object)]
 pub struct PipelineLayout {
-    /// Access per binding i (storage buffer at set 0, binding i): 'read' | 'write' | 'readwrite'.
+    /// Access per binding i (the storage buffer at set 0, binding i).
+    #[napi(ts_type = "Array<'read' | 'write' | 'readwrite'>")]
     pub bindings: Vec<String>,
     pub push_constant_bytes: Option<u32>,
     pub entry_point: Option<String>,
