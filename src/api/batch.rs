@@ -115,7 +115,7 @@ pub fn wait_timeline(value: Unknown<'_>, timeout_ms: Option<Unknown<'_>>) -> nap
         };
         // Validate and fetch the device under the lock, then wait without holding it.
         let dev = global::with(|rt| {
-            rt.wait_compute(value, 0)?;
+            rt.check_submitted(value)?;
             Ok(rt.dev.clone())
         })?;
         if !sync::wait(&dev, dev.compute_sem, value, timeout_ns)? {
@@ -131,7 +131,7 @@ pub fn wait_timeline_async(value: Unknown<'_>) -> napi::Result<AsyncTask<WaitTas
     guard("waitTimelineAsync", || {
         let value = timeline_value(num(value, "value")?)?;
         let dev = global::with(|rt| {
-            rt.wait_compute(value, 0)?;
+            rt.check_submitted(value)?;
             Ok(rt.dev.clone())
         })?;
         Ok(AsyncTask::new(WaitTask::new(dev, value)))

@@ -30,7 +30,7 @@ pub struct ProfileRecord {
 impl ProfileBuilder {
     /// Writes the start timestamp of the next dispatch (opening a pool when needed).
     pub fn before(&mut self, dev: &Device, cmd: vk::CommandBuffer, label: &Arc<str>) -> HeliosResult<()> {
-        if self.used % QUERIES_PER_POOL == 0 {
+        if self.used.is_multiple_of(QUERIES_PER_POOL) {
             let pool = command::create_query_pool(dev, QUERIES_PER_POOL)?;
             command::reset_queries(dev, cmd, pool, QUERIES_PER_POOL);
             self.pools.push(pool);
