@@ -120,8 +120,10 @@ export function assertArrayEqual(actual: ArrayLike<number>, expected: ArrayLike<
 export interface Expectation {
   /** The message must name this call (e.g. "uploadBuffer"). */
   call?: string;
-  /** The message must mention this value (a handle, an offset, ...). */
+  /** The message must mention this value (an offset, a length, ...). */
   mentions?: string | number;
+  /** The message must mention this handle, in decimal or hex. */
+  handle?: number;
 }
 
 function checkError(err: unknown, codes: HeliosErrorCode[], exp: Expectation): true {
@@ -134,6 +136,11 @@ function checkError(err: unknown, codes: HeliosErrorCode[], exp: Expectation): t
   if (exp.call !== undefined) assert.ok(err.message.includes(exp.call), `message should name ${exp.call}: ${err.message}`);
   if (exp.mentions !== undefined) {
     assert.ok(err.message.includes(String(exp.mentions)), `message should mention ${exp.mentions}: ${err.message}`);
+  }
+  if (exp.handle !== undefined) {
+    const forms = [String(exp.handle), `0x${exp.handle.toString(16)}`];
+    const text = err.message.toLowerCase();
+    assert.ok(forms.some((f) => text.includes(f)), `message should mention handle ${forms.join(" / ")}: ${err.message}`);
   }
   return true;
 }
