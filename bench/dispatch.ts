@@ -121,7 +121,6 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
   const big = rt.createBuffer(bytes);
   const host = new Uint8Array(bytes);
   for (let i = 0; i < bytes; i += 4096) host[i] = (i >>> 12) & 0xff || 1;
-  const tiny = rt.createBuffer(4);
 
   const us = "µs/dispatch";
   const list: Measurement[] = [
@@ -210,7 +209,6 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
       // The 4-byte read afterwards returns only once the upload has landed (program order).
       run: () => gbPerS(bytes, () => {
         rt.uploadBuffer(big, host);
-        rt.readBuffer(tiny);
         rt.readBuffer(big, 0, 4);
       }),
     },
@@ -223,7 +221,7 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
   ];
   const cleanup = () => {
     for (const g of [graphNoops, graphChain, graphOne]) rt.destroyCapture(g);
-    for (const b of [small, big, tiny]) rt.destroyBuffer(b);
+    for (const b of [small, big]) rt.destroyBuffer(b);
     rt.destroyPipeline(noop);
     rt.destroyPipeline(inc);
   };
