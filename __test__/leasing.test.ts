@@ -32,10 +32,12 @@ test("a released buffer is not handed out again before its last use completes", 
   const v = rt.submitBatch();
   rt.releaseBuffer(h);
   const reusesBefore = rt.poolStats().reuses;
+  const runningBefore = rt.getCompleted() < v;
   const h2 = rt.leaseBuffer(bytes); // same bucket; must not wait and must not reuse yet
-  const stillRunning = rt.getCompleted() < v;
+  const runningAfter = rt.getCompleted() < v;
   const reusedEarly = rt.poolStats().reuses > reusesBefore;
-  assert.ok(stillRunning, "the slow batch should still be running (test precondition)");
+  assert.ok(runningBefore, "test precondition: the slow batch should still be running");
+  assert.ok(runningAfter, "the slow batch finished during leaseBuffer: a lease must never wait for the GPU");
   assert.ok(!reusedEarly, "the pool reused a buffer whose last use had not completed");
   assert.notEqual(h2, h);
   rt.waitTimeline(v);

@@ -99,11 +99,9 @@ test("an upload after a submitted, still-running batch does not reach that batch
   rt.recordDispatch(pipeline("copy"), [hx, snapshot], [groupsFor(shape.n)], incPush(shape.n));
   const v = rt.submitBatch();
   rt.uploadBuffer(hx, u1); // must be ordered after the slow dispatch and the copy
-  const inFlight = rt.getCompleted() < v;
   rt.waitTimeline(v);
   assertArrayEqual(readU32(hx), u1, "x = the upload, which came last");
   assertArrayEqual(readU32(snapshot), u0.map((w) => slowReference(w, shape.iters)), "the batch saw the old x");
-  assert.ok(inFlight || shape.iters >= 50_000_000, "the slow batch should still have been running at upload time");
 });
 
 test("readBuffer returns everything recorded before it, even in an open batch", () => {
