@@ -2,6 +2,7 @@
 // the test that produced it), seeded random data that is never zero, error-code
 // assertions, and small wrappers for the packed dispatch format.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { after, afterEach } from "node:test";
 import { native } from "../ts/native.js";
 import type { DeviceInfo, Handle, HeliosErrorCode, HeliosNative } from "./api.js";
@@ -227,4 +228,35 @@ export function slowShapeFor(ms: number): SlowShape {
 /** Records one `slow` dispatch over the first `shape.n` words of `h`. */
 export function recordSlow(h: Handle, shape: SlowShape): void {
   rt.recordDispatch(pipeline("slow"), [h], [groupsFor(shape.n)], Uint32Array.of(shape.n, shape.iters));
+}
+
+export interface ChildResult {
+  ok?: boolean;
+  code?: string;
+  message?: string;
+  /** Everything the child wrote to stderr (warnings, validation output). */
+  stderr: string;
+}
+
+/**
+ * Runs `body` in a fresh Node process with extra `env`; `body` sees `native` (the addon)
+ * and `KERNELS`. Returns {ok: true} or the {code, message} of what it threw.
+ */
+export function inChild(body: string, env: Record<string, string>): ChildResult {
+  const nativeUrl = new URL("../ts/native.js", import.meta.url).href;
+  const kernelsUrl = new URL("./kernels/index.js", import.meta.url).href;
+  const script = `
+    const { native } = await import(${JSON.stringify(nativeUrl)});
+    const { KERNELS } = await import(${JSON.stringify(kernelsUrl)});
+    try { ${body}; console.log(JSON.stringify({ ok: true })); }
+    catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }
+    try { native.destroy(); } catch {}`;
+  const res = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  assert.equal(res.status, 0, `child process failed (${res.signal ?? res.status}): ${res.stderr}`);
+  const last = res.stdout.trim().split("\n").pop() ?? "";
+  return { ...JSON.parse(last), stderr: res.stderr };
 }

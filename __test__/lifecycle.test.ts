@@ -2,11 +2,9 @@
 // destroy, NO_DEVICE for a device that does not exist, and a 100,000-buffer
 // create/destroy loop that must hold steady (the upstream died of "Max buffers reached").
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import {
-  assertArrayEqual, assertRejectsCode, assertThrowsCode, bufferWith, forgetPipelines, groupsFor, pipeline,
+  assertArrayEqual, assertRejectsCode, assertThrowsCode, bufferWith, forgetPipelines, groupsFor, inChild, pipeline,
   randomU32, readU32, recordSlow, rng, rt, runBatch, slowShapeFor, useDevice,
 } from "./helpers.js";
 import { push } from "./kernels/index.js";
@@ -157,25 +155,6 @@ test("initDevice picks a device by index or name substring and refuses an unknow
   reinit();
   assert.equal(rt.getDeviceInfo().deviceName, info.deviceName);
 });
-
-const nativeModule = fileURLToPath(new URL("../ts/native.js", import.meta.url));
-
-/** Runs `body` in a fresh process with `env` and returns the {code, message} it reports. */
-function inChild(body: string, env: Record<string, string>): { code?: string; message?: string; ok?: boolean } {
-  const script = `
-    const { native } = await import(${JSON.stringify(new URL(`file://${nativeModule}`).href)});
-    try { ${body}; console.log(JSON.stringify({ ok: true })); }
-    catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }
-    try { native.destroy(); } catch {}`;
-  const res = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-    timeout: 60_000,
-  });
-  assert.equal(res.status, 0, `child failed: ${res.stderr}`);
-  const last = res.stdout.trim().split("\n").pop() ?? "";
-  return JSON.parse(last);
-}
 
 test("HELIOS_DEVICE naming no device gives NO_DEVICE, saying what was tried", () => {
   const byName = inChild("native.initDevice()", { HELIOS_DEVICE: "no-such-gpu-xyz" });
