@@ -258,5 +258,6 @@ export function inChild(body: string, env: Record<string, string>): ChildResult 
   });
   assert.equal(res.status, 0, `child process failed (${res.signal ?? res.status}): ${res.stderr}`);
   const last = res.stdout.trim().split("\n").pop() ?? "";
+  if (!last.startsWith("{")) assert.fail(`child printed no result:\n${res.stdout}\n${res.stderr}`);
   return { ...JSON.parse(last), stderr: res.stderr };
 }
