@@ -152,14 +152,16 @@ test("malformed recordDispatchMany input is rejected as a whole", () => {
   const wrongPush = packDispatches([good, { ...good, push: Uint32Array.of(n, n) }]);
   const full = packDispatches([good, good]);
   rt.beginBatch();
-  assertThrowsCode(() => rt.recordDispatchMany(withBadPipeline, 2), HANDLE, { call: "recordDispatchMany" });
-  assertThrowsCode(() => rt.recordDispatchMany(withBadBuffer, 2), HANDLE, { call: "recordDispatchMany" });
-  assertThrowsCode(() => rt.recordDispatchMany(wrongBindings, 2), ARG, { call: "recordDispatchMany" });
-  assertThrowsCode(() => rt.recordDispatchMany(wrongPush, 2), ARG, { call: "recordDispatchMany" });
+  // The message names the failing entry.
+  assertThrowsCode(() => rt.recordDispatchMany(withBadPipeline, 2), HANDLE, { call: "recordDispatchMany", mentions: "entry 1" });
+  assertThrowsCode(() => rt.recordDispatchMany(withBadBuffer, 2), HANDLE, { call: "recordDispatchMany", mentions: "entry 1" });
+  assertThrowsCode(() => rt.recordDispatchMany(wrongBindings, 2), ARG, { call: "recordDispatchMany", mentions: "entry 1" });
+  assertThrowsCode(() => rt.recordDispatchMany(wrongPush, 2), ARG, { call: "recordDispatchMany", mentions: "entry 1" });
   assertThrowsCode(() => rt.recordDispatchMany(full, 3), [ARG, RANGE], { call: "recordDispatchMany" });
   assertThrowsCode(() => rt.recordDispatchMany(full.subarray(0, full.length - 1), 2), [ARG, RANGE], { call: "recordDispatchMany" });
   rt.waitTimeline(rt.submitBatch());
-  // None of the rejected calls recorded its valid leading entries.
+  // "A rejected call leaves the open batch intact": none of the rejected calls may
+  // leave its valid leading entries recorded.
   assertArrayEqual(readU32(h), u, "buffer after rejected recordDispatchMany calls");
 });
 
