@@ -97,6 +97,33 @@ impl Runtime {
         }
     }
 
+    /// Every check `record_dispatch` makes, without recording (recordDispatchMany validates
+    /// all entries before recording any, so a rejected call records nothing).
+    pub fn check_dispatch(&self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
+        if self.batch.is_none() {
+            return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
+        }
+        let pipe = self.pipelines.get(pipeline)?;
+        if buffers.len() != pipe.bindings.len() || push.len() != pipe.push_bytes as usize {
+            return Err(HeliosError::invalid_argument(format!(
+                "pipeline {:?} takes {} buffers and {} push-constant bytes; got {} and {}",
+                pipe.label,
+                pipe.bindings.len(),
+                pipe.push_bytes,
+                buffers.len(),
+                push.len()
+            )));
+        }
+        let max = self.dev.adapter.limits.max_compute_work_group_count;
+        if groups.iter().zip(max.iter()).any(|(g, m)| g > m) {
+            return Err(HeliosError::out_of_range(format!("groups {groups:?} exceed maxComputeWorkGroupCount {max:?}")));
+        }
+        for (i, &h) in buffers.iter().enumerate() {
+            self.buffer(h).map_err(|e| HeliosError::new(e.code, format!("buffers[{i}]: {}", e.message)))?;
+        }
+        Ok(())
+    }
+
     /// The hot path: validate everything first (a rejected call changes nothing), then record.
     pub fn record_dispatch(&mut self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
         let Some(batch) = self.batch.as_mut() else {

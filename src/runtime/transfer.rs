@@ -149,6 +149,9 @@ impl Runtime {
     pub fn fill(&mut self, handle: f64, pattern: u32, offset: f64, len: Option<f64>) -> HeliosResult<()> {
         let (id, r) = self.buffer(handle)?;
         let size = r.len.next_multiple_of(4);
+        if len.is_none() && offset >= size as f64 {
+            return Err(HeliosError::out_of_range(format!("byteOffset {offset} is at or past the end of the buffer ({size} bytes)")));
+        }
         let len = len.unwrap_or((size as f64 - offset).max(0.0));
         let (off, n) = check_range(offset, len, size)?;
         if off % 4 != 0 || n % 4 != 0 {
