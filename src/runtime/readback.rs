@@ -56,7 +56,7 @@ impl Runtime {
 
     pub fn read(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<Vec<u8>> {
         let (id, off, len) = self.read_range(handle, offset, len)?;
-        let mut out = vec![0u8; len as usize];
+        let mut out = memory::download_vec(len as usize);
         if len == 0 {
             return Ok(out);
         }
@@ -167,7 +167,7 @@ impl Runtime {
         } else {
             self.transfer.completed = self.transfer.completed.max(p.value);
         }
-        let mut out = vec![0u8; p.len as usize];
+        let mut out = memory::download_vec(p.len as usize);
         let result = staging.read(0, &mut out);
         memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
         result.map(|_| out)
