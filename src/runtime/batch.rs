@@ -39,6 +39,7 @@ impl Runtime {
             return Err(HeliosError::invalid_argument("a batch is already open (nested beginBatch); submitBatch or captureBatch it first"));
         }
         self.maintain()?;
+        self.save_cache_debounced();
         let cmd = self.start_segment_cmd()?;
         self.batch = Some(OpenBatch {
             cmd,

@@ -172,7 +172,8 @@ impl Runtime {
         self.pipelines.remove(handle).map(drop)
     }
 
-    fn save_cache_debounced(&mut self) {
+    /// Saves the pipeline cache if new pipelines arrived and the last save is 2 s old.
+    pub fn save_cache_debounced(&mut self) {
         if self.cache.dirty && self.cache.last_save.elapsed().as_secs_f64() > 2.0 {
             self.save_cache();
         }
