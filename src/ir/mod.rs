@@ -5,6 +5,7 @@ pub mod ast;
 pub mod decode;
 pub mod limits;
 pub mod path;
+pub mod presets;
 pub mod types;
 
 pub use decode::{decode, decode_value};
