@@ -12,3 +12,6 @@ pub use decode::{decode, decode_value};
 
 /// The description format version this build reads.
 pub const IR_VERSION: u32 = 1;
+
+#[cfg(test)]
+mod tests;
