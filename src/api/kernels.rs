@@ -35,7 +35,7 @@ fn desc_json(env: &Env, desc: Either<String, Object>) -> HeliosResult<String> {
 
 /// Caps of the initialized device, or the permissive validation caps when there is none.
 fn caps_or_permissive() -> DeviceCaps {
-    match crate::api::device::device_caps() {
+    match crate::api::kernel_bridge::device_caps() {
         Ok(c) => c,
         Err(_) => crate::ir::presets::permissive_caps(),
     }
@@ -52,9 +52,9 @@ fn compiled(env: &Env, desc: Either<String, Object>) -> HeliosResult<Arc<Compile
 pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f64, ErrorCode> {
     let run = || -> HeliosResult<f64> {
         let json = desc_json(&env, desc)?;
-        let caps = crate::api::device::device_caps()?;
+        let caps = crate::api::kernel_bridge::device_caps()?;
         let (key, k) = cache().get_or_compile(&json, &caps)?;
-        crate::api::device::pipeline_for(key, &k)
+        crate::api::kernel_bridge::pipeline_for(key, &k)
     };
     run().in_call("compileKernel")
 }
