@@ -32,4 +32,10 @@ export interface KernelLayout {
 }
 
 /** SPIR-V words of a description (validated against the device, or permissive caps without one). */
-export declare function kernelSpirv(desc: string | object): Uint32Array
+export declare function kernelSpirv(desc: string | object, opts?: KernelSpirvOptions | undefined | null): Uint32Array
+
+/** Options of kernelSpirv. */
+export interface KernelSpirvOptions {
+  /** Skip the in-memory memo: validate and assemble every time (the compile benchmark). */
+  noCache?: boolean
+}

@@ -43,7 +43,14 @@ fn caps_or_permissive() -> DeviceCaps {
 
 fn compiled(env: &Env, desc: Either<String, Object>) -> HeliosResult<Arc<CompiledKernel>> {
     let json = desc_json(env, desc)?;
-    Ok(cache().get_or_compile(&json, &caps_or_permissive())?.1)
+    Ok(cache().get_or_compile(&json, &caps_or_permissive(), false)?.1)
+}
+
+/// Options of kernelSpirv.
+#[napi(object)]
+pub struct KernelSpirvOptions {
+    /// Skip the in-memory memo: validate and assemble every time (the compile benchmark).
+    pub no_cache: Option<bool>,
 }
 
 /// Validates and assembles a kernel description and creates its pipeline on the device.
@@ -53,7 +60,7 @@ pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f6
     let run = || -> HeliosResult<f64> {
         let json = desc_json(&env, desc)?;
         let caps = crate::api::kernel_bridge::device_caps()?;
-        let (key, k) = cache().get_or_compile(&json, &caps)?;
+        let (key, k) = cache().get_or_compile(&json, &caps, true)?;
         crate::api::kernel_bridge::pipeline_for(key, &k)
     };
     run().in_call("compileKernel")
@@ -61,8 +68,20 @@ pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f6
 
 /// SPIR-V words of a description (validated against the device, or permissive caps without one).
 #[napi]
-pub fn kernel_spirv(env: Env, desc: Either<String, Object>) -> napi::Result<Uint32Array, ErrorCode> {
-    compiled(&env, desc).map(|k| Uint32Array::new(k.words.clone())).in_call("kernelSpirv")
+pub fn kernel_spirv(
+    env: Env,
+    desc: Either<String, Object>,
+    opts: Option<KernelSpirvOptions>,
+) -> napi::Result<Uint32Array, ErrorCode> {
+    let run = || -> HeliosResult<Uint32Array> {
+        if opts.and_then(|o| o.no_cache).unwrap_or(false) {
+            let json = desc_json(&env, desc)?;
+            let k = crate::spirv::compile(&json, &caps_or_permissive())?;
+            return Ok(Uint32Array::new(k.words));
+        }
+        Ok(Uint32Array::new(compiled(&env, desc)?.words.clone()))
+    };
+    run().in_call("kernelSpirv")
 }
 
 /// Human-readable SPIR-V of a description.
