@@ -72,7 +72,9 @@ fn persist(k: &CompiledKernel, key: u64, to_disk: bool) {
         }
     };
     if to_disk {
-        write(&crate::config::cache_dir().join("spirv"));
+        if let Some(dir) = crate::config::cache_dir() {
+            write(&dir.join("spirv"));
+        }
     }
     if let Some(d) = crate::config::dump_spirv_dir() {
         write(&d);
