@@ -1,6 +1,6 @@
 // Execution tests of IR features on the device (lavapipe in CI), against CPU references on
 // random data. Each test builds a small kernel with the TS builder, runs it once and compares.
-import { test, type TestContext } from "node:test";
+import { after, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import {
   clamp, exp, f16, f32, fma, i32, kernel, lit, log, max, min, roundF16, select, sqrt, tanh, u32, vecOf,
@@ -295,4 +295,10 @@ test("compileKernel memoizes by content", { skip }, () => {
     return k.finish();
   };
   assert.equal(native.compileKernel(mk()), native.compileKernel(JSON.stringify(mk())));
+});
+
+after(() => {
+  // With HELIOS_VALIDATION=1 any validation-layer message is a failure.
+  if (skip || typeof native.takeValidationMessages !== "function") return;
+  assert.deepEqual(native.takeValidationMessages(), []);
 });
