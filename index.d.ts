@@ -28,6 +28,13 @@ export interface BufferOptions {
 /** Ends the open batch without submitting it and keeps it for replayBatch. */
 export declare function captureBatch(): number
 
+/**
+ * Validates and assembles a kernel description and creates its pipeline on the device.
+ * Returns the pipeline handle; the same description returns the same handle (memoized, so the
+ * handle belongs to the memo: do not destroyPipeline it).
+ */
+export declare function compileKernel(desc: string | object): number
+
 export interface CoopMatShape {
   m: number
   n: number
@@ -121,6 +128,29 @@ export interface InitOptions {
   device?: number | string
   /** Enable VK_LAYER_KHRONOS_validation with synchronization validation (overrides HELIOS_VALIDATION). */
   validation?: boolean
+}
+
+/** Human-readable SPIR-V of a description. */
+export declare function kernelDisassembly(desc: string | object): string
+
+export declare function kernelLayout(desc: string | object): KernelLayout
+
+/** The pipeline layout of a description: binding accesses, push-constant bytes, spec constants. */
+export interface KernelLayout {
+  name: string
+  bindings: Array<string>
+  pushConstantBytes: number
+  specialization: Array<Array<number>>
+  requiredSubgroupSize?: number
+}
+
+/** SPIR-V words of a description (validated against the device, or permissive caps without one). */
+export declare function kernelSpirv(desc: string | object, opts?: KernelSpirvOptions | undefined | null): Uint32Array
+
+/** Options of kernelSpirv. */
+export interface KernelSpirvOptions {
+  /** Skip the in-memory memo: validate and assemble every time (the compile benchmark). */
+  noCache?: boolean
 }
 
 /** Leases a buffer of at least `byteLength` bytes from the size-bucketed pool. */
