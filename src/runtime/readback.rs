@@ -60,14 +60,19 @@ impl Runtime {
         if len == 0 {
             return Ok(out);
         }
-        if self.written_by_open_segment(id) {
+        let direct = self.res.get(id).is_some_and(|r| r.direct);
+        if self.written_by_open_segment(id) && direct {
+            // Submit what was recorded, wait for it, then copy straight out of the buffer.
+            let value = self.submit_segment(true)?;
+            self.wait_compute(value, u64::MAX)?;
+        } else if self.written_by_open_segment(id) {
             let staging = self.allocate_buffer(len, Placement::Staging)?;
             let result = self.snapshot_in_batch(id, off, len, &staging).and_then(|v| self.wait_compute(v, u64::MAX));
             let copied = result.and_then(|_| staging.read(0, &mut out));
             memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
             return copied.map(|_| out);
         }
-        let (direct, last_write) = self.res.get(id).map(|r| (r.direct, r.last_write)).unwrap_or((false, Point::ZERO));
+        let last_write = self.res.get(id).map(|r| r.last_write).unwrap_or(Point::ZERO);
         if direct {
             self.wait_point(last_write)?;
             let r = self.res.get(id).ok_or_else(|| HeliosError::internal("read source vanished"))?;
