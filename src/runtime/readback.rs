@@ -146,7 +146,13 @@ impl Runtime {
             self.snapshot_in_batch(id, off, len, &staging).map(|v| (true, v))
         } else {
             let copy = vk::BufferCopy { src_offset: off, dst_offset: 0, size: len };
-            self.transfer_copy(src, staging.raw, copy, last_write.compute, Keep::default()).map(|v| (false, v))
+            self.transfer_copy(src, staging.raw, copy, last_write.compute, Keep::default()).map(|v| {
+                // The DMA still reads the buffer: it must not be freed or reused before that.
+                if let Some(r) = self.res.get_mut(id) {
+                    r.last_use = r.last_use.max(Point::transfer(v));
+                }
+                (false, v)
+            })
         };
         let (compute, value) = match submitted {
             Ok(x) => x,
