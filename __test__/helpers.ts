@@ -31,6 +31,14 @@ export function useDevice(): DeviceInfo {
   return info;
 }
 
+/**
+ * Whether the runtime was told to never map device buffers directly (HELIOS_FORCE_STAGING,
+ * read by src/config.rs); the test suite reruns the transfer-heavy files that way.
+ */
+export function forcedStaging(): boolean {
+  return ["1", "true", "yes", "on"].includes(process.env.HELIOS_FORCE_STAGING ?? "");
+}
+
 const pipelineCache = new Map<keyof typeof KERNELS, Handle>();
 
 /** The pipeline of a test kernel, created once per device lifetime. */

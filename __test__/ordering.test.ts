@@ -4,11 +4,11 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   assertArrayEqual, bufferWith, groupsFor, packDispatches, pipeline, randomF32, randomU32, readF32, readU32,
-  assertSlowResult, recordSlow, rng, rt, runBatch, slowShapeFor, useDevice,
+  assertSlowResult, forcedStaging, recordSlow, rng, rt, runBatch, slowShapeFor, useDevice,
 } from "./helpers.js";
 import { push } from "./kernels/index.js";
 
-useDevice();
+const info = useDevice();
 
 const plus = (u: Uint32Array, k: number) => u.map((v) => (v + k) >>> 0);
 const incPush = (n: number) => push([["u", n]]);
@@ -235,7 +235,10 @@ test("many large uploads queued behind one open batch keep their own data", () =
   dsts.forEach((d) => rt.destroyBuffer(d));
 });
 
-test("the host does not wait for unrelated GPU work", () => {
+test("the host does not wait for unrelated GPU work", (t) => {
+  // Forced staging on a device without a transfer queue puts the read's copy on the compute
+  // queue behind the slow batch, so there the wait is expected.
+  if (forcedStaging() && !info.hasAsyncTransfer) return t.skip("staging shares the compute queue on this device");
   const shape = slowShapeFor(500);
   const r = rng(218);
   const busy = bufferWith(randomU32(shape.n, r));
