@@ -24,6 +24,8 @@ export interface DeviceInfo {
   hasPushDescriptors: boolean;
   hasBDA: boolean;
   timestampPeriodNs: number;
+  /** Whether the validation layer is active (an addition beyond issue 2's list). */
+  validation?: boolean;
 }
 
 export interface PoolStats {

@@ -23,6 +23,7 @@ export function assertNoValidationMessages(when: string): void {
  */
 export function useDevice(): DeviceInfo {
   const info = rt.initDevice({ validation: true });
+  assert.notEqual(info.validation, false, "initDevice({validation: true}) must enable the validation layer");
   afterEach((t) => assertNoValidationMessages(`after "${t.name}"`));
   after(() => {
     assertNoValidationMessages("at the end of the file");
