@@ -8,7 +8,9 @@
 //! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
+//! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipeline_statistics` |
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
+//! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 
 use std::path::PathBuf;
 
@@ -22,6 +24,7 @@ pub struct Config {
     pub force_staging: bool,
     pub no_push_descriptors: bool,
     pub spin_us: u64,
+    pub pipeline_stats: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -42,13 +45,14 @@ impl Config {
             staging_bytes: staging_mib.clamp(4, 4096) << 20,
             force_staging: flag("HELIOS_FORCE_STAGING"),
             no_push_descriptors: flag("HELIOS_NO_PUSH_DESCRIPTORS"),
+            pipeline_stats: flag("HELIOS_PIPELINE_STATS"),
             spin_us: env("HELIOS_SPIN_US").and_then(|v| v.parse().ok()).unwrap_or(200),
         }
     }
 }
 
 /// `$HELIOS_CACHE_DIR`, else `$XDG_CACHE_HOME/helios`, else `$HOME/.cache/helios`; `off` disables.
-fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     if let Some(dir) = env("HELIOS_CACHE_DIR") {
         return (dir != "off").then(|| PathBuf::from(dir));
     }
@@ -56,4 +60,10 @@ fn cache_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(xdg).join("helios"));
     }
     env("HOME").map(|home| PathBuf::from(home).join(".cache").join("helios"))
+}
+
+/// `HELIOS_DUMP_SPIRV=<dir>`: write every newly compiled kernel module there
+/// (`<name>-<hash>.spv`). Read per compile so tests and tools can set it at any time.
+pub fn dump_spirv_dir() -> Option<PathBuf> {
+    env("HELIOS_DUMP_SPIRV").map(PathBuf::from)
 }

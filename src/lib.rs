@@ -10,7 +10,9 @@ pub mod api;
 pub mod caps;
 pub mod config;
 pub mod error;
+pub mod ir;
 pub mod runtime;
+pub mod spirv;
 pub mod vk;
 
 #[napi_derive::napi]

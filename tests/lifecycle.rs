@@ -121,7 +121,8 @@ fn profile_reports_each_dispatch() {
     let labels: Vec<&str> = profile.iter().map(|(l, _)| &**l).collect();
     assert_eq!(labels, ["axpb", "inc", "axpb"]);
     assert!(profile.iter().all(|(_, ns)| *ns >= 0.0 && ns.is_finite()));
-    assert_eq!(err_code(|rt| rt.batch_profile(value)), ErrorCode::InvalidArgument, "returned once");
+    assert_eq!(rt(|rt| rt.batch_profile(value)), profile, "asking again returns the same figures");
+    assert_eq!(err_code(|rt| rt.batch_profile(value + 100)), ErrorCode::InvalidArgument);
 }
 
 #[test]
@@ -206,4 +207,17 @@ fn timeline_waits_and_timeouts() {
     let _ = rt(|rt| rt.wait_compute(v, 0));
     assert!(rt(|rt| rt.wait_compute(v, u64::MAX)));
     assert!(rt(|rt| rt.completed()).compute >= v);
+}
+
+#[test]
+fn pipeline_statistics_need_the_extension() {
+    let _s = session_with(&[("HELIOS_PIPELINE_STATS", "1")]);
+    let p = inc_pipeline();
+    let has_ext = rt(|rt| Ok(rt.dev.exec_props.is_some()));
+    match helios::runtime::global::pipeline_statistics(p) {
+        Ok(stats) => assert!(has_ext && !stats.is_empty()),
+        Err(e) => assert!(!has_ext && e.code == ErrorCode::InvalidArgument, "{e}"),
+    }
+    let bogus = helios::runtime::global::pipeline_statistics(12345.0).expect_err("not a handle");
+    assert_eq!(bogus.code, ErrorCode::InvalidHandle);
 }

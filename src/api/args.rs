@@ -2,7 +2,7 @@
 //! ERR_HELIOS_INVALID_ARGUMENT naming the parameter (napi's own conversion errors carry no
 //! Helios code). Exports take `Unknown` and declare their TypeScript types with `ts_args_type`.
 
-use napi::bindgen_prelude::{ArrayBuffer, FromNapiValue, JsValue, TypedArray, Unknown, ValueType};
+use napi::bindgen_prelude::{Array, ArrayBuffer, FromNapiValue, JsValue, TypedArray, Unknown, ValueType};
 
 use crate::error::{HeliosError, HeliosResult};
 
@@ -18,10 +18,8 @@ fn expected(what: &str, kind: &str, v: &Unknown<'_>) -> HeliosError {
 }
 
 pub fn num(v: Unknown<'_>, what: &str) -> HeliosResult<f64> {
-    if v.get_type().ok() != Some(ValueType::Number) {
-        return Err(expected(what, "a number", &v));
-    }
-    f64::from_unknown(v).map_err(|e| HeliosError::invalid_argument(format!("{what}: {e}")))
+    // One napi call on the hot path; the type is only looked up to explain a failure.
+    f64::from_unknown(v).map_err(|_| expected(what, "a number", &v))
 }
 
 /// `undefined` and `null` read as absent.
@@ -33,11 +31,21 @@ pub fn opt_num(v: Option<Unknown<'_>>, what: &str) -> HeliosResult<Option<f64>> 
     }
 }
 
-pub fn nums(v: Unknown<'_>, what: &str) -> HeliosResult<Vec<f64>> {
-    if !v.is_array().unwrap_or(false) {
-        return Err(expected(what, "an array of numbers", &v));
+/// Reads a short array of numbers into `out` without allocating (the recordDispatch hot
+/// path); returns how many were read.
+pub fn nums_into(v: Unknown<'_>, what: &str, out: &mut [f64]) -> HeliosResult<usize> {
+    let arr = Array::from_unknown(v).map_err(|_| expected(what, "an array of numbers", &v))?;
+    let n = arr.len() as usize;
+    if n > out.len() {
+        return Err(HeliosError::invalid_argument(format!("{what} has {n} entries; at most {} are allowed", out.len())));
     }
-    Vec::<f64>::from_unknown(v).map_err(|_| HeliosError::invalid_argument(format!("{what} must contain only numbers")))
+    for (i, slot) in out[..n].iter_mut().enumerate() {
+        *slot = match arr.get::<f64>(i as u32) {
+            Ok(Some(x)) => x,
+            _ => return Err(HeliosError::invalid_argument(format!("{what}[{i}] must be a number"))),
+        };
+    }
+    Ok(n)
 }
 
 /// An ArrayBuffer or any typed-array view (Node Buffers included).
@@ -68,10 +76,7 @@ pub fn byte_view<'a>(v: Unknown<'a>, what: &str) -> HeliosResult<ByteView<'a>> {
     Err(bad(&v))
 }
 
+/// napi maps `undefined` and `null` to `None` before we see them.
 pub fn opt_byte_view<'a>(v: Option<Unknown<'a>>, what: &str) -> HeliosResult<ByteView<'a>> {
-    match v {
-        None => Ok(ByteView::Empty),
-        Some(v) if matches!(v.get_type(), Ok(ValueType::Undefined | ValueType::Null)) => Ok(ByteView::Empty),
-        Some(v) => byte_view(v, what),
-    }
+    v.map_or(Ok(ByteView::Empty), |v| byte_view(v, what))
 }

@@ -33,8 +33,10 @@ pub fn check_range(offset: f64, len: f64, size: u64) -> HeliosResult<(u64, u64)>
 }
 
 impl Runtime {
+    /// Two chunks fit the ring (double buffering: the host copies one while the DMA moves
+    /// the other); large chunks also amortise the per-chunk submit and copy-thread start-up.
     pub fn chunk_bytes(&self) -> u64 {
-        (self.ring.capacity() / 4).min(MAX_CHUNK)
+        (self.ring.capacity() / 2).min(MAX_CHUNK)
     }
 
     /// A ring region, reclaiming completed ones and waiting for the oldest if the ring is full.
@@ -149,6 +151,9 @@ impl Runtime {
     pub fn fill(&mut self, handle: f64, pattern: u32, offset: f64, len: Option<f64>) -> HeliosResult<()> {
         let (id, r) = self.buffer(handle)?;
         let size = r.len.next_multiple_of(4);
+        if len.is_none() && offset >= size as f64 {
+            return Err(HeliosError::out_of_range(format!("byteOffset {offset} is at or past the end of the buffer ({size} bytes)")));
+        }
         let len = len.unwrap_or((size as f64 - offset).max(0.0));
         let (off, n) = check_range(offset, len, size)?;
         if off % 4 != 0 || n % 4 != 0 {
