@@ -1,5 +1,6 @@
-// The native API exactly as issue 2 specifies it, so the tests state the contract
-// they check independently of the generated index.d.ts (helpers.ts casts to it).
+// The native API exactly as issue 2 specifies it, so the tests state the contract they
+// check independently of the generated index.d.ts. helpers.ts assigns the addon to this
+// type without a cast, so a signature that drifts from issue 2 fails to compile.
 export type Handle = number;
 
 export interface DeviceInfo {
