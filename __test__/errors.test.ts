@@ -193,7 +193,7 @@ for (const [what, body] of [
   });
 }
 
-test("a layout that lacks a binding the shader uses is rejected, not handed to the driver", () => {
+test("a layout that lacks a binding or push-constant bytes the shader uses is rejected, not handed to the driver", () => {
   // axpb uses bindings 0 and 1; this layout declares only binding 0.
   const bad: HeliosErrorCode[] = [ARG, "ERR_HELIOS_INVALID_KERNEL"];
   assertThrowsCode(() => rt.createPipeline(KERNELS.axpb.spirv, { bindings: ["read"], pushConstantBytes: 12 }), bad, { call: "createPipeline" });

@@ -23,7 +23,7 @@ stage "test kernels up to date" scripts/gen-test-kernels.sh --check
 npx tsc -p tsconfig.json || { echo "test-js: tsc failed" >&2; exit 1; }
 stage "node --test (all files)" node --test dist/__test__/
 stage "forced staging + descriptor pools" env HELIOS_FORCE_STAGING=1 HELIOS_NO_PUSH_DESCRIPTORS=1 node --test \
-  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/leasing.test.js \
+  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/leasing.test.js dist/__test__/buffers.test.js \
   dist/__test__/capture.test.js dist/__test__/profiling.test.js
 stage "bun smoke" npx --no-install bun __test__/bun-smoke.mjs
 
