@@ -1,0 +1,67 @@
+// The slice of the native runtime (issue 2) and kernel compiler (issue 3) that the backend
+// uses, as a typed interface. `bindRuntime` checks the loaded addon has every function so a
+// missing export fails at init with one clear message, not as `undefined is not a function`
+// in the middle of an op.
+
+export interface DeviceInfo {
+  deviceName: string;
+  vendorId: number;
+  deviceType?: string;
+  driverName?: string;
+  f16Supported: boolean;
+  coopMatSupported?: boolean;
+  coopMat2Supported?: boolean;
+  coopMatM?: number;
+  coopMatN?: number;
+  coopMatK?: number;
+  subgroupSize: number;
+  maxWorkgroupSize?: number;
+  maxSharedMemoryBytes: number;
+  hasAsyncTransfer?: boolean;
+  hasPushDescriptors?: boolean;
+  [key: string]: unknown;
+}
+
+export interface PoolStats {
+  leasedBytes: number;
+  freeBytes: number;
+  peakBytes: number;
+  allocations: number;
+  reuses: number;
+}
+
+export type Groups = [number, number?, number?];
+
+export interface Runtime {
+  initDevice(opts?: { device?: number | string; validation?: boolean }): DeviceInfo;
+  getDeviceInfo(): DeviceInfo;
+  destroy(): void;
+  leaseBuffer(byteLength: number): number;
+  releaseBuffer(handle: number): void;
+  uploadBuffer(handle: number, data: ArrayBuffer | ArrayBufferView, byteOffset?: number): void;
+  readBuffer(handle: number, byteOffset?: number, byteLength?: number): ArrayBuffer;
+  fillBuffer(handle: number, u32Pattern: number, byteOffset?: number, byteLength?: number): void;
+  copyBuffer(src: number, dst: number, srcOffset: number, dstOffset: number, byteLength: number): void;
+  poolStats(): PoolStats;
+  beginBatch(opts?: { profile?: boolean }): void;
+  recordDispatch(pipeline: number, buffers: number[], groups: Groups, pushConstants?: ArrayBufferView): void;
+  submitBatch(): number;
+  waitTimeline(value: number, timeoutMs?: number): void;
+  getCompleted(): number;
+  compileKernel(desc: string | object): number;
+}
+
+const REQUIRED: (keyof Runtime)[] = [
+  "initDevice", "getDeviceInfo", "destroy", "leaseBuffer", "releaseBuffer", "uploadBuffer",
+  "readBuffer", "fillBuffer", "copyBuffer", "poolStats", "beginBatch", "recordDispatch",
+  "submitBatch", "waitTimeline", "getCompleted", "compileKernel",
+];
+
+export function bindRuntime(addon: unknown): Runtime {
+  const mod = addon as Record<string, unknown>;
+  const missing = REQUIRED.filter((k) => typeof mod[k] !== "function");
+  if (missing.length > 0) {
+    throw new Error(`@alpha/helios: the native addon lacks ${missing.join(", ")} (rebuild it: npm run build:native)`);
+  }
+  return mod as unknown as Runtime;
+}

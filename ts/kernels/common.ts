@@ -1,0 +1,93 @@
+// Helpers every kernel file shares: storage element types per tensor dtype, f32 compute
+// conversions, the flat-index convention for 1-D grids, and typed push-constant packing
+// (one spec object declares a kernel's push block for both the generator and the dispatcher).
+import type { Dtype } from "../types.js";
+import {
+  clamp, f16, f32, i32, tanh, u32,
+  type Buffer, type Expr, type KernelBuilder, type PushField, type ScalarType,
+} from "../ir/index.js";
+
+/** Threads per workgroup for 1-D elementwise-style kernels. */
+export const WG = 256;
+/** Vulkan guarantees 65535 workgroups per grid dimension. */
+export const MAX_GROUPS = 65535;
+
+export type StorageElem = Exclude<ScalarType, "bool" | "bf16" | "u32">;
+
+/** f64 tensors are stored as f32 on the device (no f64 compute on the targets). */
+export function storageOf(d: Dtype): StorageElem {
+  return d === "f16" ? f16 : d === "i32" ? i32 : f32;
+}
+
+export function storageBytes(d: Dtype): number {
+  return d === "f16" ? 2 : 4;
+}
+
+export function toF32(x: Expr): Expr {
+  return x.cast(f32);
+}
+
+/** Conversion for a store into a buffer of `d`; f32 -> i32 truncates toward zero. */
+export function fromF32(x: Expr, d: Dtype): Expr {
+  return x.cast(storageOf(d));
+}
+
+/** Grid for `n` threads of a WG-wide 1-D kernel; y takes over past 65535 groups. */
+export function grid1d(n: number, wg = WG): [number, number, number] {
+  const groups = Math.max(1, Math.ceil(n / wg));
+  if (groups <= MAX_GROUPS) return [groups, 1, 1];
+  const y = Math.ceil(groups / MAX_GROUPS);
+  return [Math.ceil(groups / y), y, 1];
+}
+
+/** Flat thread index matching grid1d: gid.x + gid.y * (groups.x * wg). */
+export function flatIndex(k: KernelBuilder, wg = WG): Expr {
+  const g = k.globalId;
+  return k.let(g.x.add(g.y.mul(k.numWorkgroups.x.mul(wg))), "i");
+}
+
+/** Rows handled one per workgroup, with the same 2-D fallback as grid1d. */
+export function gridRows(rows: number): [number, number, number] {
+  return grid1d(rows, 1);
+}
+
+export function rowIndex(k: KernelBuilder): Expr {
+  const w = k.workgroupId;
+  return k.let(w.x.add(w.y.mul(k.numWorkgroups.x)), "row");
+}
+
+/** tanh that stays finite for huge arguments on every driver. */
+export function safeTanh(x: Expr): Expr {
+  return tanh(clamp(x, -15, 15));
+}
+
+export type PushSpec = Record<string, PushField["type"]>;
+
+/** Packs push constants in declaration order (all fields here are 4-byte scalars). */
+export function packPush(spec: PushSpec, values: Record<string, number>): Uint32Array {
+  const names = Object.keys(spec);
+  const words = new Uint32Array(Math.max(1, names.length));
+  const f = new Float32Array(words.buffer);
+  const s = new Int32Array(words.buffer);
+  names.forEach((name, i) => {
+    const v = values[name];
+    if (v === undefined) throw new Error(`helios: internal error: push constant '${name}' missing`);
+    const t = spec[name];
+    if (t === "f32") f[i] = v;
+    else if (t === "i32") s[i] = v;
+    else if (t === "u32") {
+      if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+        throw new Error(`helios: push constant '${name}' = ${v} does not fit u32`);
+      }
+      words[i] = v;
+    } else throw new Error(`helios: internal error: push type ${t} not packed`);
+  });
+  return words;
+}
+
+/** Loads element `idx` of a tensor buffer as f32. */
+export function loadF32(b: Buffer, idx: Expr | number): Expr {
+  return toF32(b.load(idx));
+}
+
+export { u32, f32, i32, f16 };
