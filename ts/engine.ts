@@ -371,3 +371,29 @@ function fromStorage(d: Dtype, raw: ArrayBuffer): TensorArray {
   if (d === "f64") return Float64Array.from(new Float32Array(raw));
   return new Float32Array(raw);
 }
+
+/** Runs one kernel over resolved inputs; the last buffers are the outputs' leases. */
+export function run(
+  E: Engine, op: string, key: object, build: () => KernelDesc, spec: PushSpec, push: Record<string, number>,
+  inputs: TensorData[], outputs: HeliosTensor[], groups: [number, number, number],
+): void {
+  const pipeline = E.kernel(key, build);
+  E.withInputs(op, inputs, (bufs) => {
+    E.dispatch(pipeline, [...bufs, ...outputs.map((o) => o.lease)], groups, spec, push, outputs);
+  });
+}
+
+declare module "./engine.js" {
+  interface Engine {
+    /** A view of `t` under `shape` (uploading host tensors first). */
+    viewOrUpload(op: string, t: TensorData, shape: Shape): HeliosTensor;
+  }
+}
+
+Engine.prototype.viewOrUpload = function (this: Engine, op: string, t: TensorData, shape: Shape): HeliosTensor {
+  if (t instanceof HeliosTensor) {
+    if (t.released) fail(op, `tensor ${fmt(t.shape)} was already released (releaseGpuTensor)`);
+    return this.view(t, shape);
+  }
+  return this.fromHost(shape, t.dtype, t.data);
+};

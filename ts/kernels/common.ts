@@ -91,3 +91,26 @@ export function loadF32(b: Buffer, idx: Expr | number): Expr {
 }
 
 export { u32, f32, i32, f16 };
+
+/** Threads per workgroup for one-workgroup-per-row kernels (softmax, layerNorm, reductions). */
+export const ROW_WG = 256;
+
+/**
+ * Workgroup tree reduction through shared memory (no subgroup ops, so it runs the same on
+ * every device). Every thread passes its value; every thread gets the result. Ends with a
+ * barrier so `sh` can be reused.
+ */
+export function wgReduce(
+  k: KernelBuilder, sh: { store(i: Expr | number, v: Expr): void; load(i: Expr | number): Expr },
+  t: Expr, value: Expr, combine: (a: Expr, b: Expr) => Expr, wg = ROW_WG,
+): Expr {
+  sh.store(t, value);
+  k.barrier();
+  for (let s = wg / 2; s > 0; s >>= 1) {
+    k.if(t.lt(s), () => sh.store(t, combine(sh.load(t), sh.load(t.add(s)))));
+    k.barrier();
+  }
+  const r = sh.load(0);
+  k.barrier();
+  return r;
+}
