@@ -71,14 +71,14 @@ export class HeliosBackend implements Backend {
   }
 
   /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */
-  smokeTest(): { verified: boolean; throughputGBps: number } {
+  smokeTest(benchElements = 1 << 20): { verified: boolean; throughputGBps: number } {
     const n = 4099;
     const a = Float32Array.from({ length: n }, (_, i) => (i % 97) * 0.5);
     const b = Float32Array.from({ length: n }, (_, i) => 1 + (i % 13));
     const c = this.add(this.fromArray([...a], [n]), this.fromArray([...b], [n])).data as Float32Array;
     let verified = c.length === n;
     for (let i = 0; verified && i < n; i++) verified = c[i] === a[i] + b[i];
-    const big = 1 << 20;
+    const big = benchElements;
     const x = this.full([big], 1), y = this.full([big], 2);
     this.syncGpu();
     const reps = 10;

@@ -1,0 +1,42 @@
+// Which runtime backend tests run on: the native addon when it has the runtime and kernel
+// compiler (validation on, and no validation messages allowed), otherwise the CPU mock
+// runtime that interprets the same kernel descriptions. HELIOS_TEST_MOCK=1 forces the mock.
+import { HeliosBackend, type HeliosBackendOptions } from "../ts/backend.js";
+import { bindRuntime, type Runtime } from "../ts/exec/runtime.js";
+import { MockRuntime } from "./mock/runtime.js";
+
+let nativeRt: Runtime | null | undefined;
+
+function nativeRuntime(): Runtime | null {
+  if (nativeRt !== undefined) return nativeRt;
+  nativeRt = null;
+  if (process.env.HELIOS_TEST_MOCK === "1") return null;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const mod = require("../../native/index.cjs");
+    nativeRt = bindRuntime(mod);
+    nativeRt.initDevice({ validation: true });
+  } catch {
+    nativeRt = null;
+  }
+  return nativeRt;
+}
+
+import { createRequire } from "node:module";
+const require = createRequire(import.meta.url);
+
+export function testRuntime(): Runtime {
+  return nativeRuntime() ?? new MockRuntime();
+}
+
+export const onNative = (): boolean => nativeRuntime() !== null;
+
+export function makeBackend(config: HeliosBackendOptions["config"] = {}): HeliosBackend {
+  return new HeliosBackend({ runtime: testRuntime(), config, validation: true });
+}
+
+/** Drains validation messages on the native runtime; [] on the mock. */
+export function validationMessages(): string[] {
+  const rt = nativeRuntime() as unknown as { takeValidationMessages?: () => string[] } | null;
+  return rt?.takeValidationMessages ? rt.takeValidationMessages() : [];
+}
