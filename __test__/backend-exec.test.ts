@@ -1,0 +1,102 @@
+// Execution model: lazy data, batching and flush, leased buffers returned by
+// releaseGpuTensor and by garbage collection, pool peak flat over a fixed loop.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { makeBackend, onNative } from "./backend-helpers.js";
+import { values } from "./harness.js";
+import { HeliosTensor } from "../ts/tensor.js";
+
+test("ops return at once; data reads back lazily and only once", () => {
+  const B = makeBackend({ batchSize: 1000 });
+  const s0 = B.stats();
+  const x = B.fromArray([1, 2, 3, 4], [2, 2]);
+  const y = B.softmax(x);
+  assert.ok(y instanceof HeliosTensor);
+  assert.equal(B.stats().batches, s0.batches, "nothing submitted yet");
+  void y.data;
+  void y.data;
+  const s1 = B.stats();
+  assert.equal(s1.readbacks - s0.readbacks, 1);
+  assert.ok(s1.batches > s0.batches, "reading submitted the batch");
+});
+
+test("a batch is submitted at the size threshold and on flush()", () => {
+  const B = makeBackend({ batchSize: 4, fusion: false });
+  const x = B.fromArray([1, 2], [2]);
+  const b0 = B.stats().batches;
+  let t = x;
+  for (let i = 0; i < 8; i++) t = B.scale(t, 1.5);
+  assert.equal(B.stats().batches - b0, 2);
+  B.scale(t, 2);
+  B.flush();
+  assert.equal(B.stats().batches - b0, 3);
+  assert.ok(B.gpuOpsThisStep >= 9);
+  B.resetStepOps();
+  assert.equal(B.gpuOpsThisStep, 0);
+});
+
+test("released tensors return buffers and cannot be read", () => {
+  const B = makeBackend();
+  const x = B.randn([64]);
+  const leased = B.stats().pool.leasedBytes;
+  B.releaseGpuTensor(x);
+  assert.equal(B.stats().pool.leasedBytes, leased - 256);
+  assert.throws(() => x.data, /after releaseGpuTensor/);
+  assert.throws(() => B.exp(x), /exp: tensor \[64\] was already released/);
+  B.releaseGpuTensor(x); // idempotent
+});
+
+test("pool peak stays flat over a 1000-step fixed loop", () => {
+  const B = makeBackend();
+  const w = B.randn([8, 8]);
+  // The interpreter (mock runtime) runs every invocation on the CPU: keep its loop light.
+  const heavy = onNative();
+  const step = () => {
+    const x = B.randn([4, 8]);
+    const row = B.slice(w, [0, 0], [1, 8]);
+    const z = heavy ? B.matmul(x, w) : B.mul(x, row);
+    const h = B.gelu(z);
+    const sq = B.mul(h, h);
+    const loss = heavy ? B.mean(sq) : B.sum(sq, 0);
+    void loss.data;
+    for (const t of [x, row, z, h, sq, loss]) B.releaseGpuTensor(t);
+    B.flush();
+  };
+  for (let i = 0; i < 20; i++) step();
+  const peak = B.stats().pool.peakBytes;
+  for (let i = 0; i < 1000; i++) step();
+  assert.equal(B.stats().pool.peakBytes, peak, "peak bytes grew");
+});
+
+test("garbage-collected tensors return their buffers (FinalizationRegistry)", async (t) => {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) {
+    t.skip("run node with --expose-gc");
+    return;
+  }
+  const B = makeBackend();
+  const base = B.stats().pool.leasedBytes;
+  (() => {
+    for (let i = 0; i < 50; i++) void B.exp(B.randn([128])).data;
+  })();
+  for (let i = 0; i < 10 && B.stats().pool.leasedBytes > base; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(B.stats().pool.leasedBytes, base);
+});
+
+test("view tensors (reshape) share storage and keep it alive", () => {
+  const B = makeBackend();
+  const x = B.fromArray([1, 2, 3, 4, 5, 6], [2, 3]);
+  const y = B.exp(x);
+  const r = B.reshape(y, [3, 2]);
+  B.releaseGpuTensor(y);
+  assert.deepEqual([...values(r)].map((v) => Math.round(Math.log(v))), [1, 2, 3, 4, 5, 6]);
+});
+
+test("getDeviceInfo and smokeTest", () => {
+  const B = makeBackend();
+  assert.equal(typeof B.getDeviceInfo().deviceName, "string");
+  assert.equal(B.smokeTest(2048).verified, true);
+});
