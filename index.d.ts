@@ -9,4 +9,27 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Validates and assembles a kernel description and creates its pipeline on the device.
+ * Returns the pipeline handle; the same description returns the same handle (memoized).
+ */
+export declare function compileKernel(desc: string | object): number
+
 export declare function heliosVersion(): string
+
+/** Human-readable SPIR-V of a description. */
+export declare function kernelDisassembly(desc: string | object): string
+
+export declare function kernelLayout(desc: string | object): KernelLayout
+
+/** The pipeline layout of a description: binding accesses, push-constant bytes, spec constants. */
+export interface KernelLayout {
+  name: string
+  bindings: Array<string>
+  pushConstantBytes: number
+  specialization: Array<Array<number>>
+  requiredSubgroupSize?: number
+}
+
+/** SPIR-V words of a description (validated against the device, or permissive caps without one). */
+export declare function kernelSpirv(desc: string | object): Uint32Array

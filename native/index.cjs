@@ -835,4 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.compileKernel = nativeBinding.compileKernel
 module.exports.heliosVersion = nativeBinding.heliosVersion
+module.exports.kernelDisassembly = nativeBinding.kernelDisassembly
+module.exports.kernelLayout = nativeBinding.kernelLayout
+module.exports.kernelSpirv = nativeBinding.kernelSpirv

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the package the way Alpha consumes it: `npm pack`, then `npm install` of the
+# tarball into a scratch project, then `import { initDevice } from "@alpha/helios"`.
+# Covers the prebuilt path, the build-from-source path and the missing-cargo message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+tarball=$(npm pack --silent --ignore-scripts --pack-destination "$scratch" | tail -n 1)
+mkdir -p "$scratch/app"
+cd "$scratch/app"
+echo '{"name":"helios-consumer","version":"1.0.0","type":"module","private":true}' > package.json
+probe='import { initDevice } from "@alpha/helios"; const info = initDevice(); if (!info.deviceName) process.exit(3); console.log("imported @alpha/helios; device:", info.deviceName);'
+
+echo "pack: installing $tarball (prebuilt addon)"
+npm install --no-audit --no-fund --allow-scripts=@alpha/helios "$scratch/$tarball" >/dev/null
+node --input-type=module -e "$probe"
+
+echo "pack: rebuilding from source (HELIOS_BUILD_FROM_SOURCE=1)"
+HELIOS_BUILD_FROM_SOURCE=1 CARGO_TARGET_DIR="$repo/target/pack" \
+  node node_modules/@alpha/helios/scripts/install.cjs
+node --input-type=module -e "$probe"
+
+echo "pack: the message when cargo is missing"
+set +e
+out=$(HELIOS_BUILD_FROM_SOURCE=1 PATH="$(dirname "$(command -v node)")" \
+  node node_modules/@alpha/helios/scripts/install.cjs 2>&1)
+status=$?
+set -e
+if [ "$status" -eq 0 ] || ! grep -q "cargo" <<<"$out"; then
+  echo "expected a failing install with a message naming cargo, got status $status: $out" >&2
+  exit 1
+fi
+echo "pack: ok"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every test, with the Khronos validation layer on (any validation message fails a test).
+# Assumes scripts/setup.sh has run (scripts/run.sh test does both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HELIOS_VALIDATION=1
+export HELIOS_CACHE_DIR=${HELIOS_CACHE_DIR:-$(mktemp -d)}
+
+step() { echo; echo "=== $* ==="; }
+
+step "generated files are up to date (index.d.ts, native/index.cjs)"
+git diff --exit-code -- index.d.ts native/index.cjs
+
+step "cargo test"
+cargo test --quiet 2>&1
+
+step "JS tests (node --test, validation on)"
+node --test --test-concurrency=2 dist/__test__/
+
+step "Bun smoke test"
+npx bun __test__/bun-smoke.mjs
+
+step "npm pack + install into a scratch project"
+bash scripts/test-pack.sh
