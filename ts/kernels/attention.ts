@@ -16,7 +16,7 @@
 // This is the portable SIMT formulation; a tensor-core variant is future work.
 import { exp, f32, kernel, lit, log, max, min, u32, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { fromF32, safeTanh, storageOf, toF32 } from "./common.js";
+import { fromF32, safeTanh, storageOf, sumTree, toF32, uvar } from "./common.js";
 
 export const FA_ROWS = 64;
 export const FA_PUSH = { T: "u32", scale: "f32", cap: "f32" } as const;
@@ -47,7 +47,7 @@ function stageTile(k: KernelBuilder, src: Buffer, sh: { store(i: Expr, v: Expr):
   k.for(tid, lit(u32, BC * D), (e) => {
     const r = k.let(e.div(D), "r");
     const g = k.let(r0.add(r), "g");
-    const val = k.var(f32, 0, "st");
+    const val = uvar(k, f32, 0, "st");
     k.if(g.lt(T), () => val.set(toF32(src.load(base.add(g.mul(D)).add(e.rem(D))))));
     sh.store(e, val.get());
   }, { step: FA_ROWS });
@@ -82,8 +82,7 @@ export function flashFwdKernel(v: FlashVariant): KernelDesc {
       const jEnd = k.let(min(lit(u32, BC), i.add(1).sub(min(k0, i.add(1)))), "jend");
       k.for(lit(u32, 0), jEnd, (j) => {
         const row = k.let(j.mul(D), "kr");
-        let dot: Expr = lit(f32, 0);
-        for (let d = 0; d < D; d++) dot = dot.add(q[d].mul(Ks.load(row.add(d))));
+        const dot = sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d)))));
         const s = k.let(capScore(dot, pc.cap, v.softCap), "s");
         const mNew = k.let(max(m.get(), s), "mn");
         const corr = k.let(exp(m.get().sub(mNew)), "corr");
@@ -105,9 +104,7 @@ export function flashFwdKernel(v: FlashVariant): KernelDesc {
 
 /** Score and probability for (query regs q, key row in shared), given lse. */
 function probAndGrad(k: KernelBuilder, q: Expr[], Ks: { load(i: Expr): Expr }, row: Expr, D: number, lse: Expr, cap: Expr, on: boolean) {
-  let dot: Expr = lit(f32, 0);
-  for (let d = 0; d < D; d++) dot = dot.add(q[d].mul(Ks.load(row.add(d))));
-  const raw = k.let(dot, "raw");
+  const raw = k.let(sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d))))), "raw");
   const s = k.let(capScore(raw, cap, on), "s");
   const p = k.let(exp(s.sub(lse)), "p");
   const capGrad = on ? k.let(lit(f32, 1).sub(s.div(cap).mul(s.div(cap))), "cg") : lit(f32, 1);
@@ -134,9 +131,7 @@ export function flashBwdDqKernel(v: FlashVariant): KernelDesc {
   const rowOff = k.let(base.add(qi.mul(D)), "roff");
   const q = Array.from({ length: D }, (_, d) => k.let(toF32(Q.load(rowOff.add(d))).mul(pc.scale), "q"));
   const go = Array.from({ length: D }, (_, d) => k.let(toF32(dO.load(rowOff.add(d))), "go"));
-  let di: Expr = lit(f32, 0);
-  for (let d = 0; d < D; d++) di = di.add(go[d].mul(toF32(O.load(rowOff.add(d)))));
-  const Di = k.let(di, "Di");
+  const Di = k.let(sumTree(go.map((g, d) => g.mul(toF32(O.load(rowOff.add(d)))))), "Di");
   const lse = k.let(L.load(bh.mul(pc.T).add(qi)), "lse");
   const acc = regs(k, D, "dq", 0);
   const lastKey = k.let(min(q0.add(FA_ROWS), pc.T), "kend");
@@ -149,8 +144,7 @@ export function flashBwdDqKernel(v: FlashVariant): KernelDesc {
       k.for(lit(u32, 0), jEnd, (j) => {
         const row = k.let(j.mul(D), "kr");
         const { p, capGrad } = probAndGrad(k, q, Ks, row, D, lse, pc.cap, v.softCap);
-        let dp: Expr = lit(f32, 0);
-        for (let d = 0; d < D; d++) dp = dp.add(go[d].mul(Vs.load(row.add(d))));
+        const dp = sumTree(go.map((g, d) => g.mul(Vs.load(row.add(d)))));
         const ds = k.let(p.mul(dp.sub(Di)).mul(capGrad).mul(pc.scale), "ds");
         for (let d = 0; d < D; d++) acc[d].set(acc[d].get().add(ds.mul(Ks.load(row.add(d)))));
       });
@@ -203,13 +197,11 @@ export function flashBwdDkDvKernel(v: FlashVariant): KernelDesc {
         const gi = k.let(i0.add(ii), "gq");
         k.if(gi.ge(j), () => {
           const row = k.let(ii.mul(D), "qr");
-          let dot: Expr = lit(f32, 0);
-          for (let d = 0; d < D; d++) dot = dot.add(Qs.load(row.add(d)).mul(kr[d]));
+          const dot = sumTree(kr.map((kd, d) => Qs.load(row.add(d)).mul(kd)));
           const s = k.let(capScore(dot.mul(pc.scale), pc.cap, v.softCap), "s");
           const p = k.let(exp(s.sub(Ls.load(ii))), "p");
           const capGrad = v.softCap ? k.let(lit(f32, 1).sub(s.div(pc.cap).mul(s.div(pc.cap))), "cg") : lit(f32, 1);
-          let dp: Expr = lit(f32, 0);
-          for (let d = 0; d < D; d++) dp = dp.add(Gs.load(row.add(d)).mul(vr[d]));
+          const dp = sumTree(vr.map((vd, d) => Gs.load(row.add(d)).mul(vd)));
           const ds = k.let(p.mul(dp.sub(Ds.load(ii))).mul(capGrad).mul(pc.scale), "ds");
           for (let d = 0; d < D; d++) {
             accV[d].set(accV[d].get().add(p.mul(Gs.load(row.add(d)))));

@@ -114,3 +114,28 @@ export function wgReduce(
   k.barrier();
   return r;
 }
+
+const varCounters = new WeakMap<KernelBuilder, number>();
+
+/**
+ * A mutable local with a name unique in the kernel. Works around the builder naming a
+ * Var's reads after the var itself (`get()` binds `fresh(varName)`), which collides when
+ * two vars share a hint (reported to the IR owner).
+ */
+export function uvar(k: KernelBuilder, type: "f32" | "u32" | "i32", init: Expr | number, hint: string) {
+  const n = varCounters.get(k) ?? 0;
+  varCounters.set(k, n + 1);
+  return k.var(type, init, `${hint}${n}v`);
+}
+
+/** Pairwise sum: keeps expression depth logarithmic (the IR caps nesting at 64). */
+export function sumTree(terms: Expr[]): Expr {
+  if (terms.length === 0) throw new Error("helios: internal error: empty sum");
+  let level = terms;
+  while (level.length > 1) {
+    const next: Expr[] = [];
+    for (let i = 0; i < level.length; i += 2) next.push(i + 1 < level.length ? level[i].add(level[i + 1]) : level[i]);
+    level = next;
+  }
+  return level[0];
+}

@@ -10,7 +10,7 @@
 // Numerics: f32 accumulation for every input dtype; edges handled in-kernel (zero fill).
 import { f32, fma, kernel, lit, u32, type Expr, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { fromF32, storageOf, toF32 } from "./common.js";
+import { fromF32, storageOf, toF32, uvar } from "./common.js";
 
 export const MM_TILE = 64;
 const BK = 16;
@@ -57,7 +57,7 @@ export function matmulKernel(v: MatmulVariant): KernelDesc {
       const gk = k.let(k0.add(kk), "gk");
       const inA = gm.lt(pc.M).and(gk.lt(pc.K));
       const aIdx = v.transA ? gk.mul(pc.M).add(gm) : gm.mul(pc.K).add(gk);
-      const av = k.var(f32, 0, "av");
+      const av = uvar(k, f32, 0, "av");
       k.if(inA, () => av.set(toF32(A.load(aOff.add(aIdx)))));
       As.store(kk.mul(MM_TILE).add(mm), av.get());
       const nn = k.let(v.transB ? e.div(BK) : e.rem(MM_TILE), "nn");
@@ -66,7 +66,7 @@ export function matmulKernel(v: MatmulVariant): KernelDesc {
       const gkb = k.let(k0.add(kb), "gkb");
       const inB = gn.lt(pc.N).and(gkb.lt(pc.K));
       const bIdx = v.transB ? gn.mul(pc.K).add(gkb) : gkb.mul(pc.N).add(gn);
-      const bv = k.var(f32, 0, "bv");
+      const bv = uvar(k, f32, 0, "bv");
       k.if(inB, () => bv.set(toF32(B.load(bOff.add(bIdx)))));
       Bs.store(kb.mul(MM_TILE).add(nn), bv.get());
     }
