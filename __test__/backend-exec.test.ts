@@ -100,3 +100,13 @@ test("getDeviceInfo and smokeTest", () => {
   assert.equal(typeof B.getDeviceInfo().deviceName, "string");
   assert.equal(B.smokeTest(2048).verified, true);
 });
+
+test("grids past 65535 workgroups fold into y and cover every row exactly once", async () => {
+  const { grid1d, gridRows } = await import("../ts/kernels/common.js");
+  for (const n of [1, 65535, 65536, 65535 * 3 + 7, 1 << 24]) {
+    const [x, y] = gridRows(n);
+    assert.ok(x <= 65535 && y <= 65535 && x * y >= n && x * (y - 1) < n, `rows ${n}: [${x}, ${y}]`);
+    const [ex, ey] = grid1d(n * 256);
+    assert.ok(ex <= 65535 && ex * ey * 256 >= n * 256, `elements ${n * 256}`);
+  }
+});

@@ -51,9 +51,15 @@ export function gridRows(rows: number): [number, number, number] {
   return grid1d(rows, 1);
 }
 
-export function rowIndex(k: KernelBuilder): Expr {
+/**
+ * Row of a one-workgroup-per-row kernel. The 2-D grid may overshoot `rows`; those whole
+ * workgroups return here, before any barrier, so control flow stays uniform.
+ */
+export function rowIndex(k: KernelBuilder, rows: Expr): Expr {
   const w = k.workgroupId;
-  return k.let(w.x.add(w.y.mul(k.numWorkgroups.x)), "row");
+  const row = k.let(w.x.add(w.y.mul(k.numWorkgroups.x)), "row");
+  k.if(row.ge(rows), () => k.return());
+  return row;
 }
 
 /** tanh that stays finite for huge arguments on every driver. */

@@ -12,8 +12,8 @@ import { exp, f32, i32, kernel, log, max, min, select, lit, type Buffer, type Ex
 import type { Dtype } from "../types.js";
 import { ROW_WG, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
 
-export const XENT_PUSH = { classes: "u32" } as const;
-export const XENT_BWD_PUSH = { classes: "u32", invN: "f32" } as const;
+export const XENT_PUSH = { rows: "u32", classes: "u32" } as const;
+export const XENT_BWD_PUSH = { rows: "u32", classes: "u32", invN: "f32" } as const;
 
 function rowLse(k: KernelBuilder, x: Buffer, base: Expr, t: Expr, classes: Expr): Expr {
   const sh = k.shared("partial", f32, ROW_WG);
@@ -38,7 +38,7 @@ export function xentRowsKernel(dtype: Dtype): KernelDesc {
   const tg = k.buffer("targets", i32, "read");
   const loss = k.buffer("loss", f32, "write");
   const pc = k.push(XENT_PUSH);
-  const row = rowIndex(k);
+  const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.classes), "base");
   const lse = rowLse(k, x, base, t, pc.classes);
@@ -56,7 +56,7 @@ export function xentBwdKernel(dtype: Dtype, gDtype: Dtype): KernelDesc {
   const g = k.buffer("g", storageOf(gDtype), "read");
   const dx = k.buffer("dlogits", storageOf(dtype), "write");
   const pc = k.push(XENT_BWD_PUSH);
-  const row = rowIndex(k);
+  const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.classes), "base");
   const lse = rowLse(k, x, base, t, pc.classes);

@@ -13,7 +13,7 @@ import { f32, kernel, lit, rsqrt, type Buffer, type Expr, type KernelBuilder, ty
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
 
-export const LN_PUSH = { dim: "u32", eps: "f32" } as const;
+export const LN_PUSH = { rows: "u32", dim: "u32", eps: "f32" } as const;
 
 function rowStats(k: KernelBuilder, x: Buffer, base: Expr, t: Expr, dim: Expr, eps: Expr) {
   const sh = k.shared("partial", f32, ROW_WG);
@@ -37,7 +37,7 @@ export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
   const b = k.buffer("b", storageOf(wDtype), "read");
   const out = k.buffer("out", storageOf(dtype), "write");
   const pc = k.push(LN_PUSH);
-  const row = rowIndex(k);
+  const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.dim), "base");
   const { mean, rstd } = rowStats(k, x, base, t, pc.dim, pc.eps);
@@ -56,7 +56,7 @@ export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
   const dx = k.buffer("dx", storageOf(dtype), "write");
   const stats = k.buffer("stats", f32, "write");
   const pc = k.push(LN_PUSH);
-  const row = rowIndex(k);
+  const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.dim), "base");
   const { sh, mean, rstd } = rowStats(k, x, base, t, pc.dim, pc.eps);

@@ -17,7 +17,7 @@ import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } 
 /** nonfinite maps each element to a 0/1 flag; flag sums flags. Both clamp the result to 1. */
 export type ReduceFn = "sum" | "sumsq" | "nonfinite" | "flag";
 
-export const REDUCE_ROWS_PUSH = { len: "u32", n: "u32", outBase: "u32", scale: "f32" } as const;
+export const REDUCE_ROWS_PUSH = { rows: "u32", len: "u32", n: "u32", outBase: "u32", scale: "f32" } as const;
 
 function mapValue(fn: ReduceFn, x: Expr): Expr {
   if (fn === "sumsq") return x.mul(x);
@@ -31,7 +31,7 @@ export function reduceRowsKernel(inDtype: Dtype, outDtype: Dtype, fn: ReduceFn):
   const out = k.buffer("out", storageOf(outDtype), "write");
   const pc = k.push(REDUCE_ROWS_PUSH);
   const sh = k.shared("partial", f32, ROW_WG);
-  const row = rowIndex(k);
+  const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.len), "base");
   const acc = k.var(f32, 0, "acc");
@@ -67,7 +67,7 @@ export function reduceStridedKernel(dtype: Dtype): KernelDesc {
   return k.finish();
 }
 
-export const SOFTMAX_ROWS_PUSH = { dim: "u32" } as const;
+export const SOFTMAX_ROWS_PUSH = { rows: "u32", dim: "u32" } as const;
 
 export function softmaxRowsKernel(dtype: Dtype, logOut: boolean): KernelDesc {
   const k = kernel(`${logOut ? "logsoftmax" : "softmax"}_rows_${dtype}`, { workgroup: [ROW_WG] });
@@ -75,7 +75,7 @@ export function softmaxRowsKernel(dtype: Dtype, logOut: boolean): KernelDesc {
   const out = k.buffer("out", storageOf(dtype), "write");
   const pc = k.push(SOFTMAX_ROWS_PUSH);
   const sh = k.shared("partial", f32, ROW_WG);
-  const row = rowIndex(k);
+  const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.dim), "base");
   const m = k.var(f32, -Infinity, "m");

@@ -29,7 +29,7 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
   run(E, "layerNorm", { ln: x.dtype, w: w.dtype }, () => layerNormFwdKernel(x.dtype, w.dtype), LN_PUSH,
-    { dim, eps }, [x, w, b], [out], gridRows(rows));
+    { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
   return out;
 }
 
@@ -45,7 +45,7 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
   if (rows === 0 || dim === 0) return { dx, dw: E.filled(w.shape, w.dtype, 0), db: E.filled(w.shape, w.dtype, 0) };
   const stats = E.alloc([rows, 2], "f32");
   run(E, op, { lnDx: x.dtype, w: w.dtype }, () => layerNormBwdDxKernel(x.dtype, w.dtype), LN_PUSH,
-    { dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+    { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
   run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
     { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
   E.release(stats);
@@ -82,12 +82,12 @@ export function crossEntropy(E: Engine, logits: TensorData, targets: TensorData)
   const [n, c] = checkXent(op, logits, targets);
   if (n === 0 || c === 0) return E.filled([], logits.dtype, NaN);
   const rowLoss = E.alloc([n], "f32");
-  run(E, op, { xent: logits.dtype }, () => xentRowsKernel(logits.dtype), XENT_PUSH, { classes: c },
+  run(E, op, { xent: logits.dtype }, () => xentRowsKernel(logits.dtype), XENT_PUSH, { rows: n, classes: c },
     [logits, targets], [rowLoss], gridRows(n));
   const out = E.alloc([], logits.dtype);
   // mean over rows: a row-length-n reduction in one workgroup (n is a batch*time count)
   run(E, op, { reduceRows: "sum", in: "f32", out: logits.dtype }, () => reduceRowsKernel("f32", logits.dtype, "sum"),
-    REDUCE_ROWS_PUSH, { len: n, n, outBase: 0, scale: 1 / n }, [rowLoss], [out], gridRows(1));
+    REDUCE_ROWS_PUSH, { rows: 1, len: n, n, outBase: 0, scale: 1 / n }, [rowLoss], [out], gridRows(1));
   E.release(rowLoss);
   return out;
 }
@@ -99,7 +99,7 @@ export function crossEntropyBackward(E: Engine, logits: TensorData, targets: Ten
   const out = E.alloc(logits.shape, logits.dtype);
   if (n === 0 || c === 0) return out;
   run(E, op, { xentBwd: logits.dtype, g: g.dtype }, () => xentBwdKernel(logits.dtype, g.dtype), XENT_BWD_PUSH,
-    { classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n));
+    { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n));
   return out;
 }
 

@@ -22,7 +22,7 @@ function reduceFlat(E: Engine, op: string, src: TensorData, fn: ReduceFn, scale:
   const final = rows === 1;
   const first = final ? out : E.alloc([rows], "f32");
   run(E, op, { reduceRows: fn, in: src.dtype, out: first.dtype }, () => reduceRowsKernel(src.dtype, first.dtype, fn),
-    REDUCE_ROWS_PUSH, { len: CHUNK, n, outBase: 0, scale: final ? scale : 1 }, [src], [first], gridRows(rows));
+    REDUCE_ROWS_PUSH, { rows, len: CHUNK, n, outBase: 0, scale: final ? scale : 1 }, [src], [first], gridRows(rows));
   let cur = first;
   while (cur !== out) {
     const m = rows;
@@ -30,7 +30,7 @@ function reduceFlat(E: Engine, op: string, src: TensorData, fn: ReduceFn, scale:
     const next = rows === 1 ? out : E.alloc([rows], "f32");
     const nextFn: ReduceFn = fn === "nonfinite" || fn === "flag" ? "flag" : "sum";
     run(E, op, { reduceRows: nextFn, in: "f32", out: next.dtype }, () => reduceRowsKernel("f32", next.dtype, nextFn),
-      REDUCE_ROWS_PUSH, { len: CHUNK, n: m, outBase: 0, scale: rows === 1 ? scale : 1 }, [cur], [next], gridRows(rows));
+      REDUCE_ROWS_PUSH, { rows, len: CHUNK, n: m, outBase: 0, scale: rows === 1 ? scale : 1 }, [cur], [next], gridRows(rows));
     E.release(cur);
     cur = next;
   }
@@ -55,7 +55,7 @@ export function sum(E: Engine, op: string, a: TensorData, axis: number | undefin
   const scale = mean ? 1 / dim : 1;
   if (inner === 1) {
     run(E, op, { reduceRows: "sum", in: a.dtype, out: outDtype }, () => reduceRowsKernel(a.dtype, outDtype, "sum"),
-      REDUCE_ROWS_PUSH, { len: dim, n: outer * dim, outBase: 0, scale }, [a], [out], gridRows(outer));
+      REDUCE_ROWS_PUSH, { rows: outer, len: dim, n: outer * dim, outBase: 0, scale }, [a], [out], gridRows(outer));
   } else {
     run(E, op, { reduceStrided: a.dtype }, () => reduceStridedKernel(a.dtype),
       REDUCE_STRIDED_PUSH, { outer, dim, inner, scale }, [a], [out], grid1d(outer * inner));
@@ -80,7 +80,7 @@ export function totalSumOfSquares(E: Engine, ts: TensorData[]): HeliosTensor {
   let base = 0;
   live.forEach((t, i) => {
     run(E, "totalSumOfSquares", { reduceRows: "sumsq", in: t.dtype, out: "f32" }, () => reduceRowsKernel(t.dtype, "f32", "sumsq"),
-      REDUCE_ROWS_PUSH, { len: CHUNK, n: size(t.shape), outBase: base, scale: 1 }, [t], [partials], gridRows(rowsOf[i]));
+      REDUCE_ROWS_PUSH, { rows: rowsOf[i], len: CHUNK, n: size(t.shape), outBase: base, scale: 1 }, [t], [partials], gridRows(rowsOf[i]));
     base += rowsOf[i];
   });
   const out = E.alloc([], "f32");
@@ -106,7 +106,7 @@ export function softmax(E: Engine, op: string, a: TensorData, axis: number | und
   if (size(a.shape) === 0) return out;
   if (inner === 1) {
     run(E, op, { softmaxRows: a.dtype, log: logOut }, () => softmaxRowsKernel(a.dtype, logOut),
-      SOFTMAX_ROWS_PUSH, { dim }, [a], [out], gridRows(outer));
+      SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
   } else {
     run(E, op, { softmaxStrided: a.dtype, log: logOut }, () => softmaxStridedKernel(a.dtype, logOut),
       SOFTMAX_STRIDED_PUSH, { outer, dim, inner }, [a], [out], grid1d(outer * inner));
