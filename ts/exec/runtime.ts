@@ -58,10 +58,35 @@ const REQUIRED: (keyof Runtime)[] = [
 ];
 
 export function bindRuntime(addon: unknown): Runtime {
-  const mod = addon as Record<string, unknown>;
+  const mod = { ...(addon as Record<string, unknown>) };
+  if (typeof mod.compileKernel !== "function") composeCompile(mod);
   const missing = REQUIRED.filter((k) => typeof mod[k] !== "function");
   if (missing.length > 0) {
     throw new Error(`@alpha/helios: the native addon lacks ${missing.join(", ")} (rebuild it: npm run build:native)`);
   }
   return mod as unknown as Runtime;
+}
+
+type Fn = (...args: unknown[]) => unknown;
+
+/**
+ * An addon with the assembler (kernelSpirv/kernelLayout) and the runtime (createPipeline)
+ * but no compileKernel can still compile: assemble, then create the pipeline. Memoized by
+ * the description text, like the native compileKernel.
+ */
+function composeCompile(mod: Record<string, unknown>): void {
+  const spirv = mod.kernelSpirv as Fn | undefined;
+  const layout = mod.kernelLayout as Fn | undefined;
+  const create = mod.createPipeline as Fn | undefined;
+  if (!spirv || !layout || !create) return;
+  const memo = new Map<string, number>();
+  mod.compileKernel = (desc: string | object): number => {
+    const text = typeof desc === "string" ? desc : JSON.stringify(desc);
+    const hit = memo.get(text);
+    if (hit !== undefined) return hit;
+    const l = layout(text) as { name: string; bindings: string[]; pushConstantBytes: number };
+    const h = create(spirv(text), { bindings: l.bindings, pushConstantBytes: l.pushConstantBytes, label: l.name }) as number;
+    memo.set(text, h);
+    return h;
+  };
 }
