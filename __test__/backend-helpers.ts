@@ -4,6 +4,8 @@
 import { HeliosBackend, type HeliosBackendOptions } from "../ts/backend.js";
 import { bindRuntime, type Runtime } from "../ts/exec/runtime.js";
 import { MockRuntime } from "./mock/runtime.js";
+import assert from "node:assert/strict";
+import { afterEach } from "node:test";
 
 let nativeRt: Runtime | null | undefined;
 
@@ -40,3 +42,10 @@ export function validationMessages(): string[] {
   const rt = nativeRuntime() as unknown as { takeValidationMessages?: () => string[] } | null;
   return rt?.takeValidationMessages ? rt.takeValidationMessages() : [];
 }
+
+// On the native runtime every backend test must leave the validation layer silent.
+afterEach((t) => {
+  if (!onNative()) return;
+  const msgs = validationMessages();
+  assert.deepEqual(msgs, [], `validation messages after "${t.name}":\n${msgs.join("\n")}`);
+});
