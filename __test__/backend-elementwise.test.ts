@@ -153,3 +153,21 @@ test("bad input: incompatible broadcast names the op and shapes", () => {
   assert.throws(() => fused.geluBackward(fused.zeros([2, 3]), fused.zeros([3, 2])), /geluBackward: input \[2, 3\] and gradOutput \[3, 2\]/);
   assert.throws(() => fused.mul({ shape: [3], dtype: "f32", data: new Float32Array(2) }, fused.zeros([3])), /mul: tensor data has 2 elements but shape \[3\] needs 3/);
 });
+
+test("vec4 path (n % 4 == 0, scalar broadcast) matches the reference for every op", () => {
+  const rng = new Rng(16);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const x = randTensor(rng, [8, 12], dt, -3, 3), g = randTensor(rng, [8, 12], dt), s = randTensor(rng, [1], dt, 0.5, 2);
+    const t = tolFor(dt);
+    const r = (e: ReturnType<typeof E.unary>) => (dt === "f16" ? asF16Output(e) : e);
+    for (const B of [fused, unfused]) {
+      assertClose(B.div(B.gelu(x.td), s.td), r(E.binary(E.unary(x.ref, E.gelu), s.ref, (p, q) => p / q)), t, `gelu/s ${dt}`);
+      assertClose(B.clamp(B.add(x.td, s.td), -1, 1), r(E.unary(E.binary(x.ref, s.ref, (p, q) => p + q), (v) => E.clamp(v, -1, 1))), t, `clamp ${dt}`);
+      assertClose(B.pow(x.td, 3), r(E.unary(x.ref, (v) => v ** 3)), { atol: 1e-3, rtol: 4e-3 }, `pow ${dt}`);
+      assertClose(B.siluBackward(x.td, g.td), r(E.zip(x.ref, g.ref, (v, w) => w * E.siluGrad(v))), t, `siluBackward ${dt}`);
+      assertClose(B.softCapBackward(g.td, x.td, 1.5), r(E.zip(x.ref, g.ref, (v, w) => w * E.softCapGrad(v, 1.5))), t, `softCapBackward ${dt}`);
+      assertClose(B.maskedFill(x.td, g.td, 7), r(E.zip(x.ref, g.ref, (v, m) => (m !== 0 ? 7 : v))), t, `maskedFill ${dt}`);
+      assertClose(B.castDtype!(x.td, dt === "f16" ? "f32" : "f16"), asF16Output(x.ref), TOL.f16, `cast ${dt}`);
+    }
+  }
+});

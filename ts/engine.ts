@@ -256,6 +256,7 @@ export class Engine implements TensorHost {
       this.splitAndMaterialize(t);
       return;
     }
+    const vec4 = !strided && plan.n % 4 === 0;
     const key: FusedKernelKey = {
       signature: plan.signature,
       inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode })),
@@ -263,8 +264,9 @@ export class Engine implements TensorHost {
       program: plan.program,
       nParams: plan.params.length,
       outDtype: plan.outDtype,
+      vec4,
     };
-    const pipeline = this.kernel({ fused: plan.signature }, () => generateFused(key));
+    const pipeline = this.kernel({ fused: plan.signature, vec4 }, () => generateFused(key));
     const spec = fusedPushSpec(key);
     const push: Record<string, number> = { n: plan.n };
     if (strided) {
@@ -276,7 +278,7 @@ export class Engine implements TensorHost {
     const h = this.holders.get(t);
     t.lease = out;
     t.expr = null;
-    this.dispatch(pipeline, [...plan.inputs.map((i) => i.lease), out], grid1d(plan.n), spec, push, [t]);
+    this.dispatch(pipeline, [...plan.inputs.map((i) => i.lease), out], grid1d(vec4 ? plan.n / 4 : plan.n), spec, push, [t]);
     this.fusedKernels++;
     if (h) {
       for (const l of h.leases) l.release();

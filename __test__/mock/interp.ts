@@ -79,7 +79,10 @@ function typeOf(c: Ctx, n: ExprNode): Type {
   const hit = typeCache.get(n);
   if (hit) return hit;
   let t: Type;
-  if (n.op === "load") t = (n.b !== undefined ? c.bufs[n.b].elem : c.shared.get(n.sh as string)?.elem) as ValueType;
+  if (n.op === "load") {
+    const e = (n.b !== undefined ? c.bufs[n.b].elem : c.shared.get(n.sh as string)?.elem) as ValueType;
+    t = n.vec ? (`${e}x${n.vec}` as ValueType) : e;
+  }
   else t = typeOfExpr(n, c.env);
   typeCache.set(n, t);
   return t;
@@ -87,7 +90,11 @@ function typeOf(c: Ctx, n: ExprNode): Type {
 
 function load(c: Ctx, n: ExprNode & { op: "load" }): number {
   const idx = ev(c, n.idx) as number;
-  if (n.vec) throw new Error("interp: vector loads unsupported");
+  if (n.vec) {
+    if (n.b === undefined) throw new Error("interp: vector loads from shared unsupported");
+    const w = n.vec;
+    return Array.from({ length: w }, (_, j) => readMem(c.bufs[n.b as number], idx * w + j, `${c.name}: binding ${n.b}`)) as unknown as number;
+  }
   if (n.b !== undefined) return readMem(c.bufs[n.b], idx, `${c.name}: binding ${n.b}`);
   const sh = c.shared.get(n.sh as string);
   if (!sh) throw new Error(`interp: shared ${n.sh}`);
@@ -117,8 +124,11 @@ function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
       }
       case "store": {
         const idx = ev(c, s.idx) as number;
-        const v = ev(c, s.value) as number;
-        if (s.b !== undefined) writeMem(c.bufs[s.b], idx, v, `${c.name}: binding ${s.b}`);
+        const v = ev(c, s.value) as number | number[];
+        if (Array.isArray(v)) {
+          if (s.b === undefined) throw new Error("interp: vector stores to shared unsupported");
+          v.forEach((x, j) => writeMem(c.bufs[s.b as number], idx * v.length + j, x, `${c.name}: binding ${s.b}`));
+        } else if (s.b !== undefined) writeMem(c.bufs[s.b], idx, v, `${c.name}: binding ${s.b}`);
         else {
           const sh = c.shared.get(s.sh as string);
           if (!sh || !Number.isInteger(idx) || idx < 0 || idx >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${s.sh}[${idx}] out of bounds`);

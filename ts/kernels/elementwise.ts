@@ -8,7 +8,7 @@
 // Dispatch: grid1d(n) (x, then y past 65535 groups), WG threads.
 // Numerics: everything in f32; f16 inputs widen on load and round to nearest on store;
 // tanh is clamped so GELU/softCap never see NaN from an overflowing exp on any driver.
-import { exp, f32, kernel, lit, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, f32, kernel, lit, lift, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import type { Instr, IndexMode } from "../fusion/plan.js";
 import { WG, flatIndex, fromF32, safeTanh, storageOf, toF32, type PushSpec } from "./common.js";
@@ -20,6 +20,8 @@ export interface FusedKernelKey {
   readonly program: readonly Instr[];
   readonly nParams: number;
   readonly outDtype: Dtype;
+  /** Four elements per thread with vector loads/stores (no strided inputs, n % 4 == 0). */
+  readonly vec4: boolean;
 }
 
 export function fusedPushSpec(key: FusedKernelKey): PushSpec {
@@ -52,19 +54,27 @@ export function generateFused(key: FusedKernelKey): KernelDesc {
   const out = k.buffer("out", storageOf(key.outDtype), "write");
   const pc = k.push(fusedPushSpec(key));
   const i = flatIndex(k);
-  k.if(i.ge(pc.n), () => k.return());
-  const offsets = inputOffsets(k, key, i, pc);
+  const vec = key.vec4;
+  // vec4 kernels index vectors: n counts elements, the guard counts vectors
+  k.if(vec ? i.ge(pc.n.div(4)) : i.ge(pc.n), () => k.return());
+  const offsets = vec ? [] : inputOffsets(k, key, i, pc);
   const vals: Expr[] = [];
-  const param = (n: number) => pc[`p${n}`];
+  const param = (n: number) => (vec ? vecOf("f32x4", pc[`p${n}`]) : pc[`p${n}`]);
   for (const ins of key.program) {
-    if (ins.k === "load") vals.push(k.let(toF32(bufs[ins.input].load(offsets[ins.input])), "x"));
+    if (ins.k === "load") vals.push(k.let(vec ? loadVec4(bufs[ins.input], key.inputs[ins.input].mode, i) : toF32(bufs[ins.input].load(offsets[ins.input])), "x"));
     else if (ins.k === "un") vals.push(k.let(unary(ins.op, vals[ins.x], ins.param, param), "u"));
     else vals.push(k.let(binary(ins.op, vals[ins.a], vals[ins.b], ins.param, param), "b"));
   }
-  out.store(i, fromF32(vals[vals.length - 1], key.outDtype));
+  const r = vals[vals.length - 1];
+  out.store(i, vec ? r.cast(`${storageOf(key.outDtype)}x4` as "f32x4") : fromF32(r, key.outDtype));
   const desc = k.finish();
-  desc.name = `fused_${key.outDtype}_${key.program.length}`;
+  desc.name = `fused_${key.outDtype}_${key.program.length}${vec ? "_v4" : ""}`;
   return desc;
+}
+
+function loadVec4(b: Buffer, mode: IndexMode, i: Expr): Expr {
+  if (mode === "scalar") return vecOf("f32x4", toF32(b.load(0)));
+  return b.loadVec(i, 4).cast("f32x4");
 }
 
 function inputOffsets(k: KernelBuilder, key: FusedKernelKey, i: Expr, pc: Record<string, Expr>): (Expr | number)[] {
@@ -132,7 +142,7 @@ function binary(op: string, a: Expr, b: Expr, p: number, param: Param): Expr {
 }
 
 function recip(x: Expr): Expr {
-  return lit(f32, 1).div(x);
+  return lift(1, x.type).div(x);
 }
 
 /** Math.pow semantics for negative bases: odd integer exponents keep the sign, others NaN. */
@@ -140,6 +150,6 @@ function powSigned(x: Expr, e: Expr): Expr {
   const mag = pow(abs(x), e);
   const isInt = floor(e).eq(e);
   const odd = abs(e.sub(floor(e.mul(0.5)).mul(2))).eq(1);
-  const neg = select(isInt, select(odd, mag.neg(), mag), lit(f32, "nan"));
-  return select(x.lt(0), neg, select(x.eq(0).and(e.eq(0)), lit(f32, 1), mag));
+  const neg = select(isInt, select(odd, mag.neg(), mag), lift(NaN, x.type));
+  return select(x.lt(0), neg, select(x.eq(0).and(e.eq(0)), lift(1, x.type), mag));
 }

@@ -34,17 +34,23 @@ function fusedSamples(): KernelVariant[] {
   for (const op of unary) e = un(op, e, [0.5, 2]);
   for (const op of binary) e = bin(op, e, op === "maskedFill" ? h : y, [0.5, 2]);
   const out: KernelVariant[] = [];
-  for (const [id, expr, dt] of [["all_ops_f32", e, "f32"], ["bcast_f16_out", bin("mul", un("gelu", h), x), "f16"], ["i32_out", un("copy", x), "i32"]] as const) {
+  const s = leaf([1], "f32"), hf = leaf([4, 5], "f16");
+  let ef: Expr = bin("mul", x, s);
+  for (const op of unary) ef = un(op, ef, [0.5, 2]);
+  for (const op of binary) ef = bin(op, ef, op === "maskedFill" ? hf : s, [0.5, 2]);
+  for (const [id, expr, dt] of [["all_ops_f32", e, "f32"], ["all_ops_flat", ef, "f32"], ["bcast_f16_out", bin("mul", un("gelu", h), x), "f16"], ["i32_out", un("copy", x), "i32"]] as const) {
     const plan = planFused(expr, [4, 5], dt);
     const strided = plan.inputs.some((i) => i.mode === "strided");
-    out.push({
-      id: `backend/fused/${id}`,
-      needs: plan.inputs.some((i) => i.dtype === "f16") || dt === "f16" ? ["f16"] : [],
-      build: () => generateFused({
-        signature: plan.signature, inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode })),
-        rank: strided ? plan.dims.length : 0, program: plan.program, nParams: plan.params.length, outDtype: plan.outDtype,
-      }),
-    });
+    for (const vec4 of strided ? [false] : [false, true]) {
+      out.push({
+        id: `backend/fused/${id}${vec4 ? "_v4" : ""}`,
+        needs: plan.inputs.some((i) => i.dtype === "f16") || dt === "f16" ? ["f16"] : [],
+        build: () => generateFused({
+          signature: plan.signature, inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode })),
+          rank: strided ? plan.dims.length : 0, program: plan.program, nParams: plan.params.length, outDtype: plan.outDtype, vec4,
+        }),
+      });
+    }
   }
   return out;
 }
