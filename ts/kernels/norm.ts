@@ -9,7 +9,7 @@
 // layernorm_bwd_dwdb: bindings x, g (read), dw, db (write). Push {rows, dim, eps}. One thread
 //   per column j walks every row (recomputing that row's mean/rstd from a per-row stats
 //   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel).
-import { f32, kernel, lit, rsqrt, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
 
@@ -107,5 +107,39 @@ export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc 
   });
   dw.store(j, fromF32(aw.get(), wDtype));
   db.store(j, fromF32(ab.get(), wDtype));
+  return k.finish();
+}
+
+/**
+ * layernorm_fwd_cached: layernorm_fwd's contract for rows of at most ROW_WG * vpt
+ * elements, reading x once into registers (mean and centered variance from registers).
+ */
+export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: number): KernelDesc {
+  const k = kernel(`layernorm_fwd_c${vpt}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const w = k.buffer("w", storageOf(wDtype), "read");
+  const b = k.buffer("b", storageOf(wDtype), "read");
+  const out = k.buffer("out", storageOf(dtype), "write");
+  const pc = k.push(LN_PUSH);
+  const sh = k.shared("partial", f32, ROW_WG);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const base = k.let(row.mul(pc.dim), "base");
+  const dimF = k.let(pc.dim.cast(f32), "dimf");
+  const cols = Array.from({ length: vpt }, (_, r) => k.let(t.add(r * ROW_WG), "col"));
+  const vals = cols.map((c, r) => {
+    const v = k.var(f32, 0, `xv${r}`);
+    k.if(c.lt(pc.dim), () => v.set(toF32(x.load(base.add(c)))));
+    return v.get();
+  });
+  const mean = k.let(wgReduce(k, sh, t, vals.reduce((p, q) => p.add(q)), (p, q) => p.add(q)).div(dimF), "mean");
+  const cen = vals.map((v, r) => k.let(select(cols[r].lt(pc.dim), v.sub(mean), lit(f32, 0)), "c"));
+  const variance = wgReduce(k, sh, t, cen.map((c) => c.mul(c)).reduce((p, q) => p.add(q)), (p, q) => p.add(q)).div(dimF);
+  const rstd = k.let(rsqrt(variance.add(pc.eps)), "rstd");
+  cols.forEach((c, r) => {
+    k.if(c.lt(pc.dim), () => {
+      out.store(base.add(c), fromF32(cen[r].mul(rstd).mul(toF32(w.load(c))).add(toF32(b.load(c))), dtype));
+    });
+  });
   return k.finish();
 }

@@ -120,3 +120,41 @@ export function softmaxStridedKernel(dtype: Dtype, logOut: boolean): KernelDesc 
   return k.finish();
 }
 
+
+/**
+ * softmax_rows_cached: the same contract as softmax_rows for rows of at most ROW_WG * vpt
+ * elements: each thread loads its vpt elements once into registers (j = t + ROW_WG*r,
+ * coalesced), so the row is read from memory once instead of three times.
+ */
+export function softmaxRowsCachedKernel(dtype: Dtype, logOut: boolean, vpt: number): KernelDesc {
+  const k = kernel(`${logOut ? "logsoftmax" : "softmax"}_rows_c${vpt}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const out = k.buffer("out", storageOf(dtype), "write");
+  const pc = k.push(SOFTMAX_ROWS_PUSH);
+  const sh = k.shared("partial", f32, ROW_WG);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const base = k.let(row.mul(pc.dim), "base");
+  const cols = Array.from({ length: vpt }, (_, r) => k.let(t.add(r * ROW_WG), "col"));
+  const vals = cols.map((c, r) => {
+    const v = k.var(f32, -Infinity, `xv${r}`);
+    k.if(c.lt(pc.dim), () => v.set(toF32(x.load(base.add(c)))));
+    return v.get();
+  });
+  const localMax = vals.reduce((a, b) => max(a, b));
+  const rowMax = k.let(wgReduce(k, sh, t, localMax, (a, b) => max(a, b)), "rmax");
+  const exps = vals.map((v, r) => k.let(select(cols[r].lt(pc.dim), exp(v.sub(rowMax)), lit(f32, 0)), "e"));
+  const sum = k.let(wgReduce(k, sh, t, exps.reduce((a, b) => a.add(b)), (a, b) => a.add(b)), "sum");
+  const lse = k.let(log(sum).add(rowMax), "lse");
+  const inv = k.let(lit(f32, 1).div(sum), "inv");
+  cols.forEach((c, r) => {
+    k.if(c.lt(pc.dim), () => out.store(base.add(c), fromF32(logOut ? vals[r].sub(lse) : exps[r].mul(inv), dtype)));
+  });
+  return k.finish();
+}
+
+/** Values per thread for the register-cached row kernels, or 0 when the row is too long. */
+export function cachedVpt(dim: number): number {
+  for (const v of [1, 2, 4, 8, 16]) if (dim <= ROW_WG * v) return v;
+  return 0;
+}

@@ -6,8 +6,8 @@ import { planFused } from "../fusion/plan.js";
 import type { Expr } from "../fusion/expr.js";
 import type { Lease } from "../exec/lease.js";
 import { generateFused } from "./elementwise.js";
-import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, type ReduceFn } from "./reduce.js";
-import { layerNormFwdKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
+import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
+import { layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
 import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
@@ -67,6 +67,10 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/softmax_strided/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxStridedKernel(d, log) });
     }
     v.push({ id: `backend/layernorm_fwd/${d}`, needs: needs(d), build: () => layerNormFwdKernel(d, d) });
+    for (const vpt of [1, 16]) {
+      v.push({ id: `backend/layernorm_fwd_cached/${d}_${vpt}`, needs: needs(d), build: () => layerNormFwdCachedKernel(d, d, vpt) });
+      for (const log of [false, true]) v.push({ id: `backend/softmax_rows_cached/${log ? "log_" : ""}${d}_${vpt}`, needs: needs(d), build: () => softmaxRowsCachedKernel(d, log, vpt) });
+    }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });
     v.push({ id: `backend/xent_rows/${d}`, needs: needs(d), build: () => xentRowsKernel(d) });

@@ -4,10 +4,10 @@ import { type Engine, run } from "../engine.js";
 import { HeliosTensor } from "../tensor.js";
 import { fail, fmt, size } from "../shape.js";
 import { gridRows, grid1d } from "../kernels/common.js";
-import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, embeddingFwdKernel, embeddingBwdKernel } from "../kernels/gather.js";
-import { REDUCE_ROWS_PUSH, reduceRowsKernel } from "../kernels/reduce.js";
+import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
   if (t.dtype === "i32") fail(op, `${what} must be a floating-point tensor, got i32 ${fmt(t.shape)}`);
@@ -28,8 +28,9 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const out = E.alloc(x.shape, x.dtype);
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
-  run(E, "layerNorm", { ln: x.dtype, w: w.dtype }, () => layerNormFwdKernel(x.dtype, w.dtype), LN_PUSH,
-    { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
+  const vpt = cachedVpt(dim);
+  const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt) : layerNormFwdKernel(x.dtype, w.dtype));
+  run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
   return out;
 }
 

@@ -6,7 +6,7 @@ import { normalizeAxis, reducedShape, size, splitAxis, fail } from "../shape.js"
 import { gridRows, grid1d } from "../kernels/common.js";
 import {
   REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
-  reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, type ReduceFn,
+  reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, cachedVpt, type ReduceFn,
 } from "../kernels/reduce.js";
 
 /** Elements one workgroup reduces in the first pass of a whole-tensor reduction. */
@@ -104,7 +104,11 @@ export function softmax(E: Engine, op: string, a: TensorData, axis: number | und
   const out = E.alloc(a.shape, a.dtype);
   const [outer, dim, inner] = splitAxis(a.shape, ax);
   if (size(a.shape) === 0) return out;
-  if (inner === 1) {
+  const vpt = cachedVpt(dim);
+  if (inner === 1 && vpt > 0) {
+    run(E, op, { softmaxRowsCached: a.dtype, log: logOut, vpt }, () => softmaxRowsCachedKernel(a.dtype, logOut, vpt),
+      SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
+  } else if (inner === 1) {
     run(E, op, { softmaxRows: a.dtype, log: logOut }, () => softmaxRowsKernel(a.dtype, logOut),
       SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
   } else {
