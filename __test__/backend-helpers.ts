@@ -27,8 +27,11 @@ function nativeRuntime(): Runtime | null {
 import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 
+let mock: MockRuntime | null = null;
+
+/** One runtime per process, like the native addon (backends share its single open batch). */
 export function testRuntime(): Runtime {
-  return nativeRuntime() ?? new MockRuntime();
+  return nativeRuntime() ?? (mock ??= new MockRuntime());
 }
 
 export const onNative = (): boolean => nativeRuntime() !== null;

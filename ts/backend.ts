@@ -47,10 +47,10 @@ export class HeliosBackend implements Backend {
   // ---- trainer-facing extras
 
   get gpuOpsThisStep(): number {
-    return this.E.sched.opsThisStep;
+    return this.E.opsThisStep;
   }
   resetStepOps(): void {
-    this.E.sched.opsThisStep = 0;
+    this.E.opsThisStep = 0;
   }
   /** Submits recorded work without waiting. */
   flush(): void {

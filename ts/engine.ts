@@ -5,7 +5,7 @@ import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
 import type { HeliosConfig } from "./config.js";
 import type { Runtime } from "./exec/runtime.js";
 import { BufferPool, type Lease } from "./exec/lease.js";
-import { Scheduler } from "./exec/scheduler.js";
+import { type Scheduler, schedulerFor } from "./exec/scheduler.js";
 import { KernelCache } from "./kernels/cache.js";
 import { HeliosTensor, type TensorHost } from "./tensor.js";
 import { type Expr, type BinaryOp, type UnaryOp, countNodes, leavesOf } from "./fusion/expr.js";
@@ -44,6 +44,9 @@ export class Engine implements TensorHost {
     for (const l of h.leases) l.release();
     h.leases = [];
   });
+  /** Dispatches this engine recorded since the trainer last reset the step counter. */
+  opsThisStep = 0;
+  private dispatches = 0;
   private fusedKernels = 0;
   private fusedOps = 0;
   private uploads = 0;
@@ -52,13 +55,14 @@ export class Engine implements TensorHost {
 
   constructor(readonly rt: Runtime, readonly config: HeliosConfig) {
     this.pool = new BufferPool(rt);
-    this.sched = new Scheduler(rt, config.batchSize);
+    this.sched = schedulerFor(rt, config.batchSize);
     this.kernels = new KernelCache(rt);
   }
 
   stats(): EngineStats {
     return {
       ...this.sched.stats,
+      dispatches: this.dispatches,
       fusedKernels: this.fusedKernels,
       fusedOps: this.fusedOps,
       uploads: this.uploads,
@@ -178,6 +182,8 @@ export class Engine implements TensorHost {
     });
     const pc = Object.keys(spec).length > 0 ? packPush(spec, push) : undefined;
     const ticket = this.sched.record(pipeline, handles, groups, pc);
+    this.opsThisStep++;
+    this.dispatches++;
     for (const o of outputs) {
       o.ticket = ticket;
       o.host = null;

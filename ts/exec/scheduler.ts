@@ -14,16 +14,32 @@ export interface SchedulerStats {
   waits: number;
 }
 
+const shared = new WeakMap<Runtime, Scheduler>();
+
+/**
+ * One scheduler per runtime: the runtime has a single open batch per process, so every
+ * HeliosBackend on it must record into the same one.
+ */
+export function schedulerFor(rt: Runtime, threshold: number): Scheduler {
+  let s = shared.get(rt);
+  if (!s) {
+    s = new Scheduler(rt, threshold);
+    shared.set(rt, s);
+  }
+  // the batch size is process-wide: the most recently created backend's setting wins
+  s.threshold = threshold;
+  return s;
+}
+
 export class Scheduler {
   private open: Ticket | null = null;
   private last: Ticket | null = null;
   private recorded = 0;
-  opsThisStep = 0;
   readonly stats: SchedulerStats = { dispatches: 0, batches: 0, waits: 0 };
 
   constructor(
     private readonly rt: Runtime,
-    private readonly threshold: number,
+    public threshold: number,
   ) {}
 
   /** Ticket of the batch the next dispatch lands in (opens one if needed). */
@@ -40,7 +56,6 @@ export class Scheduler {
     const ticket = this.current();
     this.rt.recordDispatch(pipeline, buffers, groups, push);
     this.recorded++;
-    this.opsThisStep++;
     this.stats.dispatches++;
     if (this.recorded >= this.threshold) this.submit();
     return ticket;
