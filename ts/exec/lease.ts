@@ -45,6 +45,14 @@ export class BufferPool {
 
   free(l: Lease): void {
     this.frees++;
-    this.rt.releaseBuffer(l.handle);
+    try {
+      this.rt.releaseBuffer(l.handle);
+    } catch {
+      // After destroyDevice() every handle is stale; a finalizer releasing one then must
+      // not throw out of the FinalizationRegistry callback (that would kill the process).
+      this.staleFrees++;
+    }
   }
+
+  staleFrees = 0;
 }
