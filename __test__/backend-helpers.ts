@@ -18,7 +18,9 @@ function nativeRuntime(): Runtime | null {
     const mod = require("../../native/index.cjs");
     nativeRt = bindRuntime(mod);
     nativeRt.initDevice({ validation: true });
-  } catch {
+  } catch (e) {
+    // Visible on purpose: a suite that silently fell back would hide a broken addon.
+    process.stderr.write(`# backend tests on the mock runtime: ${(e as Error).message.split("\n")[0]}\n`);
     nativeRt = null;
   }
   return nativeRt;
