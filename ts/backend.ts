@@ -60,6 +60,12 @@ export class HeliosBackend implements Backend {
   syncGpu(): void {
     this.E.sched.drain();
   }
+  /** Waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
+  purgeBufferPools(): void {
+    this.E.sched.drain();
+    const trim = (this.rt as unknown as { trimPool?: () => void }).trimPool;
+    if (typeof trim === "function") trim.call(this.rt);
+  }
   /** Dispatches pending fused expressions of `ts` now (benchmarks; reads do it implicitly). */
   evaluate(...ts: TensorData[]): void {
     for (const t of ts) if (t instanceof HeliosTensor && !t.released) this.E.materialize(t);
