@@ -56,6 +56,7 @@ export class Engine implements TensorHost {
   constructor(readonly rt: Runtime, readonly config: HeliosConfig) {
     this.pool = new BufferPool(rt);
     this.sched = schedulerFor(rt, config.batchSize);
+    this.pool.beforeFree = () => this.sched.sync();
     this.kernels = new KernelCache(rt);
   }
 
@@ -101,6 +102,7 @@ export class Engine implements TensorHost {
   fromHost(shape: Shape, dtype: Dtype, data: TensorArray): HeliosTensor {
     const t = this.alloc(shape, dtype);
     if (t.lease) {
+      this.sched.sync();
       this.rt.uploadBuffer(t.lease.handle, toStorage(dtype, data));
       this.uploads++;
     }
@@ -118,6 +120,7 @@ export class Engine implements TensorHost {
       word[0] = (h | (h << 16)) >>> 0;
     } else if (dtype === "i32") new Int32Array(word.buffer)[0] = value;
     else new Float32Array(word.buffer)[0] = value;
+    this.sched.sync();
     this.rt.fillBuffer(t.lease.handle, word[0], 0, t.lease.bytes);
     return t;
   }
@@ -150,6 +153,7 @@ export class Engine implements TensorHost {
     const n = size(td.shape);
     if (n === 0) return { lease: null, temp: false };
     const lease = this.pool.lease(n * storageBytes(td.dtype));
+    this.sched.sync();
     this.rt.uploadBuffer(lease.handle, toStorage(td.dtype, td.data));
     this.uploads++;
     return { lease, temp: true };
@@ -321,6 +325,7 @@ export class Engine implements TensorHost {
     this.materialize(t);
     const lease = t.lease;
     if (!lease) return (t.host = emptyArray(t.dtype));
+    this.sched.sync();
     this.sched.wait(t.ticket);
     const bytes = size(t.shape) * storageBytes(t.dtype);
     const raw = this.rt.readBuffer(lease.handle, 0, bytes);

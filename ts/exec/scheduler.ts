@@ -52,16 +52,60 @@ export class Scheduler {
     return this.open;
   }
 
-  record(pipeline: number, buffers: number[], groups: Groups, push?: ArrayBufferView): Ticket {
+  /**
+   * Queues one dispatch in the packed recordDispatchMany format (index.d.ts); queued
+   * dispatches cross N-API together at the next sync(). Anything else that touches the
+   * runtime (release, upload, fill, read, submit) syncs first, so program order holds.
+   */
+  record(pipeline: number, buffers: number[], groups: Groups, push?: Uint32Array): Ticket {
     const ticket = this.current();
-    this.rt.recordDispatch(pipeline, buffers, groups, push);
+    const np = push ? push.length : 0;
+    this.reserve(7 + 2 * buffers.length + np);
+    const w = this.packed;
+    let o = this.words;
+    w[o++] = pipeline % 4294967296;
+    w[o++] = Math.floor(pipeline / 4294967296);
+    w[o++] = groups[0];
+    w[o++] = groups[1] ?? 1;
+    w[o++] = groups[2] ?? 1;
+    w[o++] = buffers.length;
+    w[o++] = np;
+    for (const h of buffers) {
+      w[o++] = h % 4294967296;
+      w[o++] = Math.floor(h / 4294967296);
+    }
+    if (push) w.set(push, o);
+    this.words = o + np;
+    this.queued++;
     this.recorded++;
     this.stats.dispatches++;
     if (this.recorded >= this.threshold) this.submit();
     return ticket;
   }
 
+  private packed = new Uint32Array(4096);
+  private words = 0;
+  private queued = 0;
+
+  private reserve(n: number): void {
+    if (this.words + n <= this.packed.length) return;
+    const next = new Uint32Array(Math.max(this.packed.length * 2, this.words + n));
+    next.set(this.packed.subarray(0, this.words));
+    this.packed = next;
+  }
+
+  /** Hands queued dispatches to the runtime (one N-API crossing). */
+  sync(): void {
+    if (this.queued === 0) return;
+    const count = this.queued;
+    const words = this.packed.subarray(0, this.words);
+    this.queued = 0;
+    this.words = 0;
+    this.rt.recordDispatchMany(words, count);
+  }
+
   submit(): void {
+    this.sync();
     const t = this.open;
     if (!t) return;
     this.open = null;
