@@ -103,7 +103,7 @@ export function flashFwdKernel(v: FlashVariant): KernelDesc {
 }
 
 /** Score and probability for (query regs q, key row in shared), given lse. */
-function probAndGrad(k: KernelBuilder, q: Expr[], Ks: { load(i: Expr): Expr }, row: Expr, D: number, lse: Expr, cap: Expr, on: boolean) {
+function probAndGrad(k: KernelBuilder, q: Expr[], Ks: { load(i: Expr): Expr }, row: Expr, lse: Expr, cap: Expr, on: boolean) {
   const raw = k.let(sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d))))), "raw");
   const s = k.let(capScore(raw, cap, on), "s");
   const p = k.let(exp(s.sub(lse)), "p");
@@ -143,7 +143,7 @@ export function flashBwdDqKernel(v: FlashVariant): KernelDesc {
       const jEnd = k.let(min(lit(u32, BC), i.add(1).sub(min(k0, i.add(1)))), "jend");
       k.for(lit(u32, 0), jEnd, (j) => {
         const row = k.let(j.mul(D), "kr");
-        const { p, capGrad } = probAndGrad(k, q, Ks, row, D, lse, pc.cap, v.softCap);
+        const { p, capGrad } = probAndGrad(k, q, Ks, row, lse, pc.cap, v.softCap);
         const dp = sumTree(go.map((g, d) => g.mul(Vs.load(row.add(d)))));
         const ds = k.let(p.mul(dp.sub(Di)).mul(capGrad).mul(pc.scale), "ds");
         for (let d = 0; d < D; d++) acc[d].set(acc[d].get().add(ds.mul(Ks.load(row.add(d)))));
