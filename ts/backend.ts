@@ -29,6 +29,8 @@ export interface HeliosBackendOptions {
 
 export interface HeliosStats extends EngineStats {
   pool: PoolStats;
+  /** 1 when an index that never reached the host was out of range and clamped (since last stats()). */
+  clampedIndices: number;
 }
 
 export class HeliosBackend implements Backend {
@@ -76,8 +78,9 @@ export class HeliosBackend implements Backend {
   getDeviceInfo(): DeviceInfo {
     return this.rt.getDeviceInfo();
   }
+  /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
   stats(): HeliosStats {
-    return { ...this.E.stats(), pool: this.rt.poolStats() };
+    return { ...this.E.stats(), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
   }
 
   /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */

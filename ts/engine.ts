@@ -73,6 +73,25 @@ export class Engine implements TensorHost {
     };
   }
 
+  private flag: HeliosTensor | null = null;
+
+  /** The device-side "an index was clamped" flag (u32 [1]) bound by indexing kernels. */
+  indexFlag(): HeliosTensor {
+    if (!this.flag) this.flag = this.filled([1], "i32", 0);
+    return this.flag;
+  }
+
+  /** Reads and clears the clamped-index flag (a readback: diagnostics only). */
+  takeClampedIndices(): number {
+    if (!this.flag) return 0;
+    const v = (this.flag.data as Int32Array)[0];
+    if (v !== 0) {
+      this.release(this.flag);
+      this.flag = null;
+    }
+    return v;
+  }
+
   countFallback(op: string): void {
     this.cpuFallbacks[op] = (this.cpuFallbacks[op] ?? 0) + 1;
   }
@@ -388,11 +407,11 @@ function fromStorage(d: Dtype, raw: ArrayBuffer): TensorArray {
 /** Runs one kernel over resolved inputs; the last buffers are the outputs' leases. */
 export function run(
   E: Engine, op: string, key: object, build: () => KernelDesc, spec: PushSpec, push: Record<string, number>,
-  inputs: TensorData[], outputs: HeliosTensor[], groups: [number, number, number],
+  inputs: TensorData[], outputs: HeliosTensor[], groups: [number, number, number], extra: HeliosTensor[] = [],
 ): void {
   const pipeline = E.kernel(key, build);
   E.withInputs(op, inputs, (bufs) => {
-    E.dispatch(pipeline, [...bufs, ...outputs.map((o) => o.lease)], groups, spec, push, outputs);
+    E.dispatch(pipeline, [...bufs, ...outputs.map((o) => o.lease), ...extra.map((o) => o.lease)], groups, spec, push, [...outputs, ...extra]);
   });
 }
 
