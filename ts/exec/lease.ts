@@ -48,8 +48,9 @@ export class BufferPool {
 
   free(l: Lease): void {
     this.frees++;
+    // outside the try: a failure to record queued work must surface, not be swallowed
+    this.beforeFree();
     try {
-      this.beforeFree();
       this.rt.releaseBuffer(l.handle);
     } catch {
       // After destroyDevice() every handle is stale; a finalizer releasing one then must
