@@ -41,9 +41,23 @@ export class Engine implements TensorHost {
   readonly kernels: KernelCache;
   private readonly holders = new WeakMap<HeliosTensor, Holder>();
   private readonly registry = new FinalizationRegistry<Holder>((h) => {
-    for (const l of h.leases) l.release();
+    try {
+      for (const l of h.leases) l.release();
+    } catch (e) {
+      // never throw out of a finalizer; the next op reports it
+      this.deferredError ??= e as Error;
+    }
     h.leases = [];
   });
+  private deferredError: Error | null = null;
+
+  private rethrowDeferred(): void {
+    const e = this.deferredError;
+    if (e) {
+      this.deferredError = null;
+      throw e;
+    }
+  }
   /** Dispatches this engine recorded since the trainer last reset the step counter. */
   opsThisStep = 0;
   private dispatches = 0;
@@ -199,6 +213,7 @@ export class Engine implements TensorHost {
     pipeline: number, buffers: (Lease | null)[], groups: [number, number, number],
     spec: PushSpec, push: Record<string, number>, outputs: HeliosTensor[],
   ): void {
+    this.rethrowDeferred();
     const handles = buffers.map((b) => {
       if (!b) throw new Error("helios: internal error: dispatch with an empty buffer");
       return b.handle;
@@ -341,6 +356,7 @@ export class Engine implements TensorHost {
   readTensor(t: HeliosTensor): TensorArray {
     if (t.released) throw new Error(`helios: reading tensor ${fmt(t.shape)} after releaseGpuTensor`);
     if (t.host) return t.host;
+    this.rethrowDeferred();
     this.materialize(t);
     const lease = t.lease;
     if (!lease) return (t.host = emptyArray(t.dtype));
