@@ -40,4 +40,10 @@ test("flashAttention with f16 storage", () => {
   const ref = N.attention(q.ref, k.ref, v.ref, 0.35, 0);
   assertClose(output, ref.output, { atol: 2e-3, rtol: 2e-3 }, "output f16");
   assertClose(lse, ref.lse, { atol: 1e-4, rtol: 1e-4 }, "lse f16");
+  const dO = randTensor(rng, [bh, T, D], "f16");
+  const g = B.flashAttentionBackward!(q.td, k.td, v.td, output, dO.td, lse, T, 0.35, 0);
+  const r = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, 0.35, 0);
+  for (const [name, got, exp] of [["dQ", g.dQ, r.dQ], ["dK", g.dK, r.dK], ["dV", g.dV, r.dV]] as const) {
+    assertClose(got, exp, { atol: 1e-2, rtol: 1e-2 }, `${name} f16`);
+  }
 });
