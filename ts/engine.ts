@@ -67,7 +67,11 @@ export class Engine implements TensorHost {
   private readbacks = 0;
   readonly cpuFallbacks: Record<string, number> = {};
 
+  /** Whether row kernels may use subgroup reductions (every Vulkan 1.3 target we run on). */
+  readonly subgroups: boolean;
+
   constructor(readonly rt: Runtime, readonly config: HeliosConfig) {
+    this.subgroups = (rt.getDeviceInfo().subgroupSize ?? 0) >= 4;
     this.pool = new BufferPool(rt);
     this.sched = schedulerFor(rt, config.batchSize);
     this.pool.beforeFree = () => this.sched.sync();

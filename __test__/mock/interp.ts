@@ -62,6 +62,11 @@ function writeMem(m: Mem, i: number, v: number, what: string): void {
 const BREAK = 1, CONTINUE = 2, RETURN = 3;
 
 interface Ctx {
+  /** Local invocation index, subgroup size, and the workgroup's subgroup-op exchange slots. */
+  li: number;
+  sgSize: number;
+  sgSeq: number;
+  sgSlots: Map<number, (number | boolean)[]>;
   env: Env;
   bufs: Mem[];
   shared: Map<string, { elem: string; data: Float64Array | unknown[] }>;
@@ -107,6 +112,21 @@ function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
   for (const s of stmts) {
     switch (s.s) {
       case "let": {
+        if (s.value.op === "sg") {
+          // every lane parks its operand, all lanes reach this point (a yield), then reduce
+          const node = s.value as ExprNode & { op: "sg"; fn: string; mode: string; a: ExprNode };
+          if (node.mode !== "reduce") throw new Error("interp: only subgroup reduce is supported");
+          const seq = c.sgSeq++;
+          const slots = c.sgSlots.get(seq) ?? [];
+          c.sgSlots.set(seq, slots);
+          slots[c.li] = ev(c, node.a) as number;
+          yield;
+          const base = c.li - (c.li % c.sgSize);
+          const lanes = slots.slice(base, base + c.sgSize).filter((x) => x !== undefined) as number[];
+          const r = lanes.reduce((p, q) => (node.fn === "add" ? Math.fround(p + q) : node.fn === "max" ? Math.max(p, q) : node.fn === "min" ? Math.min(p, q) : NaN));
+          c.env.set(s.name, { value: r, type: typeOf(c, node.a) });
+          break;
+        }
         const v = s.value.op === "load" ? load(c, s.value as ExprNode & { op: "load" }) : ev(c, s.value);
         c.env.set(s.name, { value: v, type: typeOf(c, s.value) });
         break;
@@ -183,7 +203,7 @@ function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
 }
 
 /** Executes a dispatch: every workgroup, every invocation, barriers honored. */
-export function execute(k: Compiled, buffers: ArrayBuffer[], groups: [number, number, number], push: ArrayBuffer | null): void {
+export function execute(k: Compiled, buffers: ArrayBuffer[], groups: [number, number, number], push: ArrayBuffer | null, sgSize = 8): void {
   const d = k.desc;
   if (buffers.length !== d.bindings.length) throw new Error(`${d.name}: ${buffers.length} buffers for ${d.bindings.length} bindings`);
   const pushEnv: [string, { value: Value; type: Type }][] = [];
@@ -207,6 +227,7 @@ export function execute(k: Compiled, buffers: ArrayBuffer[], groups: [number, nu
           return [s.name, { elem: s.elem as string, data }];
         }));
         const gens: Generator<void, number, void>[] = [];
+        const sgSlots = new Map<number, (number | boolean)[]>();
         for (let li = 0; li < size; li++) {
           const lx = li % wx, ly = Math.floor(li / wx) % wy, lz = Math.floor(li / (wx * wy));
           const env: Env = new Map(pushEnv);
@@ -216,7 +237,11 @@ export function execute(k: Compiled, buffers: ArrayBuffer[], groups: [number, nu
           env.set("$b_workgroup_id", u3([gx, gy, gz]));
           env.set("$b_num_workgroups", u3([groups[0], groups[1], groups[2]]));
           env.set("$b_local_index", { value: li, type: "u32" });
-          gens.push(run({ env, bufs, shared, name: d.name }, k.body));
+          env.set("$b_subgroup_size", { value: sgSize, type: "u32" });
+          env.set("$b_subgroup_invocation", { value: li % sgSize, type: "u32" });
+          env.set("$b_subgroup_id", { value: Math.floor(li / sgSize), type: "u32" });
+          env.set("$b_num_subgroups", { value: Math.ceil(size / sgSize), type: "u32" });
+          gens.push(run({ li, sgSize, sgSeq: 0, sgSlots, env, bufs, shared, name: d.name }, k.body));
         }
         let live = gens.length;
         const done = new Array(gens.length).fill(false);

@@ -157,3 +157,25 @@ export function clampIndex(k: KernelBuilder, raw: Expr, len: Expr, flag: Buffer,
   k.if(c.ne(raw), () => flag.store(0, lit(u32, 1)));
   return k.let(c.cast(u32), hint);
 }
+
+/**
+ * Workgroup reduction through subgroup operations: each subgroup reduces in registers, one
+ * lane per subgroup parks its partial in shared memory, and every thread folds the few
+ * partials. Two barriers instead of wgReduce's log2(ROW_WG). Correct for any subgroup size.
+ */
+export function wgReduceSg(
+  k: KernelBuilder, sh: { store(i: Expr | number, v: Expr): void; load(i: Expr | number): Expr },
+  value: Expr, fn: "add" | "max",
+): Expr {
+  const r = k.sgReduce(fn, value);
+  k.if(k.subgroupInvocation.eq(0), () => sh.store(k.subgroupId, r));
+  k.barrier();
+  const acc = uvar(k, "f32", fn === "max" ? -Infinity : 0, "wr");
+  k.for(lit(u32, 0), k.numSubgroups, (j) => {
+    const v = sh.load(j);
+    acc.set(fn === "max" ? max(acc.get(), v) : acc.get().add(v));
+  });
+  const out = acc.get();
+  k.barrier();
+  return out;
+}

@@ -11,7 +11,7 @@
 //   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel).
 import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
+import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
 
 export const LN_PUSH = { rows: "u32", dim: "u32", eps: "f32" } as const;
 
@@ -114,8 +114,8 @@ export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc 
  * layernorm_fwd_cached: layernorm_fwd's contract for rows of at most ROW_WG * vpt
  * elements, reading x once into registers (mean and centered variance from registers).
  */
-export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: number): KernelDesc {
-  const k = kernel(`layernorm_fwd_c${vpt}_${dtype}`, { workgroup: [ROW_WG] });
+export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: number, sg = false): KernelDesc {
+  const k = kernel(`layernorm_fwd_c${vpt}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const b = k.buffer("b", storageOf(wDtype), "read");
@@ -132,9 +132,10 @@ export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: numbe
     k.if(c.lt(pc.dim), () => v.set(toF32(x.load(base.add(c)))));
     return v.get();
   });
-  const mean = k.let(wgReduce(k, sh, t, vals.reduce((p, q) => p.add(q)), (p, q) => p.add(q)).div(dimF), "mean");
+  const sum = (v: Expr) => (sg ? wgReduceSg(k, sh, v, "add") : wgReduce(k, sh, t, v, (p, q) => p.add(q)));
+  const mean = k.let(sum(vals.reduce((p, q) => p.add(q))).div(dimF), "mean");
   const cen = vals.map((v, r) => k.let(select(cols[r].lt(pc.dim), v.sub(mean), lit(f32, 0)), "c"));
-  const variance = wgReduce(k, sh, t, cen.map((c) => c.mul(c)).reduce((p, q) => p.add(q)), (p, q) => p.add(q)).div(dimF);
+  const variance = sum(cen.map((c) => c.mul(c)).reduce((p, q) => p.add(q))).div(dimF);
   const rstd = k.let(rsqrt(variance.add(pc.eps)), "rstd");
   cols.forEach((c, r) => {
     k.if(c.lt(pc.dim), () => {

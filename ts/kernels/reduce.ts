@@ -12,7 +12,7 @@
 // Numerics: f32 accumulation; the max is subtracted before exp, so large logits are safe.
 import { abs, exp, f32, kernel, lit, log, max, min, select, u32, type KernelDesc, type Expr } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
+import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
 
 /** nonfinite maps each element to a 0/1 flag; flag sums flags. Both clamp the result to 1. */
 export type ReduceFn = "sum" | "sumsq" | "nonfinite" | "flag";
@@ -126,8 +126,8 @@ export function softmaxStridedKernel(dtype: Dtype, logOut: boolean): KernelDesc 
  * elements: each thread loads its vpt elements once into registers (j = t + ROW_WG*r,
  * coalesced), so the row is read from memory once instead of three times.
  */
-export function softmaxRowsCachedKernel(dtype: Dtype, logOut: boolean, vpt: number): KernelDesc {
-  const k = kernel(`${logOut ? "logsoftmax" : "softmax"}_rows_c${vpt}_${dtype}`, { workgroup: [ROW_WG] });
+export function softmaxRowsCachedKernel(dtype: Dtype, logOut: boolean, vpt: number, sg = false): KernelDesc {
+  const k = kernel(`${logOut ? "logsoftmax" : "softmax"}_rows_c${vpt}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const out = k.buffer("out", storageOf(dtype), "write");
   const pc = k.push(SOFTMAX_ROWS_PUSH);
@@ -142,9 +142,11 @@ export function softmaxRowsCachedKernel(dtype: Dtype, logOut: boolean, vpt: numb
     return v.get();
   });
   const localMax = vals.reduce((a, b) => max(a, b));
-  const rowMax = k.let(wgReduce(k, sh, t, localMax, (a, b) => max(a, b)), "rmax");
+  const red = (v: Expr, fn: "add" | "max") =>
+    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b));
+  const rowMax = k.let(red(localMax, "max"), "rmax");
   const exps = vals.map((v, r) => k.let(select(cols[r].lt(pc.dim), exp(v.sub(rowMax)), lit(f32, 0)), "e"));
-  const sum = k.let(wgReduce(k, sh, t, exps.reduce((a, b) => a.add(b)), (a, b) => a.add(b)), "sum");
+  const sum = k.let(red(exps.reduce((a, b) => a.add(b)), "add"), "sum");
   const lse = k.let(log(sum).add(rowMax), "lse");
   const inv = k.let(lit(f32, 1).div(sum), "inv");
   cols.forEach((c, r) => {

@@ -67,9 +67,11 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/softmax_strided/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxStridedKernel(d, log) });
     }
     v.push({ id: `backend/layernorm_fwd/${d}`, needs: needs(d), build: () => layerNormFwdKernel(d, d) });
-    for (const vpt of [1, 16]) {
-      v.push({ id: `backend/layernorm_fwd_cached/${d}_${vpt}`, needs: needs(d), build: () => layerNormFwdCachedKernel(d, d, vpt) });
-      for (const log of [false, true]) v.push({ id: `backend/softmax_rows_cached/${log ? "log_" : ""}${d}_${vpt}`, needs: needs(d), build: () => softmaxRowsCachedKernel(d, log, vpt) });
+    for (const vpt of [1, 16]) for (const sg of [false, true]) {
+      const n = sg ? [...needs(d), "subgroup" as const] : needs(d);
+      const tag = `${d}_${vpt}${sg ? "_sg" : ""}`;
+      v.push({ id: `backend/layernorm_fwd_cached/${tag}`, needs: n, build: () => layerNormFwdCachedKernel(d, d, vpt, sg) });
+      for (const log of [false, true]) v.push({ id: `backend/softmax_rows_cached/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRowsCachedKernel(d, log, vpt, sg) });
     }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });

@@ -29,8 +29,9 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
   const vpt = cachedVpt(dim);
-  const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt) : layerNormFwdKernel(x.dtype, w.dtype));
-  run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
+  const sg = E.subgroups;
+  const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt, sg) : layerNormFwdKernel(x.dtype, w.dtype));
+  run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt, sg }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
   return out;
 }
 

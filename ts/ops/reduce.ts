@@ -106,7 +106,8 @@ export function softmax(E: Engine, op: string, a: TensorData, axis: number | und
   if (size(a.shape) === 0) return out;
   const vpt = cachedVpt(dim);
   if (inner === 1 && vpt > 0) {
-    run(E, op, { softmaxRowsCached: a.dtype, log: logOut, vpt }, () => softmaxRowsCachedKernel(a.dtype, logOut, vpt),
+    const sg = E.subgroups;
+    run(E, op, { softmaxRowsCached: a.dtype, log: logOut, vpt, sg }, () => softmaxRowsCachedKernel(a.dtype, logOut, vpt, sg),
       SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
   } else if (inner === 1) {
     run(E, op, { softmaxRows: a.dtype, log: logOut }, () => softmaxRowsKernel(a.dtype, logOut),
