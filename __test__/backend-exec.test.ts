@@ -143,3 +143,16 @@ test("empty tensors flow through every op family without a dispatch error", () =
   assert.deepEqual([...values(B.matmul(B.ones([2, 0]), B.ones([0, 3])))], [0, 0, 0, 0, 0, 0]);
   assert.deepEqual([...values(B.cat([e, B.ones([2, 4])], 0))], [1, 1, 1, 1, 1, 1, 1, 1]);
 });
+
+test("a backend keeps working across destroyDevice() + initDevice()", async (t) => {
+  if (!onNative()) {
+    t.skip("needs the native runtime");
+    return;
+  }
+  const { destroyDevice, initDevice } = await import("../ts/device.js");
+  const B = makeBackend();
+  assert.deepEqual([...values(B.add(B.fromArray([1], [1]), B.fromArray([2], [1])))], [3]);
+  destroyDevice();
+  initDevice({ validation: true });
+  assert.deepEqual([...values(B.add(B.fromArray([1], [1]), B.fromArray([4], [1])))], [5]);
+});

@@ -20,7 +20,15 @@ export function initDevice(opts?: { device?: number | string; validation?: boole
   return runtime().initDevice(opts);
 }
 
+let generation = 0;
+
+/** Bumped by destroyDevice(): pipelines and batches from before it are gone. */
+export function deviceGeneration(): number {
+  return generation;
+}
+
 export function destroyDevice(): void {
+  generation++;
   runtime().destroy();
 }
 

@@ -15,6 +15,7 @@ import { grid1d, packPush, storageBytes, type PushSpec } from "./kernels/common.
 import { broadcastShape, fail, fmt, size } from "./shape.js";
 import type { KernelDesc } from "./ir/index.js";
 import { toF16Array } from "./f16.js";
+import { deviceGeneration } from "./device.js";
 
 /** Most inputs one fused kernel binds; beyond this operands are materialized first. */
 const MAX_FUSED_INPUTS = 6;
@@ -208,7 +209,17 @@ export class Engine implements TensorHost {
 
   // ---- dispatch
 
+  private generation = deviceGeneration();
+
   kernel(key: object, build: () => KernelDesc): number {
+    if (this.generation !== deviceGeneration()) {
+      // destroyDevice() + initDevice(): pipelines and the open batch are gone; tensors made
+      // before it are stale (the runtime rejects their handles with ERR_HELIOS_INVALID_HANDLE).
+      this.generation = deviceGeneration();
+      this.kernels.clear();
+      this.sched.reset();
+      this.flag = null;
+    }
     return this.kernels.get(key, build);
   }
 

@@ -58,7 +58,18 @@ const REQUIRED: (keyof Runtime)[] = [
   "submitBatch", "waitTimeline", "getCompleted", "compileKernel",
 ];
 
+const bound = new WeakMap<object, Runtime>();
+
+/** One Runtime object per addon, so every backend on it shares one scheduler. */
 export function bindRuntime(addon: unknown): Runtime {
+  const hit = bound.get(addon as object);
+  if (hit) return hit;
+  const rt = bindNew(addon);
+  bound.set(addon as object, rt);
+  return rt;
+}
+
+function bindNew(addon: unknown): Runtime {
   const mod = { ...(addon as Record<string, unknown>) };
   if (typeof mod.compileKernel !== "function") composeCompile(mod);
   const missing = REQUIRED.filter((k) => typeof mod[k] !== "function");

@@ -124,6 +124,15 @@ export class Scheduler {
     }
   }
 
+  /** Forgets batch state after the device was destroyed (its batch died with it). */
+  reset(): void {
+    this.open = null;
+    this.last = null;
+    this.queued = 0;
+    this.words = 0;
+    this.recorded = 0;
+  }
+
   /** Submits and waits for everything recorded so far. */
   drain(): void {
     this.submit();
