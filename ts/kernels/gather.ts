@@ -148,3 +148,34 @@ export function topkKernel(dtype: Dtype): KernelDesc {
   });
   return k.finish();
 }
+
+export const EMB_BWD_CSR_PUSH = { n: "u32", dim: "u32" } as const;
+
+/**
+ * embedding_bwd_csr: bindings offsets (i32 [V+1]), positions (i32 [N]), g [N, D] (read),
+ * dw [V, D] (write). Push {n = V*D, dim}. Thread per (v, d): sums g rows listed for v in
+ * positions[offsets[v] .. offsets[v+1]) in index order. The host builds the lists with a
+ * counting sort of host-visible indices, so the pass is deterministic, atomic-free and
+ * parallel over V*D (the column kernel above is parallel over D only).
+ */
+export function embeddingBwdCsrKernel(dtype: Dtype): KernelDesc {
+  const k = kernel(`embedding_bwd_csr_${dtype}`, { workgroup: [WG] });
+  const off = k.buffer("offsets", i32, "read");
+  const pos = k.buffer("positions", i32, "read");
+  const g = k.buffer("g", storageOf(dtype), "read");
+  const dw = k.buffer("dw", f32, "write");
+  const pc = k.push(EMB_BWD_CSR_PUSH);
+  const i = flatIndex(k);
+  k.if(i.ge(pc.n), () => k.return());
+  const v = k.let(i.div(pc.dim), "v");
+  const d = k.let(i.rem(pc.dim), "d");
+  const lo = k.let(off.load(v).cast(u32), "lo");
+  const hi = k.let(off.load(v.add(1)).cast(u32), "hi");
+  const acc = k.var(f32, 0, "acc");
+  k.for(lo, hi, (j) => {
+    const r = k.let(pos.load(j).cast(u32), "r");
+    acc.set(acc.get().add(toF32(g.load(r.mul(pc.dim).add(d)))));
+  });
+  dw.store(i, acc.get());
+  return k.finish();
+}

@@ -9,7 +9,7 @@ import { generateFused } from "./elementwise.js";
 import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
 import { layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
-import { embeddingFwdKernel, embeddingBwdKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
+import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
 import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
 import { adamwKernel } from "./optim.js";
 import { matmulKernel } from "./matmul.js";
@@ -79,6 +79,7 @@ export function backendVariants(): KernelVariant[] {
     v.push({ id: `backend/xent_bwd/${d}`, needs: needs(d), build: () => xentBwdKernel(d, "f32") });
     v.push({ id: `backend/embedding_fwd/${d}`, needs: needs(d), build: () => embeddingFwdKernel(d) });
     v.push({ id: `backend/embedding_bwd/${d}`, needs: needs(d), build: () => embeddingBwdKernel(d) });
+    v.push({ id: `backend/embedding_bwd_csr/${d}`, needs: needs(d), build: () => embeddingBwdCsrKernel(d) });
     v.push({ id: `backend/gather/${d}`, needs: needs(d), build: () => gatherKernel(d) });
     v.push({ id: `backend/argmax/${d}`, needs: needs(d), build: () => argmaxKernel(d) });
     v.push({ id: `backend/topk/${d}`, needs: needs(d), build: () => topkKernel(d) });

@@ -6,7 +6,7 @@ import { fail, fmt, size } from "../shape.js";
 import { gridRows, grid1d } from "../kernels/common.js";
 import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel } from "../kernels/loss.js";
-import { EMB_PUSH, EMB_BWD_PUSH, embeddingFwdKernel, embeddingBwdKernel } from "../kernels/gather.js";
+import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
@@ -129,6 +129,21 @@ export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, voc
   const out = E.alloc([vocab, dim], outDtype);
   if (dim === 0) return out;
   if (count === 0) return E.filled([vocab, dim], outDtype, 0);
+  const host = hostIndices(idx);
+  if (host) {
+    // indices range-checked above: counting sort into per-row position lists
+    const offsets = new Int32Array(vocab + 1);
+    for (let i = 0; i < count; i++) offsets[host[i] + 1]++;
+    for (let v = 0; v < vocab; v++) offsets[v + 1] += offsets[v];
+    const fill = offsets.slice(0, vocab);
+    const positions = new Int32Array(count);
+    for (let i = 0; i < count; i++) positions[fill[host[i]]++] = i;
+    const offT = { shape: [vocab + 1], dtype: "i32" as const, data: offsets };
+    const posT = { shape: [count], dtype: "i32" as const, data: positions };
+    run(E, op, { embBwdCsr: g.dtype }, () => embeddingBwdCsrKernel(g.dtype), EMB_BWD_CSR_PUSH, { n: vocab * dim, dim },
+      [offT, posT, g], [out], grid1d(vocab * dim));
+    return out;
+  }
   run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab },
     [idx, g], [out], grid1d(dim), [E.indexFlag()]);
   return out;
