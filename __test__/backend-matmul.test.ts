@@ -17,6 +17,14 @@ test("matmul 2-D over odd shapes", () => {
   }
 });
 
+test("large outputs take the 128-wide tile: odd sizes and transposes", () => {
+  const rng = new Rng(54);
+  const a = randTensor(rng, [515, 19], "f32"), b = randTensor(rng, [19, 517], "f32");
+  assertClose(B.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "matmul 515x19x517");
+  const bt = randTensor(rng, [517, 19], "f32");
+  assertClose(B.matmulTransposed!(a.td, bt.td), N.matmul(a.ref, N.transpose(bt.ref, 0, 1)), { atol: 1e-4, rtol: 1e-4 }, "matmulTransposed 515x19x517");
+});
+
 test("batched matmul with broadcast batch dims, f32 and f16", () => {
   const rng = new Rng(52);
   for (const dt of ["f32", "f16"] as Dtype[]) {

@@ -4,15 +4,17 @@
 //   out[z] = op(a[z]) x op(b[z]) where op transposes when the variant says the operand is
 //   stored transposed (transA: a is [K, M]; transB: b is [N, K]); strideA/strideB are the
 //   element offsets between batches (0 broadcasts). Output [batch, M, N] contiguous.
-// Dispatch: [ceil(N/64), ceil(M/64), batch]; 256 threads, each a 4x4 register tile
-//   (rows ty + 16r, cols tx + 16c: conflict-free shared reads); 16-deep k tiles staged in
-//   shared memory with loads mapped so consecutive threads read consecutive addresses.
+// Dispatch: [ceil(N/tile), ceil(M/tile), batch]; 256 threads, each a (tile/16)^2 register
+//   tile (rows ty + 16r, cols tx + 16c: conflict-free shared reads); 16-deep k tiles staged
+//   in shared memory with loads mapped so consecutive threads read consecutive addresses.
+//   tile is 64 (4x4 per thread) or 128 (8x8 per thread, for large outputs).
 // Numerics: f32 accumulation for every input dtype; edges handled in-kernel (zero fill).
 import { f32, fma, kernel, lit, u32, type Expr, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { fromF32, storageOf, toF32, uvar } from "./common.js";
 
 export const MM_TILE = 64;
+export type MatmulTile = 64 | 128;
 const BK = 16;
 const THREADS = 256;
 
@@ -24,10 +26,13 @@ export interface MatmulVariant {
   readonly outDtype: Dtype;
   readonly transA: boolean;
   readonly transB: boolean;
+  readonly tile: MatmulTile;
 }
 
 export function matmulKernel(v: MatmulVariant): KernelDesc {
-  const name = `matmul_simt_${v.aDtype}${v.transA ? "t" : ""}_${v.bDtype}${v.transB ? "t" : ""}`;
+  const MM_TILE = v.tile;
+  const TR = MM_TILE / 16;
+  const name = `matmul_simt${MM_TILE}_${v.aDtype}${v.transA ? "t" : ""}_${v.bDtype}${v.transB ? "t" : ""}`;
   const k = kernel(name, { workgroup: [THREADS] });
   const A = k.buffer("a", storageOf(v.aDtype), "read");
   const B = k.buffer("b", storageOf(v.bDtype), "read");
@@ -45,7 +50,7 @@ export function matmulKernel(v: MatmulVariant): KernelDesc {
   const tx = k.let(tid.rem(16), "tx");
   const ty = k.let(tid.div(16), "ty");
   const acc: { get(): Expr; set(v: Expr): void }[] = [];
-  for (let i = 0; i < 16; i++) acc.push(k.var(f32, 0, `acc${i}`));
+  for (let i = 0; i < TR * TR; i++) acc.push(k.var(f32, 0, `acc${i}`));
 
   k.for(lit(u32, 0), pc.K, (k0) => {
     for (let q = 0; q < (BK * MM_TILE) / THREADS; q++) {
@@ -73,20 +78,21 @@ export function matmulKernel(v: MatmulVariant): KernelDesc {
     k.barrier();
     k.for(lit(u32, 0), lit(u32, BK), (kk) => {
       const row = k.let(kk.mul(MM_TILE), "rowk");
-      const a = [0, 1, 2, 3].map((r) => As.load(row.add(ty.add(16 * r))));
-      const b = [0, 1, 2, 3].map((c) => Bs.load(row.add(tx.add(16 * c))));
-      for (let r = 0; r < 4; r++) for (let c = 0; c < 4; c++) acc[r * 4 + c].set(fma(a[r], b[c], acc[r * 4 + c].get()));
+      const idx = Array.from({ length: TR }, (_, r) => r);
+      const a = idx.map((r) => As.load(row.add(ty.add(16 * r))));
+      const b = idx.map((c) => Bs.load(row.add(tx.add(16 * c))));
+      for (let r = 0; r < TR; r++) for (let c = 0; c < TR; c++) acc[r * TR + c].set(fma(a[r], b[c], acc[r * TR + c].get()));
     }, { unroll: true });
     k.barrier();
   }, { step: BK });
 
   const cOff = k.let(z.mul(pc.M).mul(pc.N), "coff");
-  for (let r = 0; r < 4; r++) {
+  for (let r = 0; r < TR; r++) {
     const gm = k.let(m0.add(ty.add(16 * r)), "om");
-    for (let c = 0; c < 4; c++) {
+    for (let c = 0; c < TR; c++) {
       const gn = k.let(n0.add(tx.add(16 * c)), "on");
       k.if(gm.lt(pc.M).and(gn.lt(pc.N)), () => {
-        C.store(cOff.add(gm.mul(pc.N)).add(gn), fromF32(acc[r * 4 + c].get(), v.outDtype));
+        C.store(cOff.add(gm.mul(pc.N)).add(gn), fromF32(acc[r * TR + c].get(), v.outDtype));
       });
     }
   }

@@ -84,8 +84,8 @@ export function backendVariants(): KernelVariant[] {
     v.push({ id: `backend/argmax/${d}`, needs: needs(d), build: () => argmaxKernel(d) });
     v.push({ id: `backend/topk/${d}`, needs: needs(d), build: () => topkKernel(d) });
     v.push({ id: `backend/adamw/${d}`, needs: needs(d), build: () => adamwKernel(d, d) });
-    for (const tA of [false, true]) for (const tB of [false, true]) {
-      v.push({ id: `backend/matmul_simt/${d}_${tA ? "t" : "n"}${tB ? "t" : "n"}`, needs: needs(d), build: () => matmulKernel({ aDtype: d, bDtype: d, outDtype: d, transA: tA, transB: tB }) });
+    for (const tA of [false, true]) for (const tB of [false, true]) for (const tile of [64, 128] as const) {
+      v.push({ id: `backend/matmul_simt${tile}/${d}_${tA ? "t" : "n"}${tB ? "t" : "n"}`, needs: needs(d), build: () => matmulKernel({ aDtype: d, bDtype: d, outDtype: d, transA: tA, transB: tB, tile }) });
     }
     for (const D of [64, 8]) for (const softCap of [false, true]) {
       const fv = { dtype: d, D, softCap };

@@ -3,7 +3,7 @@ import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, matmulGeometry, size } from "../shape.js";
-import { MATMUL_PUSH, MM_TILE, matmulKernel } from "../kernels/matmul.js";
+import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
 import { broadcast } from "./layout.js";
 
 export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, transA: boolean, transB: boolean): HeliosTensor {
@@ -28,10 +28,12 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
     sb = g.k * g.n;
   }
   if (g.batch > 65535) fail(op, `batch ${g.batch} exceeds 65535`);
-  const variant = { aDtype: A.dtype, bDtype: B.dtype, outDtype, transA, transB };
+  // 128-wide tiles (8x8 per thread) once the output fills enough of them to occupy the GPU
+  const tile: MatmulTile = g.m >= 128 && g.n >= 128 && g.m * g.n * g.batch >= 512 * 512 ? 128 : 64;
+  const variant = { aDtype: A.dtype, bDtype: B.dtype, outDtype, transA, transB, tile };
   run(E, op, { matmul: variant }, () => matmulKernel(variant), MATMUL_PUSH,
     { M: g.m, N: g.n, K: g.k, strideA: sa, strideB: sb }, [A, B], [out],
-    [Math.ceil(g.n / MM_TILE), Math.ceil(g.m / MM_TILE), g.batch]);
+    [Math.ceil(g.n / tile), Math.ceil(g.m / tile), g.batch]);
   for (const t of temps) E.release(t);
   void contiguousStrides;
   return out;
