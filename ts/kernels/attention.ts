@@ -251,12 +251,11 @@ export function flashFwdVec4Kernel(v: FlashVariant): KernelDesc {
   const stage = (src: Buffer, sh: { store(i: Expr, v: Expr): void }, k0: Expr) => {
     k.for(tid, lit(u32, BC * D4), (e) => {
       const g = k.let(k0.add(e.div(D4)), "g");
-      const val = k.var("f32x4", vecOf("f32x4", lit(f32, 0)), `st${uniq++}`);
+      const val = uvar(k, "f32x4", vecOf("f32x4", lit(f32, 0)), "st4");
       k.if(g.lt(pc.T), () => val.set(src.loadVec(base4.add(g.mul(D4)).add(e.rem(D4)), 4).cast("f32x4")));
       sh.store(e, val.get());
     }, { step: FA_ROWS });
   };
-  let uniq = 0;
   k.for(lit(u32, 0), lastKey, (k0) => {
     stage(K, Ks, k0);
     stage(Vb, Vs, k0);
@@ -282,6 +281,136 @@ export function flashFwdVec4Kernel(v: FlashVariant): KernelDesc {
     const vt = `${st}x4` as "f32x4";
     for (let d = 0; d < D4; d++) O.store(base4.add(i.mul(D4)).add(d), acc[d].get().mul(inv).cast(vt));
     L.store(bh.mul(pc.T).add(i), m.get().add(log(l.get())));
+  });
+  return k.finish();
+}
+
+/** Stages rows [r0, r0+BC) of a [BH, T, D] tensor as f32x4 into shared `sh` (zero past T). */
+function stageTile4(k: KernelBuilder, src: Buffer, sh: { store(i: Expr, v: Expr): void }, base4: Expr, r0: Expr, T: Expr, D4: number, BC: number, tid: Expr): void {
+  k.for(tid, lit(u32, BC * D4), (e) => {
+    const g = k.let(r0.add(e.div(D4)), "g");
+    const val = uvar(k, "f32x4", vecOf("f32x4", lit(f32, 0)), "st4");
+    k.if(g.lt(T), () => val.set(src.loadVec(base4.add(g.mul(D4)).add(e.rem(D4)), 4).cast("f32x4")));
+    sh.store(e, val.get());
+  }, { step: FA_ROWS });
+}
+
+const ONES4 = () => vecOf("f32x4", lit(f32, 1));
+
+/** flash_bwd_dq with f32x4 tiles and registers (D % 4 == 0); same contract as flash_bwd_dq. */
+export function flashBwdDqVec4Kernel(v: FlashVariant): KernelDesc {
+  const { D } = v;
+  const D4 = D / 4;
+  const BC = faTile(D);
+  const k = kernel(`flash_bwd_dq_v4_${v.dtype}_d${D}${v.softCap ? "_cap" : ""}`, { workgroup: [FA_ROWS] });
+  const st = storageOf(v.dtype);
+  const Q = k.buffer("q", st, "read"), K = k.buffer("k", st, "read"), Vb = k.buffer("v", st, "read");
+  const O = k.buffer("o", st, "read"), dO = k.buffer("do", st, "read"), L = k.buffer("lse", f32, "read");
+  const dQ = k.buffer("dq", st, "write"), Dp = k.buffer("dpre", f32, "write");
+  const pc = k.push(FA_PUSH);
+  const Ks = k.shared("Ks", "f32x4", BC * D4), Vs = k.shared("Vs", "f32x4", BC * D4);
+  const tid = k.let(k.localIndex, "tid");
+  const bh = k.let(k.workgroupId.y, "bh");
+  const q0 = k.let(k.workgroupId.x.mul(FA_ROWS), "q0");
+  const i = k.let(q0.add(tid), "qi");
+  const base4 = k.let(bh.mul(pc.T).mul(D4), "base4");
+  const valid = k.let(i.lt(pc.T), "valid");
+  const qi = k.let(min(i, pc.T.sub(1)), "qrow");
+  const row4 = k.let(base4.add(qi.mul(D4)), "r4");
+  const q = Array.from({ length: D4 }, (_, d) => k.let(Q.loadVec(row4.add(d), 4).cast("f32x4").mul(pc.scale), "q"));
+  const go = Array.from({ length: D4 }, (_, d) => k.let(dO.loadVec(row4.add(d), 4).cast("f32x4"), "go"));
+  const Di = k.let(dot(sumTree(go.map((g, d) => g.mul(O.loadVec(row4.add(d), 4).cast("f32x4")))), ONES4()), "Di");
+  const lse = k.let(L.load(bh.mul(pc.T).add(qi)), "lse");
+  const acc = Array.from({ length: D4 }, (_, d) => k.var("f32x4", vecOf("f32x4", lit(f32, 0)), `dq${d}`));
+  const lastKey = k.let(min(q0.add(FA_ROWS), pc.T), "kend");
+  k.for(lit(u32, 0), lastKey, (k0) => {
+    stageTile4(k, K, Ks, base4, k0, pc.T, D4, BC, tid);
+    stageTile4(k, Vb, Vs, base4, k0, pc.T, D4, BC, tid);
+    k.barrier();
+    k.if(valid, () => {
+      const jEnd = k.let(min(lit(u32, BC), i.add(1).sub(min(k0, i.add(1)))), "jend");
+      k.for(lit(u32, 0), jEnd, (j) => {
+        const row = k.let(j.mul(D4), "kr");
+        const raw = k.let(dot(sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d))))), ONES4()), "raw");
+        const s = k.let(capScore(raw, pc.cap, v.softCap), "s");
+        const p = k.let(exp(s.sub(lse)), "p");
+        const capGrad = v.softCap ? k.let(lit(f32, 1).sub(s.div(pc.cap).mul(s.div(pc.cap))), "cg") : lit(f32, 1);
+        const dp = dot(sumTree(go.map((g, d) => g.mul(Vs.load(row.add(d))))), ONES4());
+        const ds = k.let(p.mul(dp.sub(Di)).mul(capGrad).mul(pc.scale), "ds");
+        for (let d = 0; d < D4; d++) acc[d].set(acc[d].get().add(Ks.load(row.add(d)).mul(ds)));
+      });
+    });
+    k.barrier();
+  }, { step: BC });
+  k.if(valid, () => {
+    const vt = `${st}x4` as "f32x4";
+    for (let d = 0; d < D4; d++) dQ.store(row4.add(d), acc[d].get().cast(vt));
+    Dp.store(bh.mul(pc.T).add(i), Di);
+  });
+  return k.finish();
+}
+
+/** flash_bwd_dkdv with f32x4 tiles and registers (D % 4 == 0); same contract as flash_bwd_dkdv. */
+export function flashBwdDkDvVec4Kernel(v: FlashVariant): KernelDesc {
+  const { D } = v;
+  const D4 = D / 4;
+  const BC = faTile(D);
+  const k = kernel(`flash_bwd_dkdv_v4_${v.dtype}_d${D}${v.softCap ? "_cap" : ""}`, { workgroup: [FA_ROWS] });
+  const st = storageOf(v.dtype);
+  const Q = k.buffer("q", st, "read"), K = k.buffer("k", st, "read"), Vb = k.buffer("v", st, "read");
+  const dO = k.buffer("do", st, "read"), L = k.buffer("lse", f32, "read"), Dp = k.buffer("dpre", f32, "read");
+  const dK = k.buffer("dk", st, "write"), dV = k.buffer("dv", st, "write");
+  const pc = k.push(FA_PUSH);
+  const Qs = k.shared("Qs", "f32x4", BC * D4), Gs = k.shared("Gs", "f32x4", BC * D4);
+  const Ls = k.shared("Ls", f32, BC), Ds = k.shared("Ds", f32, BC);
+  const tid = k.let(k.localIndex, "tid");
+  const bh = k.let(k.workgroupId.y, "bh");
+  const j0 = k.let(k.workgroupId.x.mul(FA_ROWS), "j0");
+  const j = k.let(j0.add(tid), "kj");
+  const base4 = k.let(bh.mul(pc.T).mul(D4), "base4");
+  const valid = k.let(j.lt(pc.T), "valid");
+  const kj = k.let(min(j, pc.T.sub(1)), "krow");
+  const row4 = k.let(base4.add(kj.mul(D4)), "r4");
+  const kr = Array.from({ length: D4 }, (_, d) => k.let(K.loadVec(row4.add(d), 4).cast("f32x4"), "kk"));
+  const vr = Array.from({ length: D4 }, (_, d) => k.let(Vb.loadVec(row4.add(d), 4).cast("f32x4"), "vv"));
+  const accK = Array.from({ length: D4 }, (_, d) => k.var("f32x4", vecOf("f32x4", lit(f32, 0)), `dk${d}`));
+  const accV = Array.from({ length: D4 }, (_, d) => k.var("f32x4", vecOf("f32x4", lit(f32, 0)), `dv${d}`));
+  k.for(j0.sub(j0.rem(BC)), pc.T, (i0) => {
+    stageTile4(k, Q, Qs, base4, i0, pc.T, D4, BC, tid);
+    stageTile4(k, dO, Gs, base4, i0, pc.T, D4, BC, tid);
+    k.if(tid.lt(BC), () => {
+      const gi = k.let(min(i0.add(tid), pc.T.sub(1)), "gi");
+      Ls.store(tid, L.load(bh.mul(pc.T).add(gi)));
+      Ds.store(tid, Dp.load(bh.mul(pc.T).add(gi)));
+    });
+    k.barrier();
+    k.if(valid, () => {
+      const iEnd = k.let(min(lit(u32, BC), pc.T.sub(i0)), "iend");
+      k.for(lit(u32, 0), iEnd, (ii) => {
+        const gi = k.let(i0.add(ii), "gq");
+        k.if(gi.ge(j), () => {
+          const row = k.let(ii.mul(D4), "qr");
+          const raw = dot(sumTree(kr.map((kd, d) => Qs.load(row.add(d)).mul(kd))), ONES4());
+          const s = k.let(capScore(raw.mul(pc.scale), pc.cap, v.softCap), "s");
+          const p = k.let(exp(s.sub(Ls.load(ii))), "p");
+          const capGrad = v.softCap ? k.let(lit(f32, 1).sub(s.div(pc.cap).mul(s.div(pc.cap))), "cg") : lit(f32, 1);
+          const dp = dot(sumTree(vr.map((vd, d) => Gs.load(row.add(d)).mul(vd))), ONES4());
+          const ds = k.let(p.mul(dp.sub(Ds.load(ii))).mul(capGrad).mul(pc.scale), "ds");
+          for (let d = 0; d < D4; d++) {
+            accV[d].set(accV[d].get().add(Gs.load(row.add(d)).mul(p)));
+            accK[d].set(accK[d].get().add(Qs.load(row.add(d)).mul(ds)));
+          }
+        });
+      });
+    });
+    k.barrier();
+  }, { step: BC });
+  k.if(valid, () => {
+    const vt = `${st}x4` as "f32x4";
+    for (let d = 0; d < D4; d++) {
+      dK.store(row4.add(d), accK[d].get().cast(vt));
+      dV.store(row4.add(d), accV[d].get().cast(vt));
+    }
   });
   return k.finish();
 }

@@ -128,7 +128,7 @@ const varCounters = new WeakMap<KernelBuilder, number>();
  * Var's reads after the var itself (`get()` binds `fresh(varName)`), which collides when
  * two vars share a hint (reported to the IR owner).
  */
-export function uvar(k: KernelBuilder, type: "f32" | "u32" | "i32", init: Expr | number, hint: string) {
+export function uvar(k: KernelBuilder, type: "f32" | "u32" | "i32" | "f32x4", init: Expr | number, hint: string) {
   const n = varCounters.get(k) ?? 0;
   varCounters.set(k, n + 1);
   return k.var(type, init, `${hint}${n}v`);

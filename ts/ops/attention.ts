@@ -3,7 +3,7 @@ import type { TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
-import { FA_PUSH, FA_ROWS, flashFwdKernel, flashFwdVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
+import { FA_PUSH, FA_ROWS, flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
 
 const MAX_HEAD_DIM = 256;
 
@@ -48,8 +48,11 @@ export function flashAttentionBackward(
   const push = { T, scale, cap: softCap > 0 ? softCap : 1 };
   const dpre = E.alloc([BH, T], "f32");
   const groups: [number, number, number] = [Math.ceil(T / FA_ROWS), BH, 1];
-  run(E, op, { flashDq: v }, () => flashBwdDqKernel(v), FA_PUSH, push, [Q, K, V, O, dO, lse], [dQ, dpre], groups);
-  run(E, op, { flashDkDv: v }, () => flashBwdDkDvKernel(v), FA_PUSH, push, [Q, K, V, dO, lse, dpre], [dK, dV], groups);
+  const vec4 = D % 4 === 0;
+  run(E, op, { flashDq: v, vec4 }, () => (vec4 ? flashBwdDqVec4Kernel(v) : flashBwdDqKernel(v)), FA_PUSH, push,
+    [Q, K, V, O, dO, lse], [dQ, dpre], groups);
+  run(E, op, { flashDkDv: v, vec4 }, () => (vec4 ? flashBwdDkDvVec4Kernel(v) : flashBwdDkDvKernel(v)), FA_PUSH, push,
+    [Q, K, V, dO, lse, dpre], [dK, dV], groups);
   E.release(dpre);
   return { dQ, dK, dV };
 }
