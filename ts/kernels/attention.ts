@@ -13,7 +13,9 @@
 // flash_bwd_dkdv: bindings q, k, v, dO, lse, dpre (read), dk, dv (write). Grid [ceil(T/64),
 //   BH]; thread per key row j over queries i >= j (Q/dO tiles, lse and Dpre in shared):
 //   dv_j += p * dO_i, dk_j += ds * Q_i. No atomics: every output row has one writer.
-// This is the portable SIMT formulation; a tensor-core variant is future work.
+// Each has a _v4 variant for D % 4 == 0 (f32x4 shared tiles and registers: a shared read
+// feeds four FMAs); the scalar kernels serve other head sizes. This is the portable SIMT
+// formulation; a tensor-core (cooperative-matrix) variant is future work.
 import { dot, exp, f32, kernel, lit, log, max, min, u32, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { fromF32, safeTanh, storageOf, sumTree, toF32, uvar } from "./common.js";
