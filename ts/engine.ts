@@ -177,6 +177,15 @@ export class Engine implements TensorHost {
     return this.track(t, [t.lease]);
   }
 
+  /** A view of `t` under `shape` (uploading host tensors first). */
+  viewOrUpload(op: string, t: TensorData, shape: Shape): HeliosTensor {
+    if (t instanceof HeliosTensor) {
+      if (t.released) fail(op, `tensor ${fmt(t.shape)} was already released (releaseGpuTensor)`);
+      return this.view(t, shape);
+    }
+    return this.fromHost(shape, t.dtype, t.data);
+  }
+
   // ---- inputs
 
   /** Device buffer of any TensorData for reading; plain host tensors are uploaded. */
@@ -446,17 +455,3 @@ export function run(
   });
 }
 
-declare module "./engine.js" {
-  interface Engine {
-    /** A view of `t` under `shape` (uploading host tensors first). */
-    viewOrUpload(op: string, t: TensorData, shape: Shape): HeliosTensor;
-  }
-}
-
-Engine.prototype.viewOrUpload = function (this: Engine, op: string, t: TensorData, shape: Shape): HeliosTensor {
-  if (t instanceof HeliosTensor) {
-    if (t.released) fail(op, `tensor ${fmt(t.shape)} was already released (releaseGpuTensor)`);
-    return this.view(t, shape);
-  }
-  return this.fromHost(shape, t.dtype, t.data);
-};
