@@ -1,7 +1,8 @@
 // Host side of layerNorm, cross-entropy and embedding: validation and dispatch.
 import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
-import { HeliosTensor } from "../tensor.js";
+import type { HeliosTensor } from "../tensor.js";
+import { checkIndices, hostIndices } from "./indices.js";
 import { fail, fmt, size } from "../shape.js";
 import { gridRows, grid1d } from "../kernels/common.js";
 import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
@@ -52,22 +53,6 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
     { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
   E.release(stats);
   return { dx, dw, db };
-}
-
-/** Targets visible on the host are range-checked before the GPU sees them. */
-function hostIndices(t: TensorData): ArrayLike<number> | null {
-  if (t instanceof HeliosTensor) return t.host;
-  return t.data;
-}
-
-function checkIndices(op: string, idx: TensorData, hi: number, what: string): void {
-  if (idx.dtype !== "i32") fail(op, `${what} must be i32, got ${idx.dtype} ${fmt(idx.shape)}`);
-  const h = hostIndices(idx);
-  if (!h) return; // device-only indices are clamped in-kernel
-  for (let i = 0; i < h.length; i++) {
-    const v = h[i];
-    if (!(v >= 0 && v < hi)) fail(op, `${what}[${i}] = ${v} is out of range [0, ${hi}) (${what} ${fmt(idx.shape)})`);
-  }
 }
 
 function checkXent(op: string, logits: TensorData, targets: TensorData): [number, number] {

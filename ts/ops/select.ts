@@ -4,6 +4,7 @@ import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { broadcastShape, checkShape, contiguousStrides, fail, fmt, normalizeAxis, sameShape, size, splitAxis } from "../shape.js";
 import { grid1d } from "../kernels/common.js";
+import { hostIndices } from "./indices.js";
 import { LINES_PUSH, TOPK_PUSH, GATHER_PUSH, GATHER_RANK, argmaxKernel, topkKernel, gatherKernel } from "../kernels/gather.js";
 import { CAUSAL_PUSH, DROPOUT_PUSH, causalMaskKernel, dropoutMaskKernel } from "../kernels/copy.js";
 
@@ -51,7 +52,7 @@ export function gather(E: Engine, a: TensorData, axis: number, idx: TensorData):
     if (d !== ax && idx.shape[d] > a.shape[d]) fail(op, `indices ${fmt(idx.shape)} exceed input ${fmt(a.shape)} at dim ${d}`);
   }
   if (nd > GATHER_RANK) fail(op, `rank ${nd} above ${GATHER_RANK} is not supported`);
-  const host = (idx as { host?: ArrayLike<number> | null }).host ?? (idx.constructor === Object ? idx.data : null);
+  const host = hostIndices(idx);
   if (host) {
     for (let i = 0; i < host.length; i++) {
       if (!(host[i] >= 0 && host[i] < a.shape[ax])) fail(op, `indices[${i}] = ${host[i]} out of range [0, ${a.shape[ax]}) for input ${fmt(a.shape)}`);
