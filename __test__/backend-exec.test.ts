@@ -156,3 +156,12 @@ test("a backend keeps working across destroyDevice() + initDevice()", async (t) 
   initDevice({ validation: true });
   assert.deepEqual([...values(B.add(B.fromArray([1], [1]), B.fromArray([4], [1])))], [5]);
 });
+
+test("backends on one runtime share tensors and one batch", () => {
+  const A = makeBackend({ fusion: true });
+  const U = makeBackend({ fusion: false });
+  const x = A.exp(A.fromArray([0, 1], [2])); // pending in A
+  const y = U.add(x, U.fromArray([1, 1], [2])); // recorded by U
+  const v = values(y);
+  assert.ok(Math.abs(v[0] - 2) < 1e-6 && Math.abs(v[1] - (Math.E + 1)) < 1e-5, `${[...v]}`);
+});

@@ -192,7 +192,7 @@ export class Engine implements TensorHost {
   input(op: string, td: TensorData): { lease: Lease | null; temp: boolean } {
     if (td instanceof HeliosTensor) {
       if (td.released) fail(op, `tensor ${fmt(td.shape)} was already released (releaseGpuTensor)`);
-      if (td.owner !== this) fail(op, "tensor belongs to another HeliosBackend instance");
+      if (td.owner !== this && (td.owner as Engine).rt !== this.rt) fail(op, "tensor belongs to a HeliosBackend on another runtime");
       this.materialize(td);
       return { lease: td.lease, temp: false };
     }
