@@ -165,3 +165,28 @@ test("backends on one runtime share tensors and one batch", () => {
   const v = values(y);
   assert.ok(Math.abs(v[0] - 2) < 1e-6 && Math.abs(v[1] - (Math.E + 1)) < 1e-5, `${[...v]}`);
 });
+
+test("folded grids on the device: 17M-element add, 70001-row softmax and layerNorm", (t) => {
+  if (!onNative()) {
+    t.skip("too large for the CPU interpreter");
+    return;
+  }
+  const B = makeBackend();
+  const n = 17_000_001; // odd: scalar path, past 65535 * 256 threads
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = (i % 1000) * 0.5;
+  const c = B.add({ shape: [n], dtype: "f32", data: a }, { shape: [n], dtype: "f32", data: a }).data as Float32Array;
+  for (let i = 0; i < n; i += 9973) assert.equal(c[i], a[i] * 2, `add element ${i}`);
+  assert.equal(c[n - 1], a[n - 1] * 2);
+  const R = 70001, C = 3;
+  const s = new Float32Array(R * C);
+  for (let i = 0; i < s.length; i++) s[i] = (i % 7) * 0.3;
+  const sm = B.softmax({ shape: [R, C], dtype: "f32", data: s }).data as Float32Array;
+  const ln = B.layerNorm({ shape: [R, C], dtype: "f32", data: s }, B.ones([C]), B.zeros([C]), 1e-5).data as Float32Array;
+  for (const r of [0, 65534, 65535, 65536, R - 1]) {
+    const sum = sm[r * C] + sm[r * C + 1] + sm[r * C + 2];
+    assert.ok(Math.abs(sum - 1) < 1e-6, `softmax row ${r} sums to ${sum}`);
+    const mean = ln[r * C] + ln[r * C + 1] + ln[r * C + 2];
+    assert.ok(Math.abs(mean) < 1e-5, `layerNorm row ${r} mean ${mean}`);
+  }
+});
