@@ -1,6 +1,7 @@
 // Which runtime backend tests run on: the native addon when it has the runtime and kernel
-// compiler (validation on, and no validation messages allowed), otherwise the CPU mock
-// runtime that interprets the same kernel descriptions. HELIOS_TEST_MOCK=1 forces the mock.
+// compiler (validation on, and no validation messages allowed). HELIOS_TEST_MOCK=1 runs them on
+// the CPU mock runtime that interprets the same kernel descriptions instead; without it a
+// broken or missing addon fails the suite (a silent fallback would hide it).
 import { HeliosBackend, type HeliosBackendOptions } from "../ts/backend.js";
 import { bindRuntime, type Runtime } from "../ts/exec/runtime.js";
 import { MockRuntime } from "./mock/runtime.js";
@@ -19,9 +20,7 @@ function nativeRuntime(): Runtime | null {
     nativeRt = bindRuntime(mod);
     nativeRt.initDevice({ validation: true });
   } catch (e) {
-    // Visible on purpose: a suite that silently fell back would hide a broken addon.
-    process.stderr.write(`# backend tests on the mock runtime: ${(e as Error).message.split("\n")[0]}\n`);
-    nativeRt = null;
+    throw new Error(`backend tests: the native runtime is unavailable (${(e as Error).message.split("\n")[0]}); set HELIOS_TEST_MOCK=1 to run on the CPU mock`);
   }
   return nativeRt;
 }
