@@ -18,7 +18,7 @@ step "test kernels are up to date (__test__/kernels/spirv.ts)"
 bash scripts/gen-test-kernels.sh --check
 
 step "JS tests (node --test, validation on)"
-node --test --test-concurrency=2 dist/__test__/
+node --expose-gc --test --test-concurrency=2 dist/__test__/
 
 step "JS tests again with staging copies and descriptor pools forced (the non-default paths)"
 HELIOS_FORCE_STAGING=1 HELIOS_NO_PUSH_DESCRIPTORS=1 node --test --test-concurrency=2 \
