@@ -185,3 +185,14 @@ fn destroying_a_buffer_during_an_async_read_is_safe() {
     rt(|rt| rt.maintain());
     assert_eq!(rt(|rt| Ok(rt.res.live())), 0);
 }
+
+#[test]
+fn large_direct_transfers_use_parallel_copies() {
+    let _s = session();
+    let len = 24 * (1 << 20) + 8;
+    let data = random_bytes(len, 81);
+    let h = rt(|rt| rt.create_buffer(len as f64, false));
+    rt(|rt| rt.upload(h, &data, 0.0));
+    assert!(rt(|rt| rt.read(h, None, None)) == data);
+    assert!(rt(|rt| rt.read(h, Some(5.0), Some(20_000_001.0))) == data[5..20_000_006]);
+}
