@@ -125,3 +125,17 @@ test("destroying or releasing a buffer while its async read is pending still res
   assertThrowsCode(() => rt.readBuffer(plain), "ERR_HELIOS_INVALID_HANDLE");
   rt.releaseBuffer(reuse);
 });
+
+test("many concurrent readBufferAsync calls each resolve to their own range", async () => {
+  const n = 4096;
+  const u = randomU32(n, rng(807));
+  const h = bufferWith(u);
+  rt.beginBatch();
+  rt.recordDispatch(pipeline("inc"), [h], [groupsFor(n)], push([["u", n]]));
+  rt.submitBatch();
+  const reads = Array.from({ length: 100 }, (_, i) => rt.readBufferAsync(h, 4 * i * 40, 4 * 40));
+  const waits = Array.from({ length: 20 }, () => rt.waitTimelineAsync(rt.getCompleted()));
+  const got = await Promise.all(reads);
+  await Promise.all(waits);
+  got.forEach((buf, i) => assertArrayEqual(new Uint32Array(buf), u.subarray(i * 40, (i + 1) * 40).map((v) => (v + 1) >>> 0), `read ${i}`));
+});

@@ -142,3 +142,20 @@ test("recordDispatchMany may be called several times in one batch and mixed with
   assertArrayEqual(readU32(h), u.map((v) => (v + 5) >>> 0), "5 incs");
   rt.destroyBuffer(h);
 });
+
+test("5000 dispatches over 64 buffers in one batch (descriptor memory has to grow)", () => {
+  const n = 64;
+  const r = rng(107);
+  const data = Array.from({ length: 64 }, () => randomU32(n, r));
+  const bufs = data.map((d) => bufferWith(d));
+  const counts = new Array<number>(64).fill(0);
+  runBatch(() => {
+    for (let i = 0; i < 5000; i++) {
+      const k = (i * 37) % 64;
+      rt.recordDispatch(pipeline("inc"), [bufs[k]], [1], push([["u", n]]));
+      counts[k]++;
+    }
+  });
+  bufs.forEach((b, k) => assertArrayEqual(readU32(b), data[k].map((v) => (v + counts[k]) >>> 0), `buffer ${k}`));
+  bufs.forEach((b) => rt.destroyBuffer(b));
+});

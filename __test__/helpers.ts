@@ -217,6 +217,8 @@ export interface SlowShape {
 
 /** Loop trip count of every `slow` dispatch: llvmpipe caps loops at 65535 iterations. */
 export const SLOW_ITERS = 40_000;
+/** Largest `slow` dispatch, in elements (64 MiB). */
+const SLOW_MAX_N = 16 * 1024 * 1024;
 let slowPerElementMs: number | undefined;
 
 /**
@@ -226,15 +228,24 @@ let slowPerElementMs: number | undefined;
  */
 export function slowShapeFor(ms: number): SlowShape {
   if (slowPerElementMs === undefined) {
-    const probeN = 2048;
-    const h = bufferWith(randomU32(probeN, rng(7)));
-    runBatch(() => rt.recordDispatch(pipeline("slow"), [h], [groupsFor(probeN)], Uint32Array.of(probeN, 10)));
-    const t0 = performance.now();
-    runBatch(() => rt.recordDispatch(pipeline("slow"), [h], [groupsFor(probeN)], Uint32Array.of(probeN, SLOW_ITERS)));
-    slowPerElementMs = Math.max(performance.now() - t0, 0.01) / probeN;
-    rt.destroyBuffer(h);
+    // Grow the probe until it fills the device (a GPU runs small probes in one wave, which
+    // would make the per-element cost look far higher than it is at scale).
+    let probeN = 2048;
+    for (;;) {
+      const h = bufferWith(randomU32(probeN, rng(7)));
+      runBatch(() => rt.recordDispatch(pipeline("slow"), [h], [groupsFor(probeN)], Uint32Array.of(probeN, 10)));
+      const t0 = performance.now();
+      runBatch(() => rt.recordDispatch(pipeline("slow"), [h], [groupsFor(probeN)], Uint32Array.of(probeN, SLOW_ITERS)));
+      const elapsed = performance.now() - t0;
+      rt.destroyBuffer(h);
+      if (elapsed >= 20 || probeN >= SLOW_MAX_N) {
+        slowPerElementMs = Math.max(elapsed, 0.01) / probeN;
+        break;
+      }
+      probeN = Math.min(probeN * 8, SLOW_MAX_N);
+    }
   }
-  const n = Math.min(Math.max(64 * Math.ceil(ms / slowPerElementMs / 64), 64), 16 * 1024 * 1024);
+  const n = Math.min(Math.max(64 * Math.ceil(ms / slowPerElementMs / 64), 64), SLOW_MAX_N);
   return { n, iters: SLOW_ITERS };
 }
 
