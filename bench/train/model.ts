@@ -1,0 +1,176 @@
+// GPT-2 forward and backward written out with Backend ops (no autograd). Shapes: N = B*T rows,
+// C = dim, H heads of D = C/H; attention runs on [B*H, T, D]. Every tensor made here goes into
+// a Scope so the step can hand its leases back to the pool.
+import type { TensorData } from "../../ts/types.js";
+import { LN_EPS, type GPTConfig } from "./config.js";
+import { Scope, type TrainBackend } from "./backend.js";
+import { block, get, type BlockParams, type Params } from "./params.js";
+
+export interface Batch {
+  /** [N] i32 token ids. */
+  readonly idx: TensorData;
+  /** [N] i32 next-token targets. */
+  readonly targets: TensorData;
+  /** [N] i32 positions (i % T), fixed for a (B, T). */
+  readonly pos: TensorData;
+  readonly B: number;
+  readonly T: number;
+}
+
+export interface Dropout {
+  readonly p: number;
+  readonly seed: number;
+  /** Counter of the first mask of this step; each mask uses the next one. */
+  counter: number;
+}
+
+interface BlockCache {
+  x: TensorData; h1: TensorData; Q: TensorData; K: TensorData; V: TensorData; O: TensorData; lse: TensorData;
+  y: TensorData; x1: TensorData; h2: TensorData; f: TensorData; g: TensorData;
+  m1: TensorData | null; m2: TensorData | null;
+  scope: Scope;
+}
+
+export interface ForwardCache {
+  batch: Batch;
+  blocks: BlockCache[];
+  xf: TensorData;
+  hf: TensorData;
+  logits: TensorData;
+  loss: TensorData;
+}
+
+export class GPT {
+  constructor(readonly B: TrainBackend, readonly cfg: GPTConfig) {}
+
+  private toHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
+    const { heads: H, dim: C } = this.cfg;
+    const a = s.keep(this.B.reshape(t, [B, T, H, C / H]));
+    const b = s.keep(this.B.transpose(a, 1, 2));
+    return s.keep(this.B.reshape(b, [B * H, T, C / H]));
+  }
+
+  private fromHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
+    const { heads: H, dim: C } = this.cfg;
+    const a = s.keep(this.B.reshape(t, [B, H, T, C / H]));
+    const b = s.keep(this.B.transpose(a, 1, 2));
+    return s.keep(this.B.reshape(b, [B * T, C]));
+  }
+
+  /** y = x W^T + b with W stored [out, in]. */
+  private linear(s: Scope, x: TensorData, W: TensorData, b: TensorData): TensorData {
+    const xw = s.keep(this.B.matmulTransposed(x, W));
+    return s.keep(this.B.add(xw, b));
+  }
+
+  private residual(s: Scope, x: TensorData, a: TensorData, mask: TensorData | null): TensorData {
+    return s.keep(mask ? this.B.residualDropoutAdd(x, a, mask) : this.B.add(x, a));
+  }
+
+  private mask(s: Scope, drop: Dropout | null, N: number): TensorData | null {
+    if (!drop || drop.p === 0) return null;
+    return s.keep(this.B.dropoutMask([N, this.cfg.dim], drop.seed, drop.counter++, drop.p));
+  }
+
+  /** Logits and mean cross-entropy; `drop` null = evaluation (no dropout). */
+  forward(p: Params, batch: Batch, drop: Dropout | null, top: Scope): ForwardCache {
+    const { B: nb, T } = batch;
+    if (T > this.cfg.blockSize) throw new Error(`sequence length ${T} exceeds blockSize ${this.cfg.blockSize}`);
+    const N = nb * T;
+    const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
+    const te = top.keep(this.B.embedding(get(p, "transformer.wte.weight"), batch.idx));
+    const pe = top.keep(this.B.embedding(get(p, "transformer.wpe.weight"), batch.pos));
+    let x = top.keep(this.B.add(te, pe));
+    const blocks: BlockCache[] = [];
+    for (let l = 0; l < this.cfg.layers; l++) {
+      const w = block(p, l);
+      const s = new Scope(this.B);
+      const h1 = s.keep(this.B.layerNorm(x, w.ln1w, w.ln1b, LN_EPS));
+      const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
+      const [q, k, v] = this.B.sliceQkv(qkv).map((t) => s.keep(t));
+      const Q = this.toHeads(s, q, nb, T), K = this.toHeads(s, k, nb, T), V = this.toHeads(s, v, nb, T);
+      const att = this.B.flashAttention(Q, K, V, T, scale, 0);
+      const O = s.keep(att.output), lse = s.keep(att.lse);
+      const y = this.fromHeads(s, O, nb, T);
+      const a = this.linear(s, y, w.projW, w.projB);
+      const m1 = this.mask(s, drop, N);
+      const x1 = this.residual(s, x, a, m1);
+      const h2 = s.keep(this.B.layerNorm(x1, w.ln2w, w.ln2b, LN_EPS));
+      const f = this.linear(s, h2, w.fcW, w.fcB);
+      const g = s.keep(this.B.gelu(f));
+      const mo = this.linear(s, g, w.mlpW, w.mlpB);
+      const m2 = this.mask(s, drop, N);
+      const x2 = this.residual(s, x1, mo, m2);
+      blocks.push({ x, h1, Q, K, V, O, lse, y, x1, h2, f, g, m1, m2, scope: s });
+      x = x2;
+    }
+    const hf = top.keep(this.B.layerNorm(x, get(p, "transformer.ln_f.weight"), get(p, "transformer.ln_f.bias"), LN_EPS));
+    const logits = top.keep(this.B.matmulTransposed(hf, get(p, "transformer.wte.weight")));
+    const loss = top.keep(this.B.crossEntropy(logits, batch.targets));
+    return { batch, blocks, xf: x, hf, logits, loss };
+  }
+
+  /** Gradients of the mean loss by parameter name; block scopes are released as they finish. */
+  backward(p: Params, c: ForwardCache, top: Scope): Map<string, TensorData> {
+    const Bk = this.B;
+    const grads = new Map<string, TensorData>();
+    const { batch } = c;
+    const { B: nb, T } = batch;
+    const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
+    const one = top.keep(Bk.fromArray([1], [1], "f32"));
+    const wte = get(p, "transformer.wte.weight");
+    const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, batch.targets, one));
+    const dhf = top.keep(Bk.matmul(dlogits, wte));
+    const dwteHead = top.keep(Bk.matmulTransposedA(dlogits, c.hf));
+    const lnf = Bk.layerNormBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, LN_EPS);
+    grads.set("transformer.ln_f.weight", lnf.dw);
+    grads.set("transformer.ln_f.bias", lnf.db);
+    let dx = top.keep(lnf.dx);
+    for (let l = this.cfg.layers - 1; l >= 0; l--) {
+      const w = block(p, l);
+      const bc = c.blocks[l];
+      const s = new Scope(Bk);
+      const prev = dx;
+      dx = top.keep(this.blockBackward(s, w, bc, dx, nb, T, scale, grads, `transformer.h.${l}.`));
+      s.releaseAll();
+      bc.scope.releaseAll();
+      top.drop(prev);
+    }
+    const V = this.cfg.vocab;
+    const dwteEmb = top.keep(Bk.embeddingBackward(batch.idx, dx, V));
+    grads.set("transformer.wte.weight", Bk.add(dwteEmb, dwteHead));
+    grads.set("transformer.wpe.weight", Bk.embeddingBackward(batch.pos, dx, this.cfg.blockSize));
+    return grads;
+  }
+
+  private blockBackward(
+    s: Scope, w: BlockParams, c: BlockCache, dout: TensorData, nb: number, T: number, scale: number,
+    grads: Map<string, TensorData>, pre: string,
+  ): TensorData {
+    const Bk = this.B;
+    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
+      grads.set(name + ".weight", Bk.matmulTransposedA(dy, x));
+      grads.set(name + ".bias", Bk.sum(dy, 0));
+      return s.keep(Bk.matmul(dy, W));
+    };
+    const dm = c.m2 ? s.keep(Bk.mul(dout, c.m2)) : dout;
+    const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj");
+    const df = s.keep(Bk.geluBackward(c.f, dg));
+    const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc");
+    const ln2 = Bk.layerNormBackward(c.x1, w.ln2w, dh2, LN_EPS);
+    grads.set(pre + "ln_2.weight", ln2.dw);
+    grads.set(pre + "ln_2.bias", ln2.db);
+    const dx1 = s.keep(Bk.add(dout, s.keep(ln2.dx)));
+    const da = c.m1 ? s.keep(Bk.mul(dx1, c.m1)) : dx1;
+    const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
+    const dO = this.toHeads(s, dy, nb, T);
+    const g = Bk.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
+    const parts = [g.dQ, g.dK, g.dV].map((t) => this.fromHeads(s, s.keep(t), nb, T));
+    const dqkv = s.keep(Bk.cat(parts, 1));
+    const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
+    const ln1 = Bk.layerNormBackward(c.x, w.ln1w, dh1, LN_EPS);
+    grads.set(pre + "ln_1.weight", ln1.dw);
+    grads.set(pre + "ln_1.bias", ln1.db);
+    return Bk.add(dx1, s.keep(ln1.dx));
+  }
+}
