@@ -1,7 +1,7 @@
 // The training demo behind `npm run demo`: a byte-level GPT on the KJV text shipped in
 // bench/train/data, sized for the device (a GPU, or lavapipe / another CPU device), with
 // progress lines, validation loss, checkpoint + resume, and a text sample at the end.
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { GPTConfig, OptimConfig } from "./config.js";
@@ -27,6 +27,8 @@ export interface DemoOptions {
   evalBatches: number;
   sampleLength: number;
   checkpoint: string | null;
+  /** Where to write the DemoResult as JSON (null: nowhere). */
+  json: string | null;
   resume: boolean;
   seed: number;
   text: string;
@@ -39,20 +41,21 @@ export const DEFAULT_TEXT = path.resolve(here, "../../../bench/train/data/kjv-ge
 /** Defaults by device class: a GPU gets a model that reaches < 1.6 nats/char; a CPU device a tiny one. */
 export function demoDefaults(gpu: boolean): DemoOptions {
   const model: GPTConfig = gpu
-    ? { vocab: 256, blockSize: 256, layers: 6, heads: 6, dim: 384, dropout: 0.1 }
+    ? { vocab: 256, blockSize: 128, layers: 4, heads: 4, dim: 256, dropout: 0.1 }
     : { vocab: 256, blockSize: 64, layers: 2, heads: 4, dim: 64, dropout: 0 };
   return {
     model,
-    optim: { ...DEFAULT_OPTIM, lr: gpu ? 1e-3 : 3e-3, minLr: gpu ? 1e-4 : 3e-4, warmup: gpu ? 100 : 10, decaySteps: gpu ? 2400 : 150 },
+    optim: { ...DEFAULT_OPTIM, lr: gpu ? 1e-3 : 3e-3, minLr: gpu ? 1e-4 : 3e-4, warmup: gpu ? 100 : 10, decaySteps: gpu ? 1900 : 150 },
     batch: gpu ? 32 : 8,
     seq: model.blockSize,
-    steps: gpu ? 2500 : 160,
-    maxSeconds: gpu ? 360 : 240,
+    steps: gpu ? 2000 : 160,
+    maxSeconds: gpu ? 200 : 240,
     logEvery: gpu ? 50 : 10,
     evalEvery: gpu ? 500 : 80,
     evalBatches: gpu ? 16 : 4,
     sampleLength: gpu ? 400 : 200,
     checkpoint: null,
+    json: null,
     resume: false,
     seed: 1337,
     text: DEFAULT_TEXT,
@@ -131,7 +134,9 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   log("sample:\n" + sample);
   const timed = Math.max(1, done - 2);
   const msPerStep = totalMs / timed;
-  return { steps: tr.opt.step, firstLoss, lastLoss, valLoss, tokensPerSec: (o.batch * o.seq) / (msPerStep / 1000), msPerStep, sample };
+  const res = { steps: tr.opt.step, firstLoss, lastLoss, valLoss, tokensPerSec: (o.batch * o.seq) / (msPerStep / 1000), msPerStep, sample };
+  if (o.json) writeFileSync(o.json, JSON.stringify({ ...res, model: cfg, batch: o.batch, seq: o.seq, device: B.name, valTarget: 1.6, valBelowTarget: valLoss < 1.6 }, null, 1));
+  return res;
 }
 
 /** --key=value / --key value arguments over the defaults. */
@@ -160,6 +165,7 @@ export function parseDemoArgs(argv: string[], d: DemoOptions): DemoOptions {
       case "eval-every": o.evalEvery = num; break;
       case "sample": o.sampleLength = num; break;
       case "checkpoint": o.checkpoint = v; break;
+      case "json": o.json = v; break;
       case "resume": o.resume = v !== "0"; break;
       case "seed": o.seed = num; break;
       case "text": o.text = v; break;
