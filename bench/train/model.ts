@@ -60,7 +60,10 @@ export class GPT {
   /** y = x W^T + b with W stored [out, in]. */
   private linear(s: Scope, x: TensorData, W: TensorData, b: TensorData): TensorData {
     const xw = s.keep(this.B.matmulTransposed(x, W));
-    return s.keep(this.B.add(xw, b));
+    const y = s.keep(this.B.add(xw, b));
+    // The bias add holds its own reference on xw's buffer; hand ours back now, not at step end.
+    s.drop(xw);
+    return y;
   }
 
   private residual(s: Scope, x: TensorData, a: TensorData, mask: TensorData | null): TensorData {
