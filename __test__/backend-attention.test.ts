@@ -8,10 +8,10 @@ import * as N from "./ref/nn.js";
 
 const B = makeBackend();
 
-for (const cap of [0, 2.5]) {
-  test(`flashAttention forward and backward, T not a multiple of the tile, softCap=${cap}`, () => {
+for (const [cap, D] of [[0, 8], [2.5, 8], [0, 6], [1.5, 6]]) {
+  test(`flashAttention forward and backward, T not a multiple of the tile, softCap=${cap}, D=${D}${D % 4 ? " (scalar path)" : " (vec4 path)"}`, () => {
     const rng = new Rng(61);
-    const [bh, T, D] = [2, 37, 8];
+    const [bh, T] = [2, 37];
     const q = randTensor(rng, [bh, T, D], "f32"), k = randTensor(rng, [bh, T, D], "f32"), v = randTensor(rng, [bh, T, D], "f32");
     const scale = 1 / Math.sqrt(D);
     const { output, lse } = B.flashAttention!(q.td, k.td, v.td, T, scale, cap);
@@ -30,4 +30,14 @@ for (const cap of [0, 2.5]) {
 test("flashAttention rejects mismatched shapes", () => {
   assert.throws(() => B.flashAttention!(B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), B.zeros([2, 5, 8]), 4, 1, 0), /flashAttention: shapes differ: \[2, 4, 8\] vs \[2, 5, 8\]/);
   assert.throws(() => B.flashAttention!(B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), 5, 1, 0), /flashAttention: T=5 does not match Q \[2, 4, 8\]/);
+});
+
+test("flashAttention with f16 storage", () => {
+  const rng = new Rng(62);
+  const [bh, T, D] = [1, 19, 8];
+  const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
+  const { output, lse } = B.flashAttention!(q.td, k.td, v.td, T, 0.35, 0);
+  const ref = N.attention(q.ref, k.ref, v.ref, 0.35, 0);
+  assertClose(output, ref.output, { atol: 2e-3, rtol: 2e-3 }, "output f16");
+  assertClose(lse, ref.lse, { atol: 1e-4, rtol: 1e-4 }, "lse f16");
 });

@@ -71,7 +71,8 @@ for (const B of [fused, unfused]) {
   test(`pow with a non-integer exponent follows Math.pow (${tag})`, () => {
     const out = values(B.pow(B.fromArray([-2, 0, 4, 2.25], [4]), 0.5));
     assert.ok(Number.isNaN(out[0]));
-    assert.deepEqual([...out.slice(1)], [0, 2, 1.5]);
+    // GPU pow is exp2(y*log2(x)): within a few ulp, not exact
+    [0, 2, 1.5].forEach((e, i) => assert.ok(Math.abs(out[i + 1] - e) <= 1e-6 * (1 + e), `pow element ${i + 1}: ${out[i + 1]}`));
   });
 
   test(`backward elementwise ops match the reference (${tag})`, () => {

@@ -18,7 +18,9 @@ function nativeRuntime(): Runtime | null {
     const mod = require("../../native/index.cjs");
     nativeRt = bindRuntime(mod);
     nativeRt.initDevice({ validation: true });
-  } catch {
+  } catch (e) {
+    // Visible on purpose: a suite that silently fell back would hide a broken addon.
+    process.stderr.write(`# backend tests on the mock runtime: ${(e as Error).message.split("\n")[0]}\n`);
     nativeRt = null;
   }
   return nativeRt;
@@ -27,8 +29,11 @@ function nativeRuntime(): Runtime | null {
 import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 
+let mock: MockRuntime | null = null;
+
+/** One runtime per process, like the native addon (backends share its single open batch). */
 export function testRuntime(): Runtime {
-  return nativeRuntime() ?? new MockRuntime();
+  return nativeRuntime() ?? (mock ??= new MockRuntime());
 }
 
 export const onNative = (): boolean => nativeRuntime() !== null;

@@ -68,3 +68,16 @@ test("bad indices and shapes are errors naming the op, before the GPU sees them"
   void values;
   void ref;
 });
+
+test("device-only indices out of range are clamped on the GPU and reported in stats()", () => {
+  const w = B.fromArray([1, 2, 3, 4, 5, 6, 7, 8], [4, 2]);
+  void B.stats(); // clear the flag
+  const idx = B.castDtype!(B.fromArray([3, 0], [2]), "i32"); // computed on the device: no host copy
+  void B.embedding(w, idx).data;
+  assert.equal(B.stats().clampedIndices, 0);
+  const bad = B.castDtype!(B.fromArray([5, -1], [2]), "i32");
+  const out = B.embedding(w, bad);
+  assert.deepEqual([...(out.data as Float32Array)], [7, 8, 1, 2]);
+  assert.equal(B.stats().clampedIndices, 1);
+  assert.equal(B.stats().clampedIndices, 0, "flag cleared after reporting");
+});

@@ -113,7 +113,9 @@ print(json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__vers
     torchMeta = { device: parsed.device, torch: parsed.torch };
     return parsed.ms;
   } catch (e) {
-    return `PyTorch reference unavailable (${(e as Error).message.split("\n")[0]}): Helios-only rows`;
+    const err = e as Error & { stderr?: string };
+    const why = (err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0];
+    return `PyTorch reference unavailable (${why}): Helios-only rows`;
   }
 }
 
@@ -137,7 +139,7 @@ function main(): void {
   const note = typeof torch === "string" ? torch : null;
   console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}`);
   if (note) console.log(`note: ${note}`);
-  console.log(["op".padEnd(52), "helios ms", "GB/s", "torch ms", "GB/s", "ratio"].join("  "));
+  console.log(["op".padEnd(52), ...["helios ms", "GB/s", "torch ms", "GB/s", "ratio"].map((h) => h.padStart(9))].join("  "));
   for (const r of rows) {
     const f = (x: number | null, d = 3) => (x === null ? "-" : x.toFixed(d)).padStart(9);
     console.log([r.op.padEnd(52), f(r.heliosMs), f(r.heliosGBps, 1), f(r.torchMs), f(r.torchGBps, 1), f(r.ratio, 2)].join("  "));

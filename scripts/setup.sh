@@ -43,7 +43,7 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 
 echo "setup: SPIRV-Tools with cooperative-matrix support (.tools/spirv)"
-bash scripts/install-spirv-tools.sh
+bash scripts/install-spirv-tools.sh || echo "setup: could not install SPIRV-Tools 2025.5; the spirv-val test will skip cooperative-matrix and bf16 variants"
 
 echo "setup: building the native addon (release)"
 npx napi build --platform --release --output-dir native --js index.cjs --dts ../index.d.ts >/dev/null

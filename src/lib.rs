@@ -11,7 +11,9 @@ pub mod caps;
 pub mod config;
 pub mod error;
 pub mod ir;
+pub mod runtime;
 pub mod spirv;
+pub mod vk;
 
 #[napi_derive::napi]
 pub fn helios_version() -> String {

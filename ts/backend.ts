@@ -29,6 +29,8 @@ export interface HeliosBackendOptions {
 
 export interface HeliosStats extends EngineStats {
   pool: PoolStats;
+  /** 1 when an index that never reached the host was out of range and clamped (since last stats()). */
+  clampedIndices: number;
 }
 
 export class HeliosBackend implements Backend {
@@ -47,10 +49,10 @@ export class HeliosBackend implements Backend {
   // ---- trainer-facing extras
 
   get gpuOpsThisStep(): number {
-    return this.E.sched.opsThisStep;
+    return this.E.opsThisStep;
   }
   resetStepOps(): void {
-    this.E.sched.opsThisStep = 0;
+    this.E.opsThisStep = 0;
   }
   /** Submits recorded work without waiting. */
   flush(): void {
@@ -59,6 +61,12 @@ export class HeliosBackend implements Backend {
   /** Submits and waits for everything recorded so far. */
   syncGpu(): void {
     this.E.sched.drain();
+  }
+  /** Waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
+  purgeBufferPools(): void {
+    this.E.sched.drain();
+    const trim = (this.rt as unknown as { trimPool?: () => void }).trimPool;
+    if (typeof trim === "function") trim.call(this.rt);
   }
   /** Dispatches pending fused expressions of `ts` now (benchmarks; reads do it implicitly). */
   evaluate(...ts: TensorData[]): void {
@@ -70,8 +78,9 @@ export class HeliosBackend implements Backend {
   getDeviceInfo(): DeviceInfo {
     return this.rt.getDeviceInfo();
   }
+  /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
   stats(): HeliosStats {
-    return { ...this.E.stats(), pool: this.rt.poolStats() };
+    return { ...this.E.stats(), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
   }
 
   /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */

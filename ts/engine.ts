@@ -5,7 +5,7 @@ import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
 import type { HeliosConfig } from "./config.js";
 import type { Runtime } from "./exec/runtime.js";
 import { BufferPool, type Lease } from "./exec/lease.js";
-import { Scheduler } from "./exec/scheduler.js";
+import { type Scheduler, schedulerFor } from "./exec/scheduler.js";
 import { KernelCache } from "./kernels/cache.js";
 import { HeliosTensor, type TensorHost } from "./tensor.js";
 import { type Expr, type BinaryOp, type UnaryOp, countNodes, leavesOf } from "./fusion/expr.js";
@@ -41,9 +41,26 @@ export class Engine implements TensorHost {
   readonly kernels: KernelCache;
   private readonly holders = new WeakMap<HeliosTensor, Holder>();
   private readonly registry = new FinalizationRegistry<Holder>((h) => {
-    for (const l of h.leases) l.release();
+    try {
+      for (const l of h.leases) l.release();
+    } catch (e) {
+      // never throw out of a finalizer; the next op reports it
+      this.deferredError ??= e as Error;
+    }
     h.leases = [];
   });
+  private deferredError: Error | null = null;
+
+  private rethrowDeferred(): void {
+    const e = this.deferredError;
+    if (e) {
+      this.deferredError = null;
+      throw e;
+    }
+  }
+  /** Dispatches this engine recorded since the trainer last reset the step counter. */
+  opsThisStep = 0;
+  private dispatches = 0;
   private fusedKernels = 0;
   private fusedOps = 0;
   private uploads = 0;
@@ -52,13 +69,15 @@ export class Engine implements TensorHost {
 
   constructor(readonly rt: Runtime, readonly config: HeliosConfig) {
     this.pool = new BufferPool(rt);
-    this.sched = new Scheduler(rt, config.batchSize);
+    this.sched = schedulerFor(rt, config.batchSize);
+    this.pool.beforeFree = () => this.sched.sync();
     this.kernels = new KernelCache(rt);
   }
 
   stats(): EngineStats {
     return {
       ...this.sched.stats,
+      dispatches: this.dispatches,
       fusedKernels: this.fusedKernels,
       fusedOps: this.fusedOps,
       uploads: this.uploads,
@@ -66,6 +85,25 @@ export class Engine implements TensorHost {
       kernelCompiles: this.kernels.compiles,
       cpuFallbacks: { ...this.cpuFallbacks },
     };
+  }
+
+  private flag: HeliosTensor | null = null;
+
+  /** The device-side "an index was clamped" flag (u32 [1]) bound by indexing kernels. */
+  indexFlag(): HeliosTensor {
+    if (!this.flag) this.flag = this.filled([1], "i32", 0);
+    return this.flag;
+  }
+
+  /** Reads and clears the clamped-index flag (a readback: diagnostics only). */
+  takeClampedIndices(): number {
+    if (!this.flag) return 0;
+    const v = (this.flag.data as Int32Array)[0];
+    if (v !== 0) {
+      this.release(this.flag);
+      this.flag = null;
+    }
+    return v;
   }
 
   countFallback(op: string): void {
@@ -97,6 +135,7 @@ export class Engine implements TensorHost {
   fromHost(shape: Shape, dtype: Dtype, data: TensorArray): HeliosTensor {
     const t = this.alloc(shape, dtype);
     if (t.lease) {
+      this.sched.sync();
       this.rt.uploadBuffer(t.lease.handle, toStorage(dtype, data));
       this.uploads++;
     }
@@ -114,6 +153,7 @@ export class Engine implements TensorHost {
       word[0] = (h | (h << 16)) >>> 0;
     } else if (dtype === "i32") new Int32Array(word.buffer)[0] = value;
     else new Float32Array(word.buffer)[0] = value;
+    this.sched.sync();
     this.rt.fillBuffer(t.lease.handle, word[0], 0, t.lease.bytes);
     return t;
   }
@@ -146,6 +186,7 @@ export class Engine implements TensorHost {
     const n = size(td.shape);
     if (n === 0) return { lease: null, temp: false };
     const lease = this.pool.lease(n * storageBytes(td.dtype));
+    this.sched.sync();
     this.rt.uploadBuffer(lease.handle, toStorage(td.dtype, td.data));
     this.uploads++;
     return { lease, temp: true };
@@ -172,12 +213,15 @@ export class Engine implements TensorHost {
     pipeline: number, buffers: (Lease | null)[], groups: [number, number, number],
     spec: PushSpec, push: Record<string, number>, outputs: HeliosTensor[],
   ): void {
+    this.rethrowDeferred();
     const handles = buffers.map((b) => {
       if (!b) throw new Error("helios: internal error: dispatch with an empty buffer");
       return b.handle;
     });
     const pc = Object.keys(spec).length > 0 ? packPush(spec, push) : undefined;
     const ticket = this.sched.record(pipeline, handles, groups, pc);
+    this.opsThisStep++;
+    this.dispatches++;
     for (const o of outputs) {
       o.ticket = ticket;
       o.host = null;
@@ -312,9 +356,11 @@ export class Engine implements TensorHost {
   readTensor(t: HeliosTensor): TensorArray {
     if (t.released) throw new Error(`helios: reading tensor ${fmt(t.shape)} after releaseGpuTensor`);
     if (t.host) return t.host;
+    this.rethrowDeferred();
     this.materialize(t);
     const lease = t.lease;
     if (!lease) return (t.host = emptyArray(t.dtype));
+    this.sched.sync();
     this.sched.wait(t.ticket);
     const bytes = size(t.shape) * storageBytes(t.dtype);
     const raw = this.rt.readBuffer(lease.handle, 0, bytes);
@@ -377,11 +423,11 @@ function fromStorage(d: Dtype, raw: ArrayBuffer): TensorArray {
 /** Runs one kernel over resolved inputs; the last buffers are the outputs' leases. */
 export function run(
   E: Engine, op: string, key: object, build: () => KernelDesc, spec: PushSpec, push: Record<string, number>,
-  inputs: TensorData[], outputs: HeliosTensor[], groups: [number, number, number],
+  inputs: TensorData[], outputs: HeliosTensor[], groups: [number, number, number], extra: HeliosTensor[] = [],
 ): void {
   const pipeline = E.kernel(key, build);
   E.withInputs(op, inputs, (bufs) => {
-    E.dispatch(pipeline, [...bufs, ...outputs.map((o) => o.lease)], groups, spec, push, outputs);
+    E.dispatch(pipeline, [...bufs, ...outputs.map((o) => o.lease), ...extra.map((o) => o.lease)], groups, spec, push, [...outputs, ...extra]);
   });
 }
 

@@ -64,7 +64,7 @@ const BREAK = 1, CONTINUE = 2, RETURN = 3;
 interface Ctx {
   env: Env;
   bufs: Mem[];
-  shared: Map<string, { elem: string; data: Float64Array | (number | boolean)[] }>;
+  shared: Map<string, { elem: string; data: Float64Array | unknown[] }>;
   name: string;
 }
 
@@ -99,7 +99,8 @@ function load(c: Ctx, n: ExprNode & { op: "load" }): number {
   const sh = c.shared.get(n.sh as string);
   if (!sh) throw new Error(`interp: shared ${n.sh}`);
   if (!Number.isInteger(idx) || idx < 0 || idx >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${n.sh}[${idx}] out of bounds`);
-  return sh.data[idx] as number;
+  const v = sh.data[idx];
+  return (Array.isArray(v) ? [...v] : v) as number;
 }
 
 function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
@@ -125,14 +126,13 @@ function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
       case "store": {
         const idx = ev(c, s.idx) as number;
         const v = ev(c, s.value) as number | number[];
-        if (Array.isArray(v)) {
-          if (s.b === undefined) throw new Error("interp: vector stores to shared unsupported");
+        if (Array.isArray(v) && s.b !== undefined) {
           v.forEach((x, j) => writeMem(c.bufs[s.b as number], idx * v.length + j, x, `${c.name}: binding ${s.b}`));
-        } else if (s.b !== undefined) writeMem(c.bufs[s.b], idx, v, `${c.name}: binding ${s.b}`);
+        } else if (s.b !== undefined) writeMem(c.bufs[s.b], idx, v as number, `${c.name}: binding ${s.b}`);
         else {
           const sh = c.shared.get(s.sh as string);
           if (!sh || !Number.isInteger(idx) || idx < 0 || idx >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${s.sh}[${idx}] out of bounds`);
-          sh.data[idx] = v;
+          (sh.data as unknown[])[idx] = Array.isArray(v) ? [...v] : v;
         }
         break;
       }
@@ -201,7 +201,11 @@ export function execute(k: Compiled, buffers: ArrayBuffer[], groups: [number, nu
   for (let gz = 0; gz < groups[2]; gz++)
     for (let gy = 0; gy < groups[1]; gy++)
       for (let gx = 0; gx < groups[0]; gx++) {
-        const shared = new Map((d.shared ?? []).map((s) => [s.name, { elem: s.elem as string, data: new Float64Array(s.len) }]));
+        const shared = new Map((d.shared ?? []).map((s) => {
+          const w = Number((s.elem as string).split("x")[1] ?? 1);
+          const data = w > 1 ? Array.from({ length: s.len }, () => new Array(w).fill(0)) : new Float64Array(s.len);
+          return [s.name, { elem: s.elem as string, data }];
+        }));
         const gens: Generator<void, number, void>[] = [];
         for (let li = 0; li < size; li++) {
           const lx = li % wx, ly = Math.floor(li / wx) % wy, lz = Math.floor(li / (wx * wy));

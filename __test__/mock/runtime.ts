@@ -97,6 +97,25 @@ export class MockRuntime implements Runtime {
     execute(k, buffers.map((h) => this.buf(h, "recordDispatch")), g, pc);
     this.dispatches++;
   }
+  recordDispatchMany(packed: Uint32Array, count: number): void {
+    let o = 0;
+    for (let e = 0; e < count; e++) {
+      const pipeline = packed[o] + packed[o + 1] * 4294967296;
+      const groups: Groups = [packed[o + 2], packed[o + 3], packed[o + 4]];
+      const nb = packed[o + 5], np = packed[o + 6];
+      o += 7;
+      const bufs: number[] = [];
+      for (let b = 0; b < nb; b++, o += 2) bufs.push(packed[o] + packed[o + 1] * 4294967296);
+      const push = np > 0 ? packed.slice(o, o + np) : undefined;
+      o += np;
+      try {
+        this.recordDispatch(pipeline, bufs, groups, push);
+      } catch (err) {
+        throw new Error(`recordDispatchMany: entry ${e}: ${(err as Error).message}`);
+      }
+    }
+    if (o !== packed.length) throw new Error(`recordDispatchMany: ${packed.length - o} trailing words`);
+  }
   submitBatch(): number {
     this.batchOpen = false;
     return ++this.timeline;

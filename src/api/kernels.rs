@@ -1,14 +1,19 @@
 //! Kernel IR exports: compileKernel, kernelSpirv, kernelDisassembly, kernelLayout.
 //! Each parses the description (string, or object via JSON.stringify), then calls `crate::spirv`.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use napi::bindgen_prelude::{Either, JsObjectValue, Object, Uint32Array};
 use napi::{Env, JsGlobal, JSON};
 use napi_derive::napi;
 
 use crate::caps::DeviceCaps;
-use crate::error::{ErrorCode, HeliosError, HeliosResult, InCall};
+use crate::api::guard;
+use crate::error::{ErrorCode, HeliosError, HeliosResult};
+use crate::runtime::global as runtime;
 use crate::spirv::cache::KernelCache;
 use crate::spirv::CompiledKernel;
 
@@ -35,34 +40,69 @@ fn desc_json(env: &Env, desc: Either<String, Object>) -> HeliosResult<String> {
 
 /// Caps of the initialized device, or the permissive validation caps when there is none.
 fn caps_or_permissive() -> DeviceCaps {
-    match crate::api::kernel_bridge::device_caps() {
+    match runtime::device_caps() {
         Ok(c) => c,
         Err(_) => crate::ir::presets::permissive_caps(),
     }
 }
 
+/// The pipeline for a compiled kernel, created once per (content hash, device instance): a
+/// re-initialized device gets new pipelines, never another device's handles.
+fn pipeline_for(key: u64, k: &CompiledKernel) -> HeliosResult<f64> {
+    static PIPELINES: OnceLock<Mutex<HashMap<(u64, u64), f64>>> = OnceLock::new();
+    let device = runtime::device()?.1;
+    let map = PIPELINES.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(&h) = map.lock().get(&(key, device)) {
+        return Ok(h);
+    }
+    let h = runtime::create_pipeline(&k.words, &k.layout)?;
+    let mut m = map.lock();
+    m.retain(|(_, d), _| *d == device);
+    m.insert((key, device), h);
+    Ok(h)
+}
+
 fn compiled(env: &Env, desc: Either<String, Object>) -> HeliosResult<Arc<CompiledKernel>> {
     let json = desc_json(env, desc)?;
-    Ok(cache().get_or_compile(&json, &caps_or_permissive())?.1)
+    Ok(cache().get_or_compile(&json, &caps_or_permissive(), false)?.1)
+}
+
+/// Options of kernelSpirv.
+#[napi(object)]
+pub struct KernelSpirvOptions {
+    /// Skip the in-memory memo: validate and assemble every time (the compile benchmark).
+    pub no_cache: Option<bool>,
 }
 
 /// Validates and assembles a kernel description and creates its pipeline on the device.
-/// Returns the pipeline handle; the same description returns the same handle (memoized).
+/// Returns the pipeline handle; the same description returns the same handle (memoized, so the
+/// handle belongs to the memo: do not destroyPipeline it).
 #[napi]
 pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f64, ErrorCode> {
-    let run = || -> HeliosResult<f64> {
-        let json = desc_json(&env, desc)?;
-        let caps = crate::api::kernel_bridge::device_caps()?;
-        let (key, k) = cache().get_or_compile(&json, &caps)?;
-        crate::api::kernel_bridge::pipeline_for(key, &k)
-    };
-    run().in_call("compileKernel")
+    let json = guard("compileKernel", || desc_json(&env, desc))?;
+    guard("compileKernel", || {
+        let caps = runtime::device_caps()?;
+        let (key, k) = cache().get_or_compile(&json, &caps, true)?;
+        pipeline_for(key, &k)
+    })
 }
 
 /// SPIR-V words of a description (validated against the device, or permissive caps without one).
 #[napi]
-pub fn kernel_spirv(env: Env, desc: Either<String, Object>) -> napi::Result<Uint32Array, ErrorCode> {
-    compiled(&env, desc).map(|k| Uint32Array::new(k.words.clone())).in_call("kernelSpirv")
+pub fn kernel_spirv(
+    env: Env,
+    desc: Either<String, Object>,
+    opts: Option<KernelSpirvOptions>,
+) -> napi::Result<Uint32Array, ErrorCode> {
+    let run = || -> HeliosResult<Uint32Array> {
+        if opts.and_then(|o| o.no_cache).unwrap_or(false) {
+            let json = desc_json(&env, desc)?;
+            let k = crate::spirv::compile(&json, &caps_or_permissive())?;
+            return Ok(Uint32Array::new(k.words));
+        }
+        Ok(Uint32Array::new(compiled(&env, desc)?.words.clone()))
+    };
+    guard("kernelSpirv", run)
 }
 
 /// Human-readable SPIR-V of a description.
@@ -72,7 +112,7 @@ pub fn kernel_disassembly(env: Env, desc: Either<String, Object>) -> napi::Resul
         let k = compiled(&env, desc)?;
         crate::spirv::disassemble(&k.words)
     };
-    run().in_call("kernelDisassembly")
+    guard("kernelDisassembly", run)
 }
 
 
@@ -108,5 +148,5 @@ pub fn kernel_layout(env: Env, desc: Either<String, Object>) -> napi::Result<Ker
             required_subgroup_size: l.required_subgroup_size,
         })
     };
-    run().in_call("kernelLayout")
+    guard("kernelLayout", run)
 }

@@ -64,7 +64,9 @@ fn version_and_shape_errors() {
     assert!(err_of(&with(valid(), "/version", json!(2)), &caps).contains("unsupported IR version 2"));
     assert!(err_of(&with(valid(), "/version", json!("1")), &caps).contains("unsupported IR version"));
     let mut v = valid();
-    v.as_object_mut().map(|o| o.remove("version"));
+    if let Some(o) = v.as_object_mut() {
+        o.remove("version");
+    }
     assert!(err_of(&v, &caps).contains("missing field 'version'"));
     assert!(err_of(&with(valid(), "/body/0/value/op", json!("frobnicate")), &caps).contains("body[0].value.op: unknown op 'frobnicate'"));
     assert!(err_of(&with(valid(), "/body/0/s", json!("goto")), &caps).contains("unknown statement 'goto'"));
@@ -72,7 +74,9 @@ fn version_and_shape_errors() {
     v["body"][0]["extra"] = json!(1);
     assert!(err_of(&v, &caps).contains("body[0]: unknown field 'extra'"));
     let mut v = valid();
-    v.pointer_mut("/body/3/then/0").and_then(|s| s.as_object_mut()).map(|o| o.remove("idx"));
+    if let Some(o) = v.pointer_mut("/body/3/then/0").and_then(|s| s.as_object_mut()) {
+        o.remove("idx");
+    }
     assert!(err_of(&v, &caps).contains("body[3].then[0]: missing field 'idx'"));
     assert!(err_of(&json!([1, 2]), &caps).contains("must be a JSON object"));
     assert!(err_of(&with(valid(), "/name", json!("bad name!")), &caps).contains("kernel name"));
@@ -92,7 +96,9 @@ fn undefined_values_forward_and_self_references() {
     // out of scope: a name from inside an if used after it
     let mut v = valid();
     v["body"][3]["then"] = json!([{"s": "let", "name": "inner", "value": {"op": "lit", "t": "u32", "v": 1}}]);
-    v["body"].as_array_mut().map(|b| b.push(json!({"s": "store", "b": 1, "idx": {"op": "get", "name": "inner"}, "value": {"op": "get", "name": "a"}})));
+    if let Some(b) = v["body"].as_array_mut() {
+        b.push(json!({"s": "store", "b": 1, "idx": {"op": "get", "name": "inner"}, "value": {"op": "get", "name": "a"}}));
+    }
     assert!(err_of(&v, &caps).contains("body[4].idx.name: undefined value 'inner'"));
     // duplicate name
     let v = with(valid(), "/body/1/name", json!("i"));

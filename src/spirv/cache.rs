@@ -37,8 +37,9 @@ impl KernelCache {
         Self::default()
     }
 
-    /// Returns the memoized module for `json`, compiling (and persisting) it on a miss.
-    pub fn get_or_compile(&self, json: &str, caps: &DeviceCaps) -> HeliosResult<(u64, Arc<CompiledKernel>)> {
+    /// Returns the memoized module for `json`, compiling it on a miss. `to_disk` also writes a
+    /// new module to the on-disk cache (pipelines); every new module goes to HELIOS_DUMP_SPIRV.
+    pub fn get_or_compile(&self, json: &str, caps: &DeviceCaps, to_disk: bool) -> HeliosResult<(u64, Arc<CompiledKernel>)> {
         let key = content_hash(json, caps);
         if let Some(e) = self.entries.lock().get(&key) {
             if e.json == json {
@@ -46,7 +47,7 @@ impl KernelCache {
             }
         }
         let kernel = Arc::new(super::compile(json, caps)?);
-        persist(&kernel, key);
+        persist(&kernel, key, to_disk);
         self.entries.lock().insert(key, Entry { json: json.to_string(), kernel: kernel.clone() });
         Ok((key, kernel))
     }
@@ -62,7 +63,7 @@ impl KernelCache {
 
 /// Writes the module to the cache dir and the dump dir. Best effort: a read-only cache dir
 /// must not fail a compile, so write errors are ignored.
-fn persist(k: &CompiledKernel, key: u64) {
+fn persist(k: &CompiledKernel, key: u64, to_disk: bool) {
     let file = format!("{}-{key:016x}.spv", k.name);
     let bytes: Vec<u8> = k.words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let write = |dir: &Path| {
@@ -70,7 +71,11 @@ fn persist(k: &CompiledKernel, key: u64) {
             let _ = std::fs::write(dir.join(&file), &bytes);
         }
     };
-    write(&crate::config::cache_dir().join("spirv"));
+    if to_disk {
+        if let Some(dir) = crate::config::cache_dir() {
+            write(&dir.join("spirv"));
+        }
+    }
     if let Some(d) = crate::config::dump_spirv_dir() {
         write(&d);
     }

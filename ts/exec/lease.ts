@@ -34,6 +34,9 @@ export class BufferPool {
   leases = 0;
   frees = 0;
 
+  /** Called before a buffer goes back to the runtime (queued dispatches may still use it). */
+  beforeFree: () => void = () => {};
+
   constructor(private readonly rt: Runtime) {}
 
   /** Sizes round up to 4 bytes so every buffer can be viewed as u32 words. */
@@ -45,6 +48,16 @@ export class BufferPool {
 
   free(l: Lease): void {
     this.frees++;
-    this.rt.releaseBuffer(l.handle);
+    // outside the try: a failure to record queued work must surface, not be swallowed
+    this.beforeFree();
+    try {
+      this.rt.releaseBuffer(l.handle);
+    } catch {
+      // After destroyDevice() every handle is stale; a finalizer releasing one then must
+      // not throw out of the FinalizationRegistry callback (that would kill the process).
+      this.staleFrees++;
+    }
   }
+
+  staleFrees = 0;
 }

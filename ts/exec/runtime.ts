@@ -45,6 +45,7 @@ export interface Runtime {
   poolStats(): PoolStats;
   beginBatch(opts?: { profile?: boolean }): void;
   recordDispatch(pipeline: number, buffers: number[], groups: Groups, pushConstants?: ArrayBufferView): void;
+  recordDispatchMany(packed: Uint32Array, count: number): void;
   submitBatch(): number;
   waitTimeline(value: number, timeoutMs?: number): void;
   getCompleted(): number;
@@ -53,7 +54,7 @@ export interface Runtime {
 
 const REQUIRED: (keyof Runtime)[] = [
   "initDevice", "getDeviceInfo", "destroy", "leaseBuffer", "releaseBuffer", "uploadBuffer",
-  "readBuffer", "fillBuffer", "copyBuffer", "poolStats", "beginBatch", "recordDispatch",
+  "readBuffer", "fillBuffer", "copyBuffer", "poolStats", "beginBatch", "recordDispatch", "recordDispatchMany",
   "submitBatch", "waitTimeline", "getCompleted", "compileKernel",
 ];
 

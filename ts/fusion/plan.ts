@@ -123,7 +123,7 @@ function instrKey(ins: Instr): string {
  * [N, C] + [C] indexes as 2-D and same-shape operands as 1-D.
  */
 export function collapse(shape: Shape, strides: number[][]): { dims: number[]; strides: number[][] } {
-  const keep = shape.map((d, i) => i).filter((i) => shape[i] !== 1);
+  const keep = shape.map((_, i) => i).filter((i) => shape[i] !== 1);
   let dims = keep.map((i) => shape[i]);
   let st = strides.map((s) => keep.map((i) => s[i]));
   for (let d = dims.length - 2; d >= 0; d--) {

@@ -14,7 +14,7 @@
 //   BH]; thread per key row j over queries i >= j (Q/dO tiles, lse and Dpre in shared):
 //   dv_j += p * dO_i, dk_j += ds * Q_i. No atomics: every output row has one writer.
 // This is the portable SIMT formulation; a tensor-core variant is future work.
-import { exp, f32, kernel, lit, log, max, min, u32, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { dot, exp, f32, kernel, lit, log, max, min, u32, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { fromF32, safeTanh, storageOf, sumTree, toF32, uvar } from "./common.js";
 
@@ -103,7 +103,7 @@ export function flashFwdKernel(v: FlashVariant): KernelDesc {
 }
 
 /** Score and probability for (query regs q, key row in shared), given lse. */
-function probAndGrad(k: KernelBuilder, q: Expr[], Ks: { load(i: Expr): Expr }, row: Expr, D: number, lse: Expr, cap: Expr, on: boolean) {
+function probAndGrad(k: KernelBuilder, q: Expr[], Ks: { load(i: Expr): Expr }, row: Expr, lse: Expr, cap: Expr, on: boolean) {
   const raw = k.let(sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d))))), "raw");
   const s = k.let(capScore(raw, cap, on), "s");
   const p = k.let(exp(s.sub(lse)), "p");
@@ -143,7 +143,7 @@ export function flashBwdDqKernel(v: FlashVariant): KernelDesc {
       const jEnd = k.let(min(lit(u32, BC), i.add(1).sub(min(k0, i.add(1)))), "jend");
       k.for(lit(u32, 0), jEnd, (j) => {
         const row = k.let(j.mul(D), "kr");
-        const { p, capGrad } = probAndGrad(k, q, Ks, row, D, lse, pc.cap, v.softCap);
+        const { p, capGrad } = probAndGrad(k, q, Ks, row, lse, pc.cap, v.softCap);
         const dp = sumTree(go.map((g, d) => g.mul(Vs.load(row.add(d)))));
         const ds = k.let(p.mul(dp.sub(Di)).mul(capGrad).mul(pc.scale), "ds");
         for (let d = 0; d < D; d++) acc[d].set(acc[d].get().add(ds.mul(Ks.load(row.add(d)))));
@@ -217,6 +217,71 @@ export function flashBwdDkDvKernel(v: FlashVariant): KernelDesc {
       dK.store(rowOff.add(d), fromF32(accK[d].get(), v.dtype));
       dV.store(rowOff.add(d), fromF32(accV[d].get(), v.dtype));
     }
+  });
+  return k.finish();
+}
+
+/**
+ * flash_fwd_v4: flash_fwd's contract for D % 4 == 0. K/V tiles are staged as f32x4 in
+ * shared memory and q/acc live in f32x4 registers, so each shared read feeds four FMAs
+ * (the scalar kernel is bound by shared-load issue, not arithmetic, on NVIDIA).
+ */
+export function flashFwdVec4Kernel(v: FlashVariant): KernelDesc {
+  const { D } = v;
+  const D4 = D / 4;
+  const BC = faTile(D);
+  const k = kernel(`flash_fwd_v4_${v.dtype}_d${D}${v.softCap ? "_cap" : ""}`, { workgroup: [FA_ROWS] });
+  const st = storageOf(v.dtype);
+  const Q = k.buffer("q", st, "read"), K = k.buffer("k", st, "read"), Vb = k.buffer("v", st, "read");
+  const O = k.buffer("o", st, "write"), L = k.buffer("lse", f32, "write");
+  const pc = k.push(FA_PUSH);
+  const Ks = k.shared("Ks", "f32x4", BC * D4), Vs = k.shared("Vs", "f32x4", BC * D4);
+  const tid = k.let(k.localIndex, "tid");
+  const bh = k.let(k.workgroupId.y, "bh");
+  const q0 = k.let(k.workgroupId.x.mul(FA_ROWS), "q0");
+  const i = k.let(q0.add(tid), "qi");
+  const base4 = k.let(bh.mul(pc.T).mul(D4), "base4");
+  const valid = k.let(i.lt(pc.T), "valid");
+  const qi = k.let(min(i, pc.T.sub(1)), "qrow");
+  const q = Array.from({ length: D4 }, (_, d) => k.let(Q.loadVec(base4.add(qi.mul(D4)).add(d), 4).cast("f32x4").mul(pc.scale), "q"));
+  const acc = Array.from({ length: D4 }, (_, d) => k.var("f32x4", vecOf("f32x4", lit(f32, 0)), `o${d}`));
+  const m = k.var(f32, -Infinity, "m");
+  const l = k.var(f32, 0, "l");
+  const lastKey = k.let(min(q0.add(FA_ROWS), pc.T), "kend");
+  const stage = (src: Buffer, sh: { store(i: Expr, v: Expr): void }, k0: Expr) => {
+    k.for(tid, lit(u32, BC * D4), (e) => {
+      const g = k.let(k0.add(e.div(D4)), "g");
+      const val = k.var("f32x4", vecOf("f32x4", lit(f32, 0)), `st${uniq++}`);
+      k.if(g.lt(pc.T), () => val.set(src.loadVec(base4.add(g.mul(D4)).add(e.rem(D4)), 4).cast("f32x4")));
+      sh.store(e, val.get());
+    }, { step: FA_ROWS });
+  };
+  let uniq = 0;
+  k.for(lit(u32, 0), lastKey, (k0) => {
+    stage(K, Ks, k0);
+    stage(Vb, Vs, k0);
+    k.barrier();
+    k.if(valid, () => {
+      const jEnd = k.let(min(lit(u32, BC), i.add(1).sub(min(k0, i.add(1)))), "jend");
+      k.for(lit(u32, 0), jEnd, (j) => {
+        const row = k.let(j.mul(D4), "kr");
+        const dotv = sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d)))));
+        const s = k.let(capScore(dot(dotv, vecOf("f32x4", lit(f32, 1))), pc.cap, v.softCap), "s");
+        const mNew = k.let(max(m.get(), s), "mn");
+        const corr = k.let(exp(m.get().sub(mNew)), "corr");
+        const p = k.let(exp(s.sub(mNew)), "p");
+        l.set(l.get().mul(corr).add(p));
+        for (let d = 0; d < D4; d++) acc[d].set(acc[d].get().mul(corr).add(Vs.load(row.add(d)).mul(p)));
+        m.set(mNew);
+      });
+    });
+    k.barrier();
+  }, { step: BC });
+  k.if(valid, () => {
+    const inv = k.let(lit(f32, 1).div(l.get()), "inv");
+    const vt = `${st}x4` as "f32x4";
+    for (let d = 0; d < D4; d++) O.store(base4.add(i.mul(D4)).add(d), acc[d].get().mul(inv).cast(vt));
+    L.store(bh.mul(pc.T).add(i), m.get().add(log(l.get())));
   });
   return k.finish();
 }

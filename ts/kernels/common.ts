@@ -3,7 +3,7 @@
 // (one spec object declares a kernel's push block for both the generator and the dispatcher).
 import type { Dtype } from "../types.js";
 import {
-  clamp, f16, f32, i32, tanh, u32,
+  clamp, f16, f32, i32, lit, max, min, tanh, u32,
   type Buffer, type Expr, type KernelBuilder, type PushField, type ScalarType,
 } from "../ir/index.js";
 
@@ -144,4 +144,16 @@ export function sumTree(terms: Expr[]): Expr {
     level = next;
   }
   return level[0];
+}
+
+/**
+ * Clamps an i32 index into [0, len) and stores 1 into `flag[0]` when it had to, so indices
+ * that only live on the device (and were not range-checked on the host) are reported by
+ * HeliosBackend.stats().clampedIndices instead of reading out of bounds. Every writer
+ * stores the same value, so no atomic is needed.
+ */
+export function clampIndex(k: KernelBuilder, raw: Expr, len: Expr, flag: Buffer, hint: string): Expr {
+  const c = k.let(min(max(raw, lit(i32, 0)), len.cast(i32).sub(1)), `${hint}c`);
+  k.if(c.ne(raw), () => flag.store(0, lit(u32, 1)));
+  return k.let(c.cast(u32), hint);
 }

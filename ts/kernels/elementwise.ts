@@ -8,7 +8,7 @@
 // Dispatch: grid1d(n) (x, then y past 65535 groups), WG threads.
 // Numerics: everything in f32; f16 inputs widen on load and round to nearest on store;
 // tanh is clamped so GELU/softCap never see NaN from an overflowing exp on any driver.
-import { exp, f32, kernel, lit, lift, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, kernel, lift, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import type { Instr, IndexMode } from "../fusion/plan.js";
 import { WG, flatIndex, fromF32, safeTanh, storageOf, toF32, type PushSpec } from "./common.js";

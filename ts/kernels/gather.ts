@@ -15,7 +15,7 @@
 //   the previous pick: O(k * dim) and no scratch memory.
 import { f32, i32, kernel, lit, max, min, u32, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { WG, flatIndex, fromF32, storageOf, toF32 } from "./common.js";
+import { WG, clampIndex, flatIndex, fromF32, storageOf, toF32 } from "./common.js";
 
 export const EMB_PUSH = { n: "u32", dim: "u32", vocab: "u32" } as const;
 
@@ -24,12 +24,12 @@ export function embeddingFwdKernel(dtype: Dtype): KernelDesc {
   const w = k.buffer("w", storageOf(dtype), "read");
   const idx = k.buffer("idx", i32, "read");
   const out = k.buffer("out", storageOf(dtype), "write");
+  const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(EMB_PUSH);
   const i = flatIndex(k);
   k.if(i.ge(pc.n), () => k.return());
   const row = i.div(pc.dim);
-  const raw = idx.load(row);
-  const v = k.let(min(max(raw, lit(i32, 0)), pc.vocab.cast(i32).sub(1)).cast(u32), "v");
+  const v = clampIndex(k, idx.load(row), pc.vocab, flag, "v");
   out.store(i, w.load(v.mul(pc.dim).add(i.rem(pc.dim))));
   return k.finish();
 }
@@ -41,13 +41,13 @@ export function embeddingBwdKernel(dtype: Dtype): KernelDesc {
   const idx = k.buffer("idx", i32, "read");
   const g = k.buffer("g", storageOf(dtype), "read");
   const dw = k.buffer("dw", f32, "readwrite");
+  const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(EMB_BWD_PUSH);
   const d = flatIndex(k);
   k.if(d.ge(pc.dim), () => k.return());
   k.for(lit(u32, 0), pc.vocab, (v) => dw.store(v.mul(pc.dim).add(d), lit(f32, 0)));
   k.for(lit(u32, 0), pc.count, (r) => {
-    const raw = idx.load(r);
-    const v = k.let(min(max(raw, lit(i32, 0)), pc.vocab.cast(i32).sub(1)).cast(u32), "v");
+    const v = clampIndex(k, idx.load(r), pc.vocab, flag, "v");
     const at = k.let(v.mul(pc.dim).add(d), "at");
     dw.store(at, dw.load(at).add(toF32(g.load(r.mul(pc.dim).add(d)))));
   });
@@ -66,11 +66,11 @@ export function gatherKernel(dtype: Dtype): KernelDesc {
   const a = k.buffer("a", storageOf(dtype), "read");
   const idx = k.buffer("idx", i32, "read");
   const out = k.buffer("out", storageOf(dtype), "write");
+  const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(GATHER_PUSH);
   const i = flatIndex(k);
   k.if(i.ge(pc.n), () => k.return());
-  const raw = idx.load(i);
-  const sel = k.let(min(max(raw, lit(i32, 0)), pc.axisLen.cast(i32).sub(1)).cast(u32), "sel");
+  const sel = clampIndex(k, idx.load(i), pc.axisLen, flag, "sel");
   const rem = k.var(u32, i, "rem");
   const off = k.var(u32, 0, "off");
   for (let d = GATHER_RANK - 1; d >= 0; d--) {

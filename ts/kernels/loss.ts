@@ -8,9 +8,9 @@
 //   dlogits = (softmax(row) - onehot(target)) * g * invN.
 // Targets outside [0, C) are clamped on the device; the backend checks host-visible
 // targets before dispatch and reports them as errors.
-import { exp, f32, i32, kernel, log, max, min, select, lit, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, f32, i32, kernel, log, max, min, select, lit, u32, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { ROW_WG, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
+import { ROW_WG, clampIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
 
 export const XENT_PUSH = { rows: "u32", classes: "u32" } as const;
 export const XENT_BWD_PUSH = { rows: "u32", classes: "u32", invN: "f32" } as const;
@@ -26,10 +26,8 @@ function rowLse(k: KernelBuilder, x: Buffer, base: Expr, t: Expr, classes: Expr)
   return k.let(log(sum).add(mx), "lse");
 }
 
-function target(k: KernelBuilder, tg: Buffer, row: Expr, classes: Expr): Expr {
-  const raw = tg.load(row);
-  const hi = classes.cast(i32).sub(1);
-  return k.let(min(max(raw, lit(i32, 0)), hi).cast("u32"), "tgt");
+function target(k: KernelBuilder, tg: Buffer, row: Expr, classes: Expr, flag: Buffer): Expr {
+  return clampIndex(k, tg.load(row), classes, flag, "tgt");
 }
 
 export function xentRowsKernel(dtype: Dtype): KernelDesc {
@@ -37,13 +35,14 @@ export function xentRowsKernel(dtype: Dtype): KernelDesc {
   const x = k.buffer("logits", storageOf(dtype), "read");
   const tg = k.buffer("targets", i32, "read");
   const loss = k.buffer("loss", f32, "write");
+  const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(XENT_PUSH);
   const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.classes), "base");
   const lse = rowLse(k, x, base, t, pc.classes);
   k.if(t.eq(0), () => {
-    const tgt = target(k, tg, row, pc.classes);
+    const tgt = target(k, tg, row, pc.classes, flag);
     loss.store(row, lse.sub(toF32(x.load(base.add(tgt)))));
   });
   return k.finish();
@@ -55,12 +54,13 @@ export function xentBwdKernel(dtype: Dtype, gDtype: Dtype): KernelDesc {
   const tg = k.buffer("targets", i32, "read");
   const g = k.buffer("g", storageOf(gDtype), "read");
   const dx = k.buffer("dlogits", storageOf(dtype), "write");
+  const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(XENT_BWD_PUSH);
   const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
   const base = k.let(row.mul(pc.classes), "base");
   const lse = rowLse(k, x, base, t, pc.classes);
-  const tgt = target(k, tg, row, pc.classes);
+  const tgt = target(k, tg, row, pc.classes, flag);
   const coef = k.let(toF32(g.load(0)).mul(pc.invN), "coef");
   k.for(t, pc.classes, (j) => {
     const p = exp(toF32(x.load(base.add(j))).sub(lse));

@@ -13,7 +13,7 @@ import { embeddingFwdKernel, embeddingBwdKernel, gatherKernel, argmaxKernel, top
 import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
 import { adamwKernel } from "./optim.js";
 import { matmulKernel } from "./matmul.js";
-import { flashFwdKernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
+import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
 
 const FLOATS: Dtype[] = ["f32", "f16"];
 
@@ -88,6 +88,7 @@ export function backendVariants(): KernelVariant[] {
       const fv = { dtype: d, D, softCap };
       const tag = `${d}_d${D}${softCap ? "_cap" : ""}`;
       v.push({ id: `backend/flash_fwd/${tag}`, needs: needs(d), build: () => flashFwdKernel(fv) });
+      v.push({ id: `backend/flash_fwd_v4/${tag}`, needs: needs(d), build: () => flashFwdVec4Kernel(fv) });
       v.push({ id: `backend/flash_bwd_dq/${tag}`, needs: needs(d), build: () => flashBwdDqKernel(fv) });
       v.push({ id: `backend/flash_bwd_dkdv/${tag}`, needs: needs(d), build: () => flashBwdDkDvKernel(fv) });
     }

@@ -84,7 +84,7 @@ export function crossEntropy(E: Engine, logits: TensorData, targets: TensorData)
   if (n === 0 || c === 0) return E.filled([], logits.dtype, NaN);
   const rowLoss = E.alloc([n], "f32");
   run(E, op, { xent: logits.dtype }, () => xentRowsKernel(logits.dtype), XENT_PUSH, { rows: n, classes: c },
-    [logits, targets], [rowLoss], gridRows(n));
+    [logits, targets], [rowLoss], gridRows(n), [E.indexFlag()]);
   const out = E.alloc([], logits.dtype);
   // mean over rows: a row-length-n reduction in one workgroup (n is a batch*time count)
   run(E, op, { reduceRows: "sum", in: "f32", out: logits.dtype }, () => reduceRowsKernel("f32", logits.dtype, "sum"),
@@ -100,7 +100,7 @@ export function crossEntropyBackward(E: Engine, logits: TensorData, targets: Ten
   const out = E.alloc(logits.shape, logits.dtype);
   if (n === 0 || c === 0) return out;
   run(E, op, { xentBwd: logits.dtype, g: g.dtype }, () => xentBwdKernel(logits.dtype, g.dtype), XENT_BWD_PUSH,
-    { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n));
+    { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n), [E.indexFlag()]);
   return out;
 }
 
@@ -113,7 +113,7 @@ export function embedding(E: Engine, w: TensorData, idx: TensorData): HeliosTens
   const n = size(out.shape);
   if (n === 0) return out;
   run(E, op, { emb: w.dtype }, () => embeddingFwdKernel(w.dtype), EMB_PUSH, { n, dim, vocab },
-    [w, idx], [out], grid1d(n));
+    [w, idx], [out], grid1d(n), [E.indexFlag()]);
   return out;
 }
 
@@ -129,6 +129,6 @@ export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, voc
   if (dim === 0) return out;
   if (count === 0) return E.filled([vocab, dim], outDtype, 0);
   run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab },
-    [idx, g], [out], grid1d(dim));
+    [idx, g], [out], grid1d(dim), [E.indexFlag()]);
   return out;
 }

@@ -67,7 +67,7 @@ export function gather(E: Engine, a: TensorData, axis: number, idx: TensorData):
     push[`d${d}`] = d < pad ? 1 : idx.shape[d - pad];
     push[`s${d}`] = d < pad ? 0 : st[d - pad];
   }
-  run(E, op, { gather: a.dtype }, () => gatherKernel(a.dtype), GATHER_PUSH, push, [a, idx], [out], grid1d(n));
+  run(E, op, { gather: a.dtype }, () => gatherKernel(a.dtype), GATHER_PUSH, push, [a, idx], [out], grid1d(n), [E.indexFlag()]);
   return out;
 }
 

@@ -222,3 +222,36 @@ fn spirv_val_harness_rejects_garbage() {
     }
     assert!(common::spirv_val("garbage", &[0x0723_0203, 0x0001_0600, 0, 5, 0]).is_err());
 }
+
+#[test]
+fn layout_reports_bindings_push_and_spec() {
+    let k = json!({
+        "version": 1, "name": "layout", "workgroup": ["X", 2],
+        "spec": [{"name": "X", "id": 3, "type": "u32", "value": 32}, {"name": "S", "id": 7, "type": "f32", "value": 1.5}],
+        "bindings": [{"name": "a", "elem": "f32", "access": "read"}, {"name": "b", "elem": "u32", "access": "readwrite"}, {"name": "c", "elem": "f16", "access": "write"}],
+        "push": [{"name": "n", "type": "u32"}, {"name": "v", "type": "f32x4"}, {"name": "s", "type": "f32"}],
+        "subgroupSize": 32,
+        "body": []
+    });
+    let c = compile_and_validate(&k, &permissive_caps());
+    use crate::caps::Access;
+    assert_eq!(c.layout.bindings, vec![Access::Read, Access::ReadWrite, Access::Write]);
+    // n at 0, v aligned to 16, s at 32: 36 bytes
+    assert_eq!(c.layout.push_constant_bytes, 36);
+    assert_eq!(c.layout.specialization, vec![(3, 32), (7, 1.5f32.to_bits())]);
+    assert_eq!(c.layout.required_subgroup_size, Some(32));
+    assert_eq!(c.layout.entry_point, "main");
+}
+
+#[test]
+fn memo_returns_the_same_module_for_the_same_text() {
+    let cache = crate::spirv::cache::KernelCache::new();
+    let caps = permissive_caps();
+    let k = kernel("memo", json!([{"name": "o", "elem": "f32", "access": "write"}]), json!([]),
+        json!([{"s": "store", "b": 0, "idx": gid(), "value": lit("f32", json!(1))}])).to_string();
+    let (h1, a) = cache.get_or_compile(&k, &caps, false).unwrap_or_else(|e| panic!("{e}"));
+    let (h2, b) = cache.get_or_compile(&k, &caps, false).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(h1, h2);
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    assert_eq!(cache.len(), 1);
+}

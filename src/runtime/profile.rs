@@ -1,0 +1,117 @@
+//! GPU timestamps around each dispatch of a `profile: true` batch, read back by
+//! `batchProfile(value)` once the batch completed.
+
+use std::sync::Arc;
+
+use crate::error::{HeliosError, HeliosResult};
+use crate::runtime::context::Runtime;
+use crate::runtime::lane::Keep;
+use crate::vk::command;
+use crate::vk::device::Device;
+use crate::vk::raw as vk;
+
+/// Timestamps per query pool (two per dispatch).
+const QUERIES_PER_POOL: u32 = 512;
+/// Unclaimed profiles kept before the oldest is dropped.
+const MAX_PROFILES: usize = 256;
+
+#[derive(Default)]
+pub struct ProfileBuilder {
+    pools: Vec<vk::QueryPool>,
+    labels: Vec<Arc<str>>,
+    used: u32,
+}
+
+pub struct ProfileRecord {
+    pub pools: Vec<vk::QueryPool>,
+    labels: Vec<Arc<str>>,
+    /// Filled (and the query pools freed) by the first batchProfile after completion.
+    result: Option<Vec<(Arc<str>, f64)>>,
+}
+
+impl ProfileBuilder {
+    /// Writes the start timestamp of the next dispatch (opening a pool when needed).
+    pub fn before(&mut self, dev: &Device, cmd: vk::CommandBuffer, label: &Arc<str>) -> HeliosResult<()> {
+        if self.used.is_multiple_of(QUERIES_PER_POOL) {
+            let pool = command::create_query_pool(dev, QUERIES_PER_POOL)?;
+            command::reset_queries(dev, cmd, pool, QUERIES_PER_POOL);
+            self.pools.push(pool);
+        }
+        let pool = self.pools[self.pools.len() - 1];
+        command::timestamp(dev, cmd, pool, self.used % QUERIES_PER_POOL, false);
+        self.labels.push(label.clone());
+        self.used += 1;
+        Ok(())
+    }
+
+    pub fn after(&mut self, dev: &Device, cmd: vk::CommandBuffer) {
+        let pool = self.pools[self.pools.len() - 1];
+        command::timestamp(dev, cmd, pool, self.used % QUERIES_PER_POOL, true);
+        self.used += 1;
+    }
+}
+
+impl Runtime {
+    pub fn store_profile(&mut self, value: u64, p: ProfileBuilder) {
+        if self.profiles.len() >= MAX_PROFILES {
+            if let Some(&oldest) = self.profiles.keys().min() {
+                if let Some(rec) = self.profiles.remove(&oldest) {
+                    self.compute.keep_until(oldest, Keep { queries: rec.pools, ..Keep::default() });
+                }
+            }
+        }
+        self.profiles.insert(value, ProfileRecord { pools: p.pools, labels: p.labels, result: None });
+    }
+
+    /// Waits for `value`, then returns (label, GPU ns) per dispatch. The timestamps are read
+    /// once (freeing the queries); later calls return the same figures until evicted.
+    pub fn batch_profile(&mut self, value: u64) -> HeliosResult<Vec<(Arc<str>, f64)>> {
+        let Some(rec) = self.profiles.get(&value) else {
+            return Err(HeliosError::invalid_argument(format!(
+                "no profile for timeline value {value} (begin the batch with {{profile: true}}; the last {MAX_PROFILES} are kept)"
+            )));
+        };
+        if let Some(result) = &rec.result {
+            return Ok(result.clone());
+        }
+        self.wait_compute(value, u64::MAX)?;
+        let Some(rec) = self.profiles.get_mut(&value) else { return Ok(Vec::new()) };
+        let pools = std::mem::take(&mut rec.pools);
+        let stamps = read_stamps(&self.dev, &pools, rec.labels.len());
+        for pool in pools {
+            command::destroy_query_pool(&self.dev, pool);
+        }
+        let stamps = stamps?;
+        let period = self.dev.adapter.info.timestamp_period_ns;
+        let bits = self.dev.adapter.timestamp_valid_bits;
+        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let result: Vec<_> = rec
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(i, label)| {
+                let ticks = (stamps[2 * i + 1] & mask).wrapping_sub(stamps[2 * i] & mask) & mask;
+                (label.clone(), if bits == 0 { 0.0 } else { ticks as f64 * period })
+            })
+            .collect();
+        rec.result = Some(result.clone());
+        Ok(result)
+    }
+}
+
+/// Two timestamps per dispatch, from consecutive pools.
+fn read_stamps(dev: &Device, pools: &[vk::QueryPool], dispatches: usize) -> HeliosResult<Vec<u64>> {
+    let mut stamps = Vec::with_capacity(dispatches * 2);
+    for &pool in pools {
+        let remaining = (dispatches * 2 - stamps.len()).min(QUERIES_PER_POOL as usize) as u32;
+        stamps.append(&mut command::query_results(dev, pool, remaining)?);
+    }
+    Ok(stamps)
+}
+
+impl ProfileBuilder {
+    /// The query pools, for a captured batch that keeps them (replays are not profiled).
+    pub fn into_pools(self) -> Vec<vk::QueryPool> {
+        self.pools
+    }
+}
