@@ -9,7 +9,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { GPTConfig, OptimConfig } from "./config.js";
 import { DEFAULT_OPTIM } from "./config.js";
-import type { TrainBackend } from "./backend.js";
+import { asTrainBackend, type TrainBackend } from "./backend.js";
+import { HeliosBackend } from "../../ts/backend.js";
 import { Trainer } from "./trainer.js";
 import { initHostParams, paramCount, paramSpecs } from "./params.js";
 import { readSafetensors, writeSafetensors, type STensor } from "./safetensors.js";
@@ -174,7 +175,58 @@ function fmtRow(name: string, r: SideResult): string {
   return `${name.padEnd(16)} ${(r.tokensPerSec ?? 0).toFixed(0).padStart(10)} tok/s ${(r.medianMs ?? 0).toFixed(1).padStart(9)} ms/step  peak ${mib}${r.error ? "  (" + r.error + ")" : ""}`;
 }
 
-export function runTrainSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
+export interface TrainSuiteInput extends Partial<TrainSuiteOptions> {
+  /** The tiny configuration's defaults (seconds-long smoke run) instead of GPT-2 124M's. */
+  tiny?: boolean;
+  /** Backend to train on; a new HeliosBackend on the default device when absent. */
+  backend?: TrainBackend;
+}
+
+/** Entry point for `helios bench --suite=train` (options as parsed by parseTrainSuiteArgs). */
+export function runTrainSuite(input: TrainSuiteInput = {}): TrainSuiteResult {
+  const { tiny, backend, ...rest } = input;
+  const o: TrainSuiteOptions = { ...defaultSuiteOptions(tiny ?? false), ...rest };
+  const B = backend ?? asTrainBackend(new HeliosBackend());
+  const info = (B as { getDeviceInfo?: () => { deviceName: string; deviceType?: string } }).getDeviceInfo?.();
+  if (info) o.log(`device: ${info.deviceName} (${info.deviceType ?? "?"})`);
+  return runSuite(B, o);
+}
+
+/** Parses `--tiny --steps=N --batch=B --seq=T --layers=L --dim=C --heads=H --vocab=V --max-seconds=S
+ * --no-torch --torch-modes=a,b --python=P --work-dir=D --out=F`. */
+export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
+  const tiny = args.includes("--tiny");
+  const d = defaultSuiteOptions(tiny);
+  const o: TrainSuiteInput = { tiny };
+  const model = { ...d.model };
+  for (const a of args) {
+    if (a === "--tiny") continue;
+    if (a === "--no-torch") { o.torch = false; continue; }
+    const m = /^--([a-z-]+)=(.*)$/.exec(a);
+    if (!m) throw new Error(`train suite: unexpected argument ${a}`);
+    const [, k, v] = m;
+    const n = Number(v);
+    switch (k) {
+      case "steps": o.steps = n; break;
+      case "batch": o.batch = n; break;
+      case "seq": o.seq = n; model.blockSize = Math.max(model.blockSize, n); break;
+      case "layers": model.layers = n; break;
+      case "dim": model.dim = n; break;
+      case "heads": model.heads = n; break;
+      case "vocab": model.vocab = n; break;
+      case "max-seconds": o.maxSeconds = n; break;
+      case "torch-modes": o.torchModes = v; break;
+      case "python": o.python = v; break;
+      case "work-dir": o.workDir = v; break;
+      case "out": o.out = v; break;
+      default: throw new Error(`train suite: unknown option --${k}`);
+    }
+  }
+  o.model = model;
+  return o;
+}
+
+function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
   o.log(`train suite: ${o.model.layers}L/${o.model.dim}/${o.model.heads}h vocab ${o.model.vocab}, ${(paramCount(o.model) / 1e6).toFixed(1)}M params, B ${o.batch}, T ${o.seq}, ${o.steps} steps`);
   const { init, batches } = writeInputs(o);
   const helios = runHelios(B, o, init, batches);
