@@ -92,18 +92,22 @@ export class GPT {
       const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
       const [q, k, v] = this.B.sliceQkv(qkv).map((t) => s.keep(t));
       const Q = this.toHeads(s, q, nb, T), K = this.toHeads(s, k, nb, T), V = this.toHeads(s, v, nb, T);
+      // Backward needs only Q, K, V: hand the packed and sliced copies back now.
+      for (const t of [qkv, q, k, v]) s.drop(t);
       const att = this.B.flashAttention(Q, K, V, T, scale, 0);
       const O = s.keep(att.output), lse = s.keep(att.lse);
       const y = this.fromHeads(s, O, nb, T);
       const a = this.linear(s, y, w.projW, w.projB);
       const m1 = this.mask(s, drop, N);
       const x1 = this.residual(s, x, a, m1);
+      s.drop(a);
       const h2 = s.keep(this.B.layerNorm(x1, w.ln2w, w.ln2b, LN_EPS));
       const f = this.linear(s, h2, w.fcW, w.fcB);
       const g = s.keep(this.B.gelu(f));
       const mo = this.linear(s, g, w.mlpW, w.mlpB);
       const m2 = this.mask(s, drop, N);
       const x2 = this.residual(s, x1, mo, m2);
+      s.drop(mo);
       blocks.push({ x, h1, Q, K, V, O, lse, y, x1, h2, f, g, m1, m2, scope: s });
       x = x2;
     }
@@ -125,6 +129,9 @@ export class GPT {
     const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, batch.targets, one));
     const dhf = top.keep(Bk.matmul(dlogits, wte));
     const dwteHead = top.keep(Bk.matmulTransposedA(dlogits, c.hf));
+    // [N, vocab] twice is the largest memory of a GPT-2 step: return both before the blocks run.
+    top.drop(c.logits);
+    top.drop(dlogits);
     const lnf = Bk.layerNormBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, LN_EPS);
     grads.set("transformer.ln_f.weight", lnf.dw);
     grads.set("transformer.ln_f.bias", lnf.db);
