@@ -32,3 +32,19 @@ test("HeliosBackend training matches the float64 reference; pool bytes flat over
   // Step 1 creates the cached position tensor; from then on every step returns what it leased.
   assert.deepEqual(leased.slice(1), leased.slice(1).map(() => leased[1]), `leased bytes per step: ${leased}`);
 });
+
+test("16-bit matmul operands with loss scaling track the f32 run", () => {
+  const H = makeBackend();
+  const cfg: GPTConfig = { ...MICRO, dim: 16 };
+  const init = initHostParams(cfg, 6);
+  const f32 = new Trainer(asTrainBackend(H), cfg, TINY_OPT, { init, seed: 6 });
+  const f16 = new Trainer(asTrainBackend(H), cfg, TINY_OPT, { init, seed: 6, matmul16: true });
+  for (let s = 0; s < 4; s++) {
+    const hb = patternBatch(cfg.vocab, 2, 5, s);
+    const a = f32.step(hb), b = f16.step(hb);
+    assert.ok(b.applied && Number.isFinite(b.loss), `step ${s + 1}: matmul16 step not applied (loss ${b.loss})`);
+    assert.ok(Math.abs(a.loss - b.loss) < 0.03 * a.loss, `step ${s + 1}: f32 ${a.loss} vs matmul16 ${b.loss}`);
+    assert.ok(Math.abs(a.gradNorm - b.gradNorm) < 0.1 * a.gradNorm + 1e-3, `step ${s + 1}: |g| f32 ${a.gradNorm} vs matmul16 ${b.gradNorm}`);
+  }
+  assert.equal(f16.lossScale, 1024);
+});

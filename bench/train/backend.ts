@@ -1,7 +1,7 @@
 // The slice of Alpha's Backend that the trainer uses, with the optional GPU ops it needs made
 // required, plus the trainer-facing extras (flush, releaseGpuTensor) as optional members. Any
 // Backend that implements these (HeliosBackend, the float64 reference in __test__) can train.
-import type { Backend, TensorData } from "../../ts/types.js";
+import type { Backend, Dtype, TensorData } from "../../ts/types.js";
 
 type Required_<T, K extends keyof T> = T & { [P in K]-?: NonNullable<T[P]> };
 
@@ -18,6 +18,8 @@ export type TrainBackend = Required_<
   | "geluBackward" | "layerNormBackward" | "crossEntropyBackward" | "embeddingBackward"
   | "residualDropoutAdd" | "dropoutMask" | "totalSumOfSquares" | "checkFinite" | "adamwStep"
 > & {
+  /** Needed only for 16-bit matmul operands (GPTOptions.matmul16). */
+  castDtype?(a: TensorData, dtype: Dtype): TensorData;
   releaseGpuTensor?(t: TensorData): void;
   flush?(): void;
   syncGpu?(): void;

@@ -43,6 +43,7 @@ export interface UpdateResult {
  */
 export function adamwUpdate(
   B: TrainBackend, o: OptimConfig, specs: ParamSpec[], params: Params, grads: Map<string, TensorData>, st: OptimState,
+  lossScale = 1,
 ): UpdateResult {
   const list = specs.map((s) => {
     const g = grads.get(s.name);
@@ -55,10 +56,11 @@ export function adamwUpdate(
   const nonFinite = scalar(bad) !== 0 || !Number.isFinite(sumSq);
   B.releaseGpuTensor?.(ss);
   B.releaseGpuTensor?.(bad);
-  const gradNorm = Math.sqrt(sumSq);
+  // Gradients arrive multiplied by lossScale (16-bit matmuls); the norm and update undo it.
+  const gradNorm = Math.sqrt(sumSq) / lossScale;
   const lr = learningRate(o, st.step);
   if (nonFinite) return { gradNorm, applied: false, lr };
-  const gradScale = o.clip > 0 && gradNorm > o.clip ? o.clip / (gradNorm + 1e-6) : 1;
+  const gradScale = (o.clip > 0 && gradNorm > o.clip ? o.clip / (gradNorm + 1e-6) : 1) / lossScale;
   const t = st.step + 1;
   const bc1 = 1 - o.beta1 ** t, bc2 = 1 - o.beta2 ** t;
   for (const s of specs) {

@@ -23,6 +23,10 @@ export interface TrainerOptions {
   seed?: number;
   /** Host weights to start from (checkpoint or exported init) instead of a fresh init. */
   init?: Map<string, Float32Array>;
+  /** 16-bit matmul operands with dynamic loss scaling (see GPTOptions.matmul16). */
+  matmul16?: boolean;
+  /** Initial loss scale under matmul16 (halved on overflow, doubled after 1000 clean steps). */
+  lossScale?: number;
 }
 
 export class Trainer {
@@ -33,10 +37,13 @@ export class Trainer {
   private readonly posCache = new Map<string, TensorData>();
   private readonly seed: number;
   private dropCounter = 0;
+  lossScale: number;
+  private cleanSteps = 0;
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, readonly optim: OptimConfig, o: TrainerOptions = {}) {
     this.seed = o.seed ?? 1337;
-    this.model = new GPT(B, cfg);
+    this.model = new GPT(B, cfg, { matmul16: o.matmul16 });
+    this.lossScale = o.matmul16 ? o.lossScale ?? 1024 : 1;
     this.specs = paramSpecs(cfg);
     this.params = upload(B, o.init ?? initHostParams(cfg, this.seed), this.specs);
     this.opt = initOptimState(B, this.specs);
@@ -73,7 +80,7 @@ export class Trainer {
       : null;
     const fc = this.model.forward(this.params, batch, drop, scope);
     if (drop) this.dropCounter = drop.counter;
-    const grads = this.model.backward(this.params, fc, scope);
+    const grads = this.model.backward(this.params, fc, scope, this.lossScale);
     for (const g of grads.values()) scope.keep(g);
     return { loss: fc.loss, grads };
   }
@@ -83,13 +90,24 @@ export class Trainer {
     const scope = new Scope(this.B);
     try {
       const { loss, grads } = this.lossAndGrads(hb, scope);
-      const up = adamwUpdate(this.B, this.optim, this.specs, this.params, grads, this.opt);
+      const up = adamwUpdate(this.B, this.optim, this.specs, this.params, grads, this.opt, this.lossScale);
+      if (this.model.matmul16) this.adjustLossScale(up.applied);
       const l = scalar(loss);
       scope.releaseAll();
       this.B.flush?.();
       return { step: this.opt.step, loss: l, gradNorm: up.gradNorm, lr: up.lr, applied: up.applied, ms: performance.now() - t0 };
     } finally {
       scope.releaseAll();
+    }
+  }
+
+  private adjustLossScale(applied: boolean): void {
+    if (!applied) {
+      this.lossScale = Math.max(1, this.lossScale / 2);
+      this.cleanSteps = 0;
+    } else if (++this.cleanSteps >= 1000) {
+      this.lossScale = Math.min(65536, this.lossScale * 2);
+      this.cleanSteps = 0;
     }
   }
 
@@ -113,7 +131,8 @@ export class Trainer {
     try {
       const batch = this.upload(scope, hb);
       const fc = this.model.forward(this.params, batch, null, scope);
-      const all = fc.logits.data;
+      const logits = fc.logits.dtype === "f32" ? fc.logits : scope.keep(this.B.castDtype!(fc.logits, "f32"));
+      const all = logits.data;
       const V = this.cfg.vocab;
       const out = new Float32Array(hb.B * V);
       for (let b = 0; b < hb.B; b++) {
