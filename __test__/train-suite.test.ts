@@ -20,10 +20,10 @@ test("runTrainSuite (tiny, reference backend, no PyTorch) writes shared inputs a
   const dir = mkdtempSync(path.join(tmpdir(), "helios-suite-"));
   try {
     const lines: string[] = [];
-    const input = parseTrainSuiteArgs(["--tiny", "--steps=3", "--layers=1", "--vocab=300", "--python=/nonexistent/python3", `--work-dir=${dir}`]);
+    const input = parseTrainSuiteArgs(["--tiny", "--steps=3", "--layers=1", "--vocab=300", "--python=/nonexistent/python3", "--helios-modes=f32", `--work-dir=${dir}`]);
     const r = runTrainSuite({ ...input, backend: new RefTrainBackend(), log: (s) => lines.push(s) });
-    assert.equal(r.helios.losses.length, 3);
-    assert.ok(r.helios.losses.every(Number.isFinite));
+    assert.equal(r.helios.f32.losses.length, 3);
+    assert.ok(r.helios.f32.losses.every(Number.isFinite));
     assert.equal(r.parity.ok, null);
     assert.match(r.torch.unavailable.error ?? "", /did not run/);
     const init = readSafetensors(path.join(dir, "init.safetensors"));

@@ -27,6 +27,8 @@ export interface DemoOptions {
   evalBatches: number;
   sampleLength: number;
   checkpoint: string | null;
+  /** 16-bit matmul operands with loss scaling (Trainer matmul16). */
+  matmul16: boolean;
   /** Where to write the DemoResult as JSON (null: nowhere). */
   json: string | null;
   resume: boolean;
@@ -56,6 +58,7 @@ export function demoDefaults(gpu: boolean): DemoOptions {
     sampleLength: gpu ? 400 : 200,
     checkpoint: null,
     json: null,
+    matmul16: false,
     resume: false,
     seed: 1337,
     text: DEFAULT_TEXT,
@@ -81,7 +84,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   const data = loadText(o.text);
   let cfg = o.model;
   if (o.resume && o.checkpoint && existsSync(o.checkpoint)) cfg = checkpointConfig(o.checkpoint);
-  const tr = new Trainer(B, cfg, o.optim, { seed: o.seed });
+  const tr = new Trainer(B, cfg, o.optim, { seed: o.seed, matmul16: o.matmul16 });
   if (o.resume && o.checkpoint && existsSync(o.checkpoint)) {
     loadCheckpoint(o.checkpoint, tr);
     log(`resumed from ${o.checkpoint} at step ${tr.opt.step}`);
@@ -90,7 +93,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   log(
     `model: ${cfg.layers} layers, dim ${cfg.dim}, ${cfg.heads} heads, T ${o.seq}, batch ${o.batch}, ` +
       `${(paramCount(cfg) / 1e6).toFixed(2)}M params; text ${path.basename(o.text)} ` +
-      `(${data.train.length} train / ${data.val.length} val bytes); capture ${env.capture ? "requested (eager: see bench/train/README.md)" : "off"}`,
+      `(${data.train.length} train / ${data.val.length} val bytes); matmuls ${o.matmul16 ? "f16 operands" : "f32"}; capture ${env.capture ? "requested (eager: see bench/train/README.md)" : "off"}`,
   );
   const val = evalSet(data.val, o);
   const rng = new Rng(o.seed + tr.opt.step);
@@ -147,7 +150,7 @@ export function parseDemoArgs(argv: string[], d: DemoOptions): DemoOptions {
     if (!a.startsWith("--")) throw new Error(`unexpected argument ${a}`);
     let [k, v] = a.slice(2).split("=", 2);
     if (v === undefined) {
-      if (k === "resume") v = "1";
+      if (k === "resume" || k === "matmul16") v = "1";
       else v = argv[++i];
     }
     const num = Number(v);
@@ -166,6 +169,7 @@ export function parseDemoArgs(argv: string[], d: DemoOptions): DemoOptions {
       case "sample": o.sampleLength = num; break;
       case "checkpoint": o.checkpoint = v; break;
       case "json": o.json = v; break;
+      case "matmul16": o.matmul16 = v !== "0"; break;
       case "resume": o.resume = v !== "0"; break;
       case "seed": o.seed = num; break;
       case "text": o.text = v; break;

@@ -35,6 +35,8 @@ export interface TrainSuiteOptions {
   /** Skip the PyTorch side (Helios-only rows). */
   torch: boolean;
   torchModes: string;
+  /** Helios configurations to run: "f32" (the parity run) and/or "matmul16" (16-bit matmul operands). */
+  heliosModes: string;
   optim: OptimConfig;
   log: (s: string) => void;
 }
@@ -47,13 +49,14 @@ export function defaultSuiteOptions(tiny: boolean): TrainSuiteOptions {
     batch: tiny ? 2 : 16,
     seq: tiny ? 32 : 1024,
     steps: tiny ? 12 : 50,
-    maxSeconds: tiny ? 120 : 240,
+    maxSeconds: tiny ? 60 : 120,
     seed: 1337,
     workDir: path.resolve("perf/train"),
     out: null,
     python: "python3",
     torch: true,
     torchModes: "f32_strict,f32,bf16,compile",
+    heliosModes: "f32,matmul16",
     optim: { ...DEFAULT_OPTIM, lr: 6e-4, warmup: 0, decaySteps: 0 },
     log: console.log,
   };
@@ -70,7 +73,7 @@ export interface SideResult {
 
 export interface TrainSuiteResult {
   meta: Record<string, unknown>;
-  helios: SideResult;
+  helios: Record<string, SideResult>;
   torch: Record<string, SideResult>;
   parity: { ok: boolean | null; steps: number; worstRelErr: number | null; against: string; note?: string };
 }
@@ -109,11 +112,14 @@ function writeInputs(o: TrainSuiteOptions): { init: string; batches: string } {
   return { init, batches };
 }
 
-function runHelios(B: TrainBackend & { stats?: () => { pool: { peakBytes: number } } }, o: TrainSuiteOptions, initPath: string, batchesPath: string): SideResult {
+type Stats = { stats?: () => { pool: { peakBytes: number } }; trimPool?: () => void };
+
+function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: string, batchesPath: string, mode: string): SideResult {
   const { tensors } = readSafetensors(initPath);
   const init = new Map<string, Float32Array>();
   for (const [k, v] of tensors) init.set(k, v.data as Float32Array);
-  const tr = new Trainer(B, o.model, o.optim, { init, seed: o.seed });
+  const tr = new Trainer(B, o.model, o.optim, { init, seed: o.seed, matmul16: mode === "matmul16" });
+  const peak0 = B.stats?.().pool.peakBytes ?? 0;
   const tok = readSafetensors(batchesPath).tensors.get("tokens")!.data as Int32Array;
   const W = o.seq + 1, n = o.batch * o.seq;
   const losses: number[] = [], ms: number[] = [];
@@ -129,13 +135,17 @@ function runHelios(B: TrainBackend & { stats?: () => { pool: { peakBytes: number
     const r = tr.step({ idx, targets, B: o.batch, T: o.seq });
     losses.push(r.loss);
     ms.push(r.ms);
-    if (o.steps > 1 && (s < 3 || (s + 1) % 10 === 0)) o.log(`helios step ${s + 1}: loss ${r.loss.toFixed(4)}  ${r.ms.toFixed(1)} ms`);
+    if (o.steps > 1 && (s < 3 || (s + 1) % 10 === 0)) o.log(`helios ${mode} step ${s + 1}: loss ${r.loss.toFixed(4)}  ${r.ms.toFixed(1)} ms`);
     if ((performance.now() - t0) / 1000 > o.maxSeconds && s + 1 < o.steps) {
       error = `stopped after ${s + 1} of ${o.steps} steps (--max-seconds=${o.maxSeconds})`;
       break;
     }
   }
-  const res = side(losses, ms, B.stats?.().pool.peakBytes ?? 0, n);
+  // The pool's peak is process-wide: a second mode reports max(first mode's peak, its own).
+  const peak = B.stats?.().pool.peakBytes ?? 0;
+  const res = side(losses, ms, peak, n);
+  if (peak0 > 0 && peak === peak0) res.error = (res.error ? res.error + "; " : "") + "peak memory not above the previous mode's";
+  for (const t of [...tr.params.values(), ...tr.opt.m.values(), ...tr.opt.v.values()]) B.releaseGpuTensor?.(t);
   if (error) res.error = error;
   return res;
 }
@@ -166,7 +176,7 @@ function parity(h: SideResult, t: Record<string, SideResult>): TrainSuiteResult[
   const n = Math.min(20, h.losses.length, ref.losses.length);
   let worst = 0;
   for (let i = 0; i < n; i++) worst = Math.max(worst, Math.abs(h.losses[i] - ref.losses[i]) / Math.abs(ref.losses[i]));
-  return { ok: n > 0 && worst <= 0.01, steps: n, worstRelErr: worst, against };
+  return { ok: n > 0 && worst <= 0.01, steps: n, worstRelErr: worst, against: `helios f32 vs ${against}` };
 }
 
 function fmtRow(name: string, r: SideResult): string {
@@ -193,7 +203,7 @@ export function runTrainSuite(input: TrainSuiteInput = {}): TrainSuiteResult {
 }
 
 /** Parses `--tiny --steps=N --batch=B --seq=T --layers=L --dim=C --heads=H --vocab=V --max-seconds=S
- * --no-torch --torch-modes=a,b --python=P --work-dir=D --out=F`. */
+ * --no-torch --torch-modes=a,b --helios-modes=f32,matmul16 --python=P --work-dir=D --out=F`. */
 export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
   const tiny = args.includes("--tiny");
   const d = defaultSuiteOptions(tiny);
@@ -216,6 +226,7 @@ export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
       case "vocab": model.vocab = n; break;
       case "max-seconds": o.maxSeconds = n; break;
       case "torch-modes": o.torchModes = v; break;
+      case "helios-modes": o.heliosModes = v; break;
       case "python": o.python = v; break;
       case "work-dir": o.workDir = v; break;
       case "out": o.out = v; break;
@@ -229,21 +240,32 @@ export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
 function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
   o.log(`train suite: ${o.model.layers}L/${o.model.dim}/${o.model.heads}h vocab ${o.model.vocab}, ${(paramCount(o.model) / 1e6).toFixed(1)}M params, B ${o.batch}, T ${o.seq}, ${o.steps} steps`);
   const { init, batches } = writeInputs(o);
-  const helios = runHelios(B, o, init, batches);
+  const helios: Record<string, SideResult> = {};
+  for (const mode of o.heliosModes.split(",").filter(Boolean)) {
+    if (mode !== "f32" && mode !== "matmul16") throw new Error(`train suite: unknown Helios mode ${mode} (f32, matmul16)`);
+    try {
+      helios[mode] = runHelios(B, o, init, batches, mode);
+    } catch (e) {
+      helios[mode] = { losses: [], ms: [], medianMs: null, tokensPerSec: null, peakBytes: 0, error: String(e instanceof Error ? e.message : e) };
+    }
+  }
   const torch = o.torch ? runTorch(o, init, batches) : {};
-  const par = parity(helios, torch);
-  o.log("\n" + fmtRow("helios f32", helios));
+  const hf32 = helios.f32 ?? Object.values(helios)[0];
+  const par = hf32 ? parity(hf32, torch) : { ok: null, steps: 0, worstRelErr: null, against: "", note: "no Helios run" };
+  o.log("");
+  for (const [m, r] of Object.entries(helios)) o.log(fmtRow(`helios ${m}`, r));
   for (const [m, r] of Object.entries(torch)) o.log(fmtRow(`torch ${m}`, r));
-  o.log("\nstep  helios      " + Object.keys(torch).map((m) => m.padEnd(12)).join(""));
-  for (let i = 0; i < Math.min(20, helios.losses.length); i++) {
-    o.log(`${String(i + 1).padStart(4)}  ${helios.losses[i].toFixed(5).padEnd(12)}` + Object.values(torch).map((r) => (r.losses[i]?.toFixed(5) ?? "-").padEnd(12)).join(""));
+  const cols = [...Object.entries(helios).map(([m, r]) => [`h:${m}`, r] as const), ...Object.entries(torch).map(([m, r]) => [`t:${m}`, r] as const)];
+  o.log("\nstep  " + cols.map(([m]) => m.padEnd(12)).join(""));
+  for (let i = 0; i < Math.min(20, o.steps); i++) {
+    o.log(`${String(i + 1).padStart(4)}  ` + cols.map(([, r]) => (r.losses[i]?.toFixed(5) ?? "-").padEnd(12)).join(""));
   }
   o.log(`\nparity (${par.against}, first ${par.steps} steps, <= 1%): ${par.ok === null ? "not checked: " + par.note : par.ok ? "PASS" : "FAIL"}` +
     (par.worstRelErr !== null ? ` (worst ${(par.worstRelErr * 100).toFixed(3)}%)` : ""));
   const result: TrainSuiteResult = {
     meta: {
       model: o.model, batch: o.batch, seq: o.seq, steps: o.steps, optim: o.optim, seed: o.seed,
-      helios: "f32 storage and compute (no mixed-precision matmul path in the trainer yet)",
+      helios: "f32: f32 storage and compute. matmul16: f16 matmul operands (weights cast once per step), f32 accumulation, f32 master weights, LayerNorm, attention and loss; dynamic loss scaling from 1024",
       timestamp: new Date().toISOString(),
     },
     helios, torch, parity: par,
