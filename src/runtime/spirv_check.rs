@@ -85,7 +85,7 @@ mod tests {
             b[..c.len()].copy_from_slice(c);
             u32::from_le_bytes(b)
         }).collect();
-        if entry.len() % 4 == 0 {
+        if entry.len().is_multiple_of(4) {
             name.push(0);
         }
         let mut m = vec![MAGIC, 0x0001_0600, 0, 100, 0];
