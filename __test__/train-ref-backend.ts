@@ -1,0 +1,108 @@
+// The float64 CPU reference (__test__/ref) as a TrainBackend, so the trainer's forward,
+// backward and optimizer can be checked by finite differences and compared with HeliosBackend.
+// Tensors carry Float64Array data with dtype "f64" (i32 for indices).
+import type { Dtype, Shape, TensorData } from "../ts/types.js";
+import type { TrainBackend } from "../bench/train/backend.js";
+import type { RefTensor } from "./ref/tensor.js";
+import * as N from "./ref/nn.js";
+import * as E from "./ref/elementwise.js";
+
+interface T extends TensorData {
+  readonly shape: number[];
+  readonly data: Float64Array | Int32Array;
+}
+
+const f = (t: TensorData): RefTensor => ({ shape: [...t.shape], data: t.data as Float64Array });
+const out = (r: RefTensor): T => ({ shape: [...r.shape], dtype: "f64", data: r.data });
+const ints = (t: TensorData): { shape: number[]; data: ArrayLike<number> } => ({ shape: [...t.shape], data: t.data as Int32Array });
+
+export class RefTrainBackend implements TrainBackend {
+  readonly name = "ref-f64";
+  released = 0;
+
+  zeros(shape: Shape, dtype: Dtype = "f32"): TensorData {
+    const n = shape.reduce((a, b) => a * b, 1);
+    return { shape: [...shape], dtype: dtype === "i32" ? "i32" : "f64", data: dtype === "i32" ? new Int32Array(n) : new Float64Array(n) };
+  }
+  fromArray(data: number[], shape: Shape, dtype: Dtype = "f32"): TensorData {
+    if (data.length !== shape.reduce((a, b) => a * b, 1)) throw new Error(`fromArray: ${data.length} values for [${shape}]`);
+    if (dtype === "i32") return { shape: [...shape], dtype: "i32", data: Int32Array.from(data) };
+    return { shape: [...shape], dtype: "f64", data: Float64Array.from(data) };
+  }
+  add(a: TensorData, b: TensorData): TensorData { return out(E.binary(f(a), f(b), (x, y) => x + y)); }
+  mul(a: TensorData, b: TensorData): TensorData { return out(E.binary(f(a), f(b), (x, y) => x * y)); }
+  sum(a: TensorData, axis?: number, keepdims?: boolean): TensorData { return out(N.sum(f(a), axis, keepdims)); }
+  matmul(a: TensorData, b: TensorData): TensorData { return out(N.matmul(f(a), f(b))); }
+  matmulTransposed(a: TensorData, b: TensorData): TensorData {
+    const nd = b.shape.length;
+    return out(N.matmul(f(a), N.transpose(f(b), nd - 2, nd - 1)));
+  }
+  matmulTransposedA(a: TensorData, b: TensorData): TensorData {
+    const nd = a.shape.length;
+    return out(N.matmul(N.transpose(f(a), nd - 2, nd - 1), f(b)));
+  }
+  reshape(a: TensorData, shape: Shape): TensorData { return { shape: [...shape], dtype: a.dtype, data: a.data }; }
+  transpose(a: TensorData, d0: number, d1: number): TensorData { return out(N.transpose(f(a), d0, d1)); }
+  cat(ts: TensorData[], axis: number): TensorData { return out(N.cat(ts.map(f), axis)); }
+  sliceQkv(a: TensorData): [TensorData, TensorData, TensorData] {
+    const [rows, w] = a.shape;
+    const d = w / 3;
+    return [0, 1, 2].map((p) => out(N.slice(f(a), [0, p * d], [rows, (p + 1) * d]))) as unknown as [TensorData, TensorData, TensorData];
+  }
+  embedding(w: TensorData, idx: TensorData): TensorData { return out(N.embedding(f(w), ints(idx))); }
+  embeddingBackward(idx: TensorData, g: TensorData, vocab: number): TensorData {
+    return out(N.embeddingBackward(idx.data as Int32Array, f(g), vocab));
+  }
+  layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number): TensorData { return out(N.layerNorm(f(x), f(w), f(b), eps)); }
+  layerNormBackward(x: TensorData, w: TensorData, g: TensorData, eps: number) {
+    const r = N.layerNormBackward(f(x), f(w), f(g), eps);
+    return { dx: out(r.dx), dw: out(r.dw), db: out(r.db) };
+  }
+  gelu(a: TensorData): TensorData { return out(E.unary(f(a), E.gelu)); }
+  geluBackward(x: TensorData, g: TensorData): TensorData { return out(E.zip(f(x), f(g), (xv, gv) => E.geluGrad(xv) * gv)); }
+  crossEntropy(logits: TensorData, targets: TensorData): TensorData {
+    const r = N.crossEntropy(f(logits), targets.data as Int32Array);
+    return { shape: [1], dtype: "f64", data: r.data };
+  }
+  crossEntropyBackward(logits: TensorData, targets: TensorData, g: TensorData): TensorData {
+    return out(N.crossEntropyBackward(f(logits), targets.data as Int32Array, Number(g.data[0])));
+  }
+  flashAttention(Q: TensorData, K: TensorData, V: TensorData, _T: number, scale: number, cap: number) {
+    const r = N.attention(f(Q), f(K), f(V), scale, cap);
+    return { output: out(r.output), lse: out(r.lse) };
+  }
+  flashAttentionBackward(
+    Q: TensorData, K: TensorData, V: TensorData, _O: TensorData, dO: TensorData, _lse: TensorData,
+    _T: number, scale: number, cap: number,
+  ) {
+    const r = N.attentionBackward(f(Q), f(K), f(V), f(dO), scale, cap);
+    return { dQ: out(r.dQ), dK: out(r.dK), dV: out(r.dV) };
+  }
+  residualDropoutAdd(residual: TensorData, projected: TensorData, mask: TensorData): TensorData {
+    const pm = E.zip(f(projected), f(mask), (p, m) => p * m);
+    return out(E.zip(f(residual), pm, (r, p) => r + p));
+  }
+  dropoutMask(shape: Shape, seed: number, counter: number, p: number): TensorData {
+    const n = shape.reduce((a, b) => a * b, 1);
+    return { shape: [...shape], dtype: "f64", data: Float64Array.from(N.dropoutMask(n, seed, counter, p)) };
+  }
+  totalSumOfSquares(ts: TensorData[]): TensorData {
+    let s = 0;
+    for (const t of ts) for (const v of t.data as Float64Array) s += v * v;
+    return { shape: [1], dtype: "f64", data: Float64Array.of(s) };
+  }
+  checkFinite(a: TensorData): TensorData {
+    let bad = 0;
+    for (const v of a.data as Float64Array) if (!Number.isFinite(v)) bad = 1;
+    return { shape: [1], dtype: "f64", data: Float64Array.of(bad) };
+  }
+  adamwStep(
+    p: TensorData, g: TensorData, m: TensorData, v: TensorData,
+    lr: number, b1: number, b2: number, eps: number, wd: number, bc1: number, bc2: number, gs = 1,
+  ): void {
+    N.adamw(p.data as Float64Array, g.data as Float64Array, m.data as Float64Array, v.data as Float64Array, lr, b1, b2, eps, wd, bc1, bc2, gs);
+  }
+  releaseGpuTensor(): void {
+    this.released++;
+  }
+}

@@ -1,0 +1,7 @@
+// Standalone entry for the train suite until the `helios` CLI wires it in (see parseTrainSuiteArgs):
+//   node dist/bench/train/cli.js [--tiny] [--steps=N] [--batch=B] [--seq=T] [--no-torch] [--out=perf/train.json] ...
+// Exit status 1 when the parity check ran and failed.
+import { parseTrainSuiteArgs, runTrainSuite } from "./suite.js";
+
+const r = runTrainSuite(parseTrainSuiteArgs(process.argv.slice(2)));
+process.exit(r.parity.ok === false ? 1 : 0);

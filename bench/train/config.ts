@@ -1,0 +1,63 @@
+// Model and run configuration for bench/train, and the one place bench/train reads HELIOS_*
+// variables. HELIOS_CAPTURE belongs in ts/config.ts (owned by the backend); until it moves
+// there it is read here, with the same parsing rules.
+
+export interface GPTConfig {
+  /** Vocabulary size (256 for bytes; 50304 for GPT-2 padded). */
+  readonly vocab: number;
+  /** Longest sequence (rows of the position embedding). */
+  readonly blockSize: number;
+  readonly layers: number;
+  readonly heads: number;
+  /** Model width; a multiple of heads. */
+  readonly dim: number;
+  /** Residual dropout probability (0 = off). */
+  readonly dropout: number;
+}
+
+export interface OptimConfig {
+  readonly lr: number;
+  readonly minLr: number;
+  readonly warmup: number;
+  /** Steps of the cosine decay from lr to minLr (0: constant lr after warmup). */
+  readonly decaySteps: number;
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly eps: number;
+  readonly weightDecay: number;
+  /** Global-norm clip (0 = off). */
+  readonly clip: number;
+}
+
+export const DEFAULT_OPTIM: OptimConfig = Object.freeze({
+  lr: 1e-3, minLr: 1e-4, warmup: 20, decaySteps: 0, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, clip: 1.0,
+});
+
+export const LN_EPS = 1e-5;
+
+export function checkGPTConfig(c: GPTConfig): void {
+  const ints: (keyof GPTConfig)[] = ["vocab", "blockSize", "layers", "heads", "dim"];
+  for (const k of ints) {
+    const v = c[k];
+    if (!Number.isInteger(v) || v < 1) throw new Error(`GPTConfig.${k} = ${v}: expected a positive integer`);
+  }
+  if (c.dim % c.heads !== 0) throw new Error(`GPTConfig: dim ${c.dim} is not a multiple of heads ${c.heads}`);
+  if (!(c.dropout >= 0 && c.dropout < 1)) throw new Error(`GPTConfig.dropout = ${c.dropout}: expected [0, 1)`);
+}
+
+export interface TrainEnv {
+  /** HELIOS_CAPTURE: run the training step as a captured batch replayed each step. Default on. */
+  readonly capture: boolean;
+}
+
+type Env = Record<string, string | undefined>;
+
+export function readTrainEnv(env: Env = process.env): TrainEnv {
+  const raw = env.HELIOS_CAPTURE?.trim().toLowerCase();
+  let capture = true;
+  if (raw === "0" || raw === "false" || raw === "off" || raw === "no") capture = false;
+  else if (raw !== undefined && raw !== "" && !["1", "true", "on", "yes"].includes(raw)) {
+    throw new Error(`HELIOS_CAPTURE=${env.HELIOS_CAPTURE}: expected 0/1/true/false/on/off`);
+  }
+  return Object.freeze({ capture });
+}

@@ -1,0 +1,236 @@
+// GPT-2 forward and backward written out with Backend ops (no autograd). Shapes: N = B*T rows,
+// C = dim, H heads of D = C/H; attention runs on [B*H, T, D]. Every tensor made here goes into
+// a Scope so the step can hand its leases back to the pool.
+import type { TensorData } from "../../ts/types.js";
+import { LN_EPS, type GPTConfig } from "./config.js";
+import { Scope, type TrainBackend } from "./backend.js";
+import { block, get, type BlockParams, type Params } from "./params.js";
+
+export interface Batch {
+  /** [N] i32 token ids. */
+  readonly idx: TensorData;
+  /** [N] i32 next-token targets. */
+  readonly targets: TensorData;
+  /** [N] i32 positions (i % T), fixed for a (B, T). */
+  readonly pos: TensorData;
+  readonly B: number;
+  readonly T: number;
+}
+
+export interface Dropout {
+  readonly p: number;
+  readonly seed: number;
+  /** Counter of the first mask of this step; each mask uses the next one. */
+  counter: number;
+}
+
+interface BlockCache {
+  x: TensorData; h1: TensorData; Q: TensorData; K: TensorData; V: TensorData; O: TensorData; lse: TensorData;
+  y: TensorData; x1: TensorData; h2: TensorData; f: TensorData; g: TensorData;
+  m1: TensorData | null; m2: TensorData | null;
+  scope: Scope;
+}
+
+export interface ForwardCache {
+  batch: Batch;
+  blocks: BlockCache[];
+  xf: TensorData;
+  hf: TensorData;
+  logits: TensorData;
+  loss: TensorData;
+}
+
+export interface GPTOptions {
+  /**
+   * Matmul operands in f16 (f32 accumulation inside the kernel, f32 master weights, f32
+   * LayerNorm / softmax / attention / loss statistics); the trainer pairs it with loss scaling.
+   */
+  matmul16?: boolean;
+}
+
+export class GPT {
+  readonly matmul16: boolean;
+  /** f16 copies of the matrices for this step (matmul16), keyed by the f32 parameter. */
+  private half = new Map<TensorData, TensorData>();
+
+  constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, o: GPTOptions = {}) {
+    this.matmul16 = o.matmul16 ?? false;
+    if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
+  }
+
+  /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
+  private operand(s: Scope, x: TensorData, consume = false): TensorData {
+    if (!this.matmul16) return x;
+    const h = s.keep(this.B.castDtype!(x, "f16"));
+    // The cast holds its own reference: an f32 input used only by the matmul goes back now.
+    if (consume) s.drop(x);
+    return h;
+  }
+
+  private weight(W: TensorData): TensorData {
+    return this.matmul16 ? this.half.get(W) ?? W : W;
+  }
+
+  /** A matmul result back in f32 (fused into its consumer by the backend). */
+  private f32(s: Scope, t: TensorData): TensorData {
+    return this.matmul16 ? s.keep(this.B.castDtype!(t, "f32")) : t;
+  }
+
+  /** Casts every matrix to f16 once per step (after the previous update). */
+  private castWeights(p: Params, top: Scope): void {
+    this.half.clear();
+    if (!this.matmul16) return;
+    for (const [name, W] of p) {
+      if (W.shape.length === 2 && !name.endsWith("wpe.weight")) this.half.set(W, top.keep(this.B.castDtype!(W, "f16")));
+    }
+  }
+
+  private toHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
+    const { heads: H, dim: C } = this.cfg;
+    const a = s.keep(this.B.reshape(t, [B, T, H, C / H]));
+    const b = s.keep(this.B.transpose(a, 1, 2));
+    return s.keep(this.B.reshape(b, [B * H, T, C / H]));
+  }
+
+  private fromHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
+    const { heads: H, dim: C } = this.cfg;
+    const a = s.keep(this.B.reshape(t, [B, H, T, C / H]));
+    const b = s.keep(this.B.transpose(a, 1, 2));
+    return s.keep(this.B.reshape(b, [B * T, C]));
+  }
+
+  /** y = x W^T + b with W stored [out, in]; x is already the matmul operand (see operand()). */
+  private linear(s: Scope, x: TensorData, W: TensorData, b: TensorData): TensorData {
+    const xw = s.keep(this.B.matmulTransposed(x, this.weight(W)));
+    const y = s.keep(this.B.add(this.f32(s, xw), b));
+    // The bias add holds its own reference on xw's buffer; hand ours back now, not at step end.
+    s.drop(xw);
+    return y;
+  }
+
+  private residual(s: Scope, x: TensorData, a: TensorData, mask: TensorData | null): TensorData {
+    return s.keep(mask ? this.B.residualDropoutAdd(x, a, mask) : this.B.add(x, a));
+  }
+
+  private mask(s: Scope, drop: Dropout | null, N: number): TensorData | null {
+    if (!drop || drop.p === 0) return null;
+    return s.keep(this.B.dropoutMask([N, this.cfg.dim], drop.seed, drop.counter++, drop.p));
+  }
+
+  /** Logits and mean cross-entropy; `drop` null = evaluation (no dropout). */
+  forward(p: Params, batch: Batch, drop: Dropout | null, top: Scope): ForwardCache {
+    const { B: nb, T } = batch;
+    if (T > this.cfg.blockSize) throw new Error(`sequence length ${T} exceeds blockSize ${this.cfg.blockSize}`);
+    const N = nb * T;
+    const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
+    this.castWeights(p, top);
+    const te = top.keep(this.B.embedding(get(p, "transformer.wte.weight"), batch.idx));
+    const pe = top.keep(this.B.embedding(get(p, "transformer.wpe.weight"), batch.pos));
+    let x = top.keep(this.B.add(te, pe));
+    const blocks: BlockCache[] = [];
+    for (let l = 0; l < this.cfg.layers; l++) {
+      const w = block(p, l);
+      const s = new Scope(this.B);
+      const h1 = this.operand(s, s.keep(this.B.layerNorm(x, w.ln1w, w.ln1b, LN_EPS)), true);
+      const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
+      const [q, k, v] = this.B.sliceQkv(qkv).map((t) => s.keep(t));
+      const Q = this.toHeads(s, q, nb, T), K = this.toHeads(s, k, nb, T), V = this.toHeads(s, v, nb, T);
+      // Backward needs only Q, K, V: hand the packed and sliced copies back now.
+      for (const t of [qkv, q, k, v]) s.drop(t);
+      const att = this.B.flashAttention(Q, K, V, T, scale, 0);
+      const O = s.keep(att.output), lse = s.keep(att.lse);
+      const y = this.operand(s, this.fromHeads(s, O, nb, T), true);
+      const a = this.linear(s, y, w.projW, w.projB);
+      const m1 = this.mask(s, drop, N);
+      const x1 = this.residual(s, x, a, m1);
+      s.drop(a);
+      const h2 = this.operand(s, s.keep(this.B.layerNorm(x1, w.ln2w, w.ln2b, LN_EPS)), true);
+      const f = this.linear(s, h2, w.fcW, w.fcB);
+      const g = this.operand(s, s.keep(this.B.gelu(f)), true);
+      const mo = this.linear(s, g, w.mlpW, w.mlpB);
+      const m2 = this.mask(s, drop, N);
+      const x2 = this.residual(s, x1, mo, m2);
+      s.drop(mo);
+      blocks.push({ x, h1, Q, K, V, O, lse, y, x1, h2, f, g, m1, m2, scope: s });
+      x = x2;
+    }
+    const hf = this.operand(top, top.keep(this.B.layerNorm(x, get(p, "transformer.ln_f.weight"), get(p, "transformer.ln_f.bias"), LN_EPS)), true);
+    // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
+    const logits = top.keep(this.B.matmulTransposed(hf, this.weight(get(p, "transformer.wte.weight"))));
+    const loss = this.f32(top, top.keep(this.B.crossEntropy(logits, batch.targets)));
+    return { batch, blocks, xf: x, hf, logits, loss };
+  }
+
+  /**
+   * Gradients of lossScale * mean loss by parameter name (the optimizer divides lossScale back
+   * out); block scopes are released as they finish.
+   */
+  backward(p: Params, c: ForwardCache, top: Scope, lossScale = 1): Map<string, TensorData> {
+    const Bk = this.B;
+    const grads = new Map<string, TensorData>();
+    const { batch } = c;
+    const { B: nb, T } = batch;
+    const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
+    const one = top.keep(Bk.fromArray([lossScale], [1], "f32"));
+    const wte = get(p, "transformer.wte.weight");
+    const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, batch.targets, one));
+    const dhf = this.f32(top, top.keep(Bk.matmul(dlogits, this.weight(wte))));
+    const dwteHead = this.f32(top, top.keep(Bk.matmulTransposedA(dlogits, c.hf)));
+    // [N, vocab] twice is the largest memory of a GPT-2 step: return both before the blocks run.
+    top.drop(c.logits);
+    top.drop(dlogits);
+    const lnf = Bk.layerNormBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, LN_EPS);
+    grads.set("transformer.ln_f.weight", lnf.dw);
+    grads.set("transformer.ln_f.bias", lnf.db);
+    let dx = top.keep(lnf.dx);
+    for (let l = this.cfg.layers - 1; l >= 0; l--) {
+      const w = block(p, l);
+      const bc = c.blocks[l];
+      const s = new Scope(Bk);
+      const prev = dx;
+      dx = top.keep(this.blockBackward(s, w, bc, dx, nb, T, scale, grads, `transformer.h.${l}.`));
+      s.releaseAll();
+      bc.scope.releaseAll();
+      top.drop(prev);
+    }
+    const V = this.cfg.vocab;
+    const dwteEmb = top.keep(Bk.embeddingBackward(batch.idx, dx, V));
+    grads.set("transformer.wte.weight", Bk.add(dwteEmb, dwteHead));
+    grads.set("transformer.wpe.weight", Bk.embeddingBackward(batch.pos, dx, this.cfg.blockSize));
+    return grads;
+  }
+
+  private blockBackward(
+    s: Scope, w: BlockParams, c: BlockCache, dout: TensorData, nb: number, T: number, scale: number,
+    grads: Map<string, TensorData>, pre: string,
+  ): TensorData {
+    const Bk = this.B;
+    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
+      const dyOp = this.operand(s, dy);
+      const dW = Bk.matmulTransposedA(dyOp, x);
+      // The f32 gradient outlives this block's scope (the trainer releases it after the update).
+      grads.set(name + ".weight", this.matmul16 ? Bk.castDtype!(s.keep(dW), "f32") : dW);
+      grads.set(name + ".bias", Bk.sum(dy, 0));
+      return this.f32(s, s.keep(Bk.matmul(dyOp, this.weight(W))));
+    };
+    const dm = c.m2 ? s.keep(Bk.mul(dout, c.m2)) : dout;
+    const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj");
+    const df = s.keep(Bk.geluBackward(c.f, dg));
+    const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc");
+    const ln2 = Bk.layerNormBackward(c.x1, w.ln2w, dh2, LN_EPS);
+    grads.set(pre + "ln_2.weight", ln2.dw);
+    grads.set(pre + "ln_2.bias", ln2.db);
+    const dx1 = s.keep(Bk.add(dout, s.keep(ln2.dx)));
+    const da = c.m1 ? s.keep(Bk.mul(dx1, c.m1)) : dx1;
+    const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
+    const dO = this.toHeads(s, dy, nb, T);
+    const g = Bk.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
+    const parts = [g.dQ, g.dK, g.dV].map((t) => this.fromHeads(s, s.keep(t), nb, T));
+    const dqkv = s.keep(Bk.cat(parts, 1));
+    const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
+    const ln1 = Bk.layerNormBackward(c.x, w.ln1w, dh1, LN_EPS);
+    grads.set(pre + "ln_1.weight", ln1.dw);
+    grads.set(pre + "ln_1.bias", ln1.db);
+    return Bk.add(dx1, s.keep(ln1.dx));
+  }
+}
