@@ -1,0 +1,150 @@
+// Handles for memory a kernel touches: storage buffers, shared arrays and local variables. Every
+// read is eager (bound with a `let` where the builder call happens), like a shader language.
+import { Expr, lift, type ExprLike } from "./expr.js";
+import type { Access, AtomicFn, ExprNode, Layout, MemRef } from "./nodes.js";
+import type { KernelBuilder } from "./builder.js";
+import {
+  isCoopMat, scalarOf, typeName, type CoopMatType, type ScalarType, type Type, type ValueType,
+} from "./types.js";
+
+const u32Like: ValueType = "u32";
+
+/** Shared by storage buffers and shared arrays: loads, stores, atomics, coopmat load/store. */
+abstract class Memory {
+  constructor(
+    protected readonly k: KernelBuilder,
+    readonly name: string,
+    readonly elem: ValueType,
+  ) {}
+
+  protected abstract ref(): MemRef;
+
+  load(idx: ExprLike): Expr {
+    const node = { op: "load", ...this.ref(), idx: lift(idx, u32Like).node } as ExprNode;
+    return this.k.let(new Expr(node, this.elem), this.name);
+  }
+
+  store(idx: ExprLike, value: ExprLike): void {
+    const v = lift(value, this.elem);
+    this.k.emit({ s: "store", ...this.ref(), idx: lift(idx, u32Like).node, value: v.node });
+  }
+
+  /** Atomic read-modify-write; returns the old value. */
+  atomic(fn: AtomicFn, idx: ExprLike, value: ExprLike, cmp?: ExprLike): Expr {
+    const node = {
+      op: "atomic",
+      fn,
+      ...this.ref(),
+      idx: lift(idx, u32Like).node,
+      a: lift(value, this.elem).node,
+      ...(cmp === undefined ? {} : { cmp: lift(cmp, this.elem).node }),
+    } as ExprNode;
+    return this.k.let(new Expr(node, this.elem), `${this.name}_old`);
+  }
+  atomicAdd(idx: ExprLike, v: ExprLike): Expr { return this.atomic("add", idx, v); }
+  atomicMin(idx: ExprLike, v: ExprLike): Expr { return this.atomic("min", idx, v); }
+  atomicMax(idx: ExprLike, v: ExprLike): Expr { return this.atomic("max", idx, v); }
+
+  /** Loads a cooperative matrix whose first element is at element offset `idx`. */
+  cmLoad(t: CoopMatType, idx: ExprLike, stride: ExprLike, layout: Layout = "row"): Expr {
+    const node = {
+      op: "cmload",
+      t,
+      ...this.ref(),
+      idx: lift(idx, u32Like).node,
+      stride: lift(stride, u32Like).node,
+      layout,
+    } as ExprNode;
+    return this.k.let(new Expr(node, t), `${this.name}_cm`);
+  }
+
+  cmStore(value: Expr, idx: ExprLike, stride: ExprLike, layout: Layout = "row"): void {
+    this.k.emit({
+      s: "cmstore",
+      ...this.ref(),
+      idx: lift(idx, u32Like).node,
+      stride: lift(stride, u32Like).node,
+      layout,
+      value: value.node,
+    });
+  }
+}
+
+/** A storage buffer binding; `index` is its binding number. */
+export class Buffer extends Memory {
+  constructor(
+    k: KernelBuilder,
+    name: string,
+    elem: Exclude<ScalarType, "bool">,
+    readonly access: Access,
+    readonly index: number,
+  ) {
+    super(k, name, elem);
+  }
+
+  protected ref(): MemRef {
+    return { b: this.index };
+  }
+
+  /** Vector-view load: element `idx` of the buffer seen as `elem x n` (idx counts vectors). */
+  loadVec(idx: ExprLike, n: 2 | 4): Expr {
+    const t = `${scalarOf(this.elem)}x${n}` as ValueType;
+    const node: ExprNode = { op: "load", b: this.index, idx: lift(idx, u32Like).node, vec: n };
+    return this.k.let(new Expr(node, t), this.name);
+  }
+}
+
+/** A workgroup shared array. */
+export class Shared extends Memory {
+  constructor(k: KernelBuilder, name: string, elem: ValueType, readonly len: number) {
+    super(k, name, elem);
+  }
+  protected ref(): MemRef {
+    return { sh: this.name };
+  }
+}
+
+/** A mutable function-local (scalar, vector or coopmat). */
+export class Var {
+  constructor(private readonly k: KernelBuilder, readonly name: string, readonly type: Type) {}
+
+  /** Reads the current value (eagerly, at this point of the program). */
+  get(): Expr {
+    return this.k.let(new Expr({ op: "get", name: this.name }, this.type), this.name);
+  }
+  set(value: ExprLike): void {
+    this.k.emit({ s: "set", name: this.name, value: lift(value, this.type).node });
+  }
+  /** Element `i` of a coopmat var (see `KernelBuilder.cmLen`) or a vector component. */
+  at(i: ExprLike): Expr {
+    const t = scalarOf(this.type);
+    const node: ExprNode = { op: "get", name: this.name, idx: lift(i, u32Like).node };
+    return this.k.let(new Expr(node, t), this.name);
+  }
+  setAt(i: ExprLike, value: ExprLike): void {
+    const v = lift(value, scalarOf(this.type));
+    this.k.emit({ s: "set", name: this.name, idx: lift(i, u32Like).node, value: v.node });
+  }
+}
+
+/** A fixed-size function-local array (register tiles, several coopmat accumulators). */
+export class VarArray {
+  constructor(
+    private readonly k: KernelBuilder,
+    readonly name: string,
+    readonly elem: Type,
+    readonly len: number,
+  ) {}
+
+  at(i: ExprLike): Expr {
+    const node: ExprNode = { op: "get", name: this.name, idx: lift(i, u32Like).node };
+    return this.k.let(new Expr(node, this.elem), this.name);
+  }
+  set(i: ExprLike, value: ExprLike): void {
+    if (isCoopMat(this.elem) && !(value instanceof Expr)) {
+      throw new Error(`${this.name}: a ${typeName(this.elem)} element needs an expression`);
+    }
+    const v = lift(value, this.elem);
+    this.k.emit({ s: "set", name: this.name, idx: lift(i, u32Like).node, value: v.node });
+  }
+}
