@@ -1,0 +1,251 @@
+// Tensor-core matmul through subgroup-scope cooperative matrices (SPV_KHR_cooperative_matrix).
+//
+// Contract
+//   bindings  0 A (read), 1 B (read), 2 C (write; f32 workspace under split-K),
+//             then bias (read) and residual (read) when the epilogue uses them (not under split-K)
+//   push      PUSH_FIELDS (common.ts)
+//   dispatch  [ceil(N/BN), ceil(M/BM), batch·splits], workgroup 32·wm·wn (subgroup size 32)
+// Tiling: a workgroup owns a BM×BN tile (BM = wm·sm·16, BN = wn·sn·16); each of its wm×wn subgroups
+// owns sm×sn 16×16 accumulators. K advances in bk-deep tiles staged in shared memory in the
+// operand's own layout (so global→shared copies are straight, coalesced vector copies: 64-bit for
+// 16-bit inputs, 128-bit for f32), rows padded by 8 elements (16 bytes) so that the 8 rows an
+// ldmatrix-style load touches fall in distinct banks. Two shared stages plus a register prefetch:
+// tile t+1 is read from global while tile t is multiplied; one barrier per k-tile.
+// Edges: out-of-range elements are staged as zeros (clamped addresses, never an out-of-bounds
+// read); output blocks fully inside C with a plain epilogue are stored directly, others go through a
+// per-subgroup 16×16 f32 staging tile where each lane applies the epilogue to 8 elements and
+// bounds-checks its stores.
+// Numerics: f16/bf16 inputs, f32 accumulation (or f16 with accF16). f32 inputs are rounded to f16
+// when staged ("tc-f16" path): relative Frobenius error ~5e-4 on unit-scale data, so it is not the
+// default f32 path (the gate for exact f32 is 1e-4); values beyond ±65504 overflow.
+import {
+  coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
+  type KernelDesc, type Shared, type ValueType, type Var,
+} from "../../ir/index.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs } from "./common.js";
+import type { NormalizedProblem } from "./problem.js";
+
+export interface CoopConfig {
+  /** Subgroups along M and N. */
+  wm: number;
+  wn: number;
+  /** 16×16 accumulators per subgroup along M and N. */
+  sm: number;
+  sn: number;
+  bk: 16 | 32 | 64;
+  /** Global load width in elements for A and B (4 needs the contiguous dimension % 4 == 0). */
+  vecA: 1 | 4;
+  vecB: 1 | 4;
+}
+
+export const CM = 16;
+const PAD = 8;
+
+export function coopTile(c: CoopConfig): { bm: number; bn: number; threads: number } {
+  return { bm: c.wm * c.sm * CM, bn: c.wn * c.sn * CM, threads: 32 * c.wm * c.wn };
+}
+
+export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): string {
+  const { bm, bn } = coopTile(c);
+  const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
+  const e = p.epilogue;
+  const epi = split ? "_split" : `${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+  const input = p.dtype === "f32" ? "f32tc16" : p.dtype;
+  return `mm_cm_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${epi}`;
+}
+
+/** Shared bytes a config needs (two stages of A and B, plus the epilogue staging tiles). */
+export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: boolean }, c: CoopConfig): number {
+  const { bm, bn } = coopTile(c);
+  const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
+  const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
+  return 2 * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
+}
+
+interface Stage {
+  buf: Buffer;
+  sh: Shared;
+  rows: number;
+  cols: number;
+  vw: 1 | 4;
+  /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
+  r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
+}
+
+interface Chunk { reg: Var; shIdx: Expr }
+
+/** Per-thread chunk coordinates of one tile (fixed across k-tiles), and their registers. */
+function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, elem: ValueType, tag: string) {
+  const perRow = s.cols / s.vw;
+  const total = s.rows * perRow;
+  if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
+  const out: { r: Expr; c: Expr; reg: Var; shOff: Expr }[] = [];
+  const regT = (s.vw === 1 ? elem : `${elem}x${s.vw}`) as ValueType;
+  for (let it = 0; it < total / threads; it++) {
+    const q = k.let(lid.add(it * threads), `${tag}q`);
+    const r = k.let(q.div(perRow), `${tag}r`);
+    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+    out.push({ r, c, reg: k.var(regT, undefined, `${tag}reg`), shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`) });
+  }
+  return out;
+}
+
+function zeroOf(t: ValueType): Expr {
+  return t.includes("x") ? vecOf("f32x4", 0).cast(t) : vecOf("f32x4", 0).x.cast(t);
+}
+
+/** Loads the chunks of the tile whose moving origin is given, converted to the shared type. */
+function loadChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, shElem: "f16" | "bf16") {
+  for (const sl of slots) {
+    const gr = k.let(s.r0.add(sl.r), "gr");
+    const gc = k.let(s.c0.add(sl.c), "gc");
+    const ok = k.let(gr.lt(s.rLimit).and(gc.lt(s.cLimit)), "ok");
+    const idx = k.let(select(ok, s.base.add(gr.mul(s.ld)).add(gc), 0), "gi");
+    const t = (s.vw === 1 ? shElem : `${shElem}x4`) as ValueType;
+    const v = s.vw === 1 ? s.buf.load(idx) : s.buf.loadVec(idx.div(4), 4);
+    sl.reg.set(select(ok, v.cast(t), zeroOf(t)));
+  }
+}
+
+function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, stageOff: Expr) {
+  for (const sl of slots) {
+    const base = k.let(stageOff.add(sl.shOff), "so");
+    const v = sl.reg.get();
+    if (s.vw === 1) s.sh.store(base, v);
+    else for (let q = 0; q < 4; q++) s.sh.store(base.add(q), v.swz("xyzw"[q]));
+  }
+}
+
+export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
+  const { bm, bn, threads } = coopTile(c);
+  const elem = p.dtype === "f32" ? "f16" : p.dtype;
+  const accElem = p.accF16 ? "f16" : "f32";
+  const tA: CoopMatType = coopmat("a", elem, CM, CM);
+  const tB: CoopMatType = coopmat("b", elem, CM, CM);
+  const tC: CoopMatType = coopmat("acc", accElem, CM, CM);
+  const tC32: CoopMatType = coopmat("acc", "f32", CM, CM);
+  const k = kernel(coopName(p, c, split), { workgroup: [threads] });
+  const A = k.buffer("a", p.dtype, "read");
+  const B = k.buffer("b", p.dtype, "read");
+  const outElem = split ? "f32" : p.outDtype;
+  const C = k.buffer("c", outElem, "write");
+  const e = p.epilogue;
+  const bias = !split && e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const pc = k.push(PUSH_FIELDS);
+
+  const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
+  const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
+  const aLen = aRows * (aCols + PAD), bLen = bRows * (bCols + PAD);
+  const shA = k.shared("sha", elem, 2 * aLen);
+  const shB = k.shared("shb", elem, 2 * bLen);
+  const nsg = c.wm * c.wn;
+  const stage = k.shared("stage", "f32", 256 * nsg);
+
+  const wg = k.let(k.workgroupId, "wg");
+  const lid = k.let(k.localIndex, "lid");
+  const sg = k.let(k.subgroupId, "sg");
+  const lane = k.let(k.subgroupInvocation, "lane");
+  const z = k.let(wg.z, "z");
+  const bt = k.let(z.div(pc.splits), "bt");
+  const sp = k.let(z.rem(pc.splits), "sp");
+  const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
+  const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
+  const row0 = k.let(wg.y.mul(bm), "row0");
+  const col0 = k.let(wg.x.mul(bn), "col0");
+  const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(c.bk - 1).div(c.bk), "nt");
+  const kt = k.var("u32", kBeg, "kt");
+
+  const aBase = k.let(bt.mul(pc.strideA), "abase");
+  const bBase = k.let(bt.mul(pc.strideB), "bbase");
+  const mkA = (k0: Expr): Stage => p.transA
+    ? { buf: A, sh: shA, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
+    : { buf: A, sh: shA, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
+  const mkB = (k0: Expr): Stage => p.transB
+    ? { buf: B, sh: shB, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
+    : { buf: B, sh: shB, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
+  const sA0 = mkA(kBeg), sB0 = mkB(kBeg);
+  const slotsA = chunkSlots(k, sA0, lid, threads, elem, "a");
+  const slotsB = chunkSlots(k, sB0, lid, threads, elem, "b");
+
+  loadChunks(k, sA0, slotsA, elem);
+  loadChunks(k, sB0, slotsB, elem);
+  storeChunks(k, sA0, slotsA, lit("u32", 0));
+  storeChunks(k, sB0, slotsB, lit("u32", 0));
+  k.barrier();
+
+  const sgRow = k.let(sg.div(c.wn).mul(c.sm * CM), "sgrow");
+  const sgCol = k.let(sg.rem(c.wn).mul(c.sn * CM), "sgcol");
+  const acc: Var[][] = [];
+  for (let i = 0; i < c.sm; i++) {
+    acc.push([]);
+    for (let j = 0; j < c.sn; j++) acc[i].push(k.var(tC, k.cmFill(tC, 0), `acc${i}_${j}`));
+  }
+
+  k.for(0, nt, (t) => {
+    const curA = k.let(t.band(1).mul(aLen), "cura");
+    const curB = k.let(t.band(1).mul(bLen), "curb");
+    const nk = k.let(kt.get().add(c.bk), "nk");
+    kt.set(nk);
+    const sA = mkA(nk), sB = mkB(nk);
+    loadChunks(k, sA, slotsA, elem);
+    loadChunks(k, sB, slotsB, elem);
+    for (let kk = 0; kk < c.bk / CM; kk++) {
+      const a: Expr[] = [];
+      for (let i = 0; i < c.sm; i++) {
+        const idx = p.transA
+          ? curA.add(kk * CM * (aCols + PAD)).add(sgRow).add(i * CM)
+          : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM);
+        a.push(shA.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+      }
+      const b: Expr[] = [];
+      for (let j = 0; j < c.sn; j++) {
+        const idx = p.transB
+          ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kk * CM)
+          : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM);
+        b.push(shB.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+      }
+      for (let i = 0; i < c.sm; i++)
+        for (let j = 0; j < c.sn; j++) acc[i][j].set(k.cmMulAdd(a[i], b[j], acc[i][j].get()));
+    }
+    storeChunks(k, sA, slotsA, k.let(t.add(1).band(1).mul(aLen), "nxa"));
+    storeChunks(k, sB, slotsB, k.let(t.add(1).band(1).mul(bLen), "nxb"));
+    k.barrier();
+  }, { name: "t" });
+
+  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
+  const plain = split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual);
+  const stOff = k.let(sg.mul(256), "stoff");
+  const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
+  for (let i = 0; i < c.sm; i++) {
+    for (let j = 0; j < c.sn; j++) {
+      const gr0 = k.let(row0.add(sgRow).add(i * CM), "gr0");
+      const gc0 = k.let(col0.add(sgCol).add(j * CM), "gc0");
+      const v = acc[i][j].get();
+      const staged = () => {
+        stage.cmStore(v.cast(tC32), stOff, CM, "row");
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        for (let q = 0; q < 8; q++) {
+          const flat = k.let(lane.mul(8).add(q), "fl");
+          const gr = k.let(gr0.add(flat.shr(4)), "gr");
+          const gc = k.let(gc0.add(flat.band(15)), "gc");
+          k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
+            const x = stage.load(stOff.add(flat));
+            const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
+            const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
+            C.store(oi, y.cast(outElem));
+          });
+        }
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      };
+      if (plain) {
+        const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
+        k.if(full, () => C.cmStore(v.cast(tOut), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
+      } else {
+        staged();
+      }
+    }
+  }
+  return k.finish();
+}

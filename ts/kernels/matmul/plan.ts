@@ -1,0 +1,206 @@
+// The one entry point the backend calls: planMatmul(problem, caps) -> the kernels to dispatch.
+// Pure (no device access): it picks a variant (forced, given, or the default heuristic), builds
+// the kernel descriptions (memoized) and computes dispatch sizes and push constants.
+import type { KernelDesc } from "../../ir/index.js";
+import { ceilDiv, packPush, pushValues, type BindingRole } from "./common.js";
+import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
+import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
+import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
+import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
+import { VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
+
+/** The device facts the planner needs (a subset of the native DeviceInfo). */
+export interface MatmulCaps {
+  coopMatSupported: boolean;
+  coopMatShapes?: readonly { m: number; n: number; k: number; a: string; b: string; c: string; result: string; scope?: string }[];
+  f16Supported?: boolean;
+  bf16Supported?: boolean;
+  subgroupSize: number;
+  maxSharedMemoryBytes: number;
+  /** Multiprocessor count if known (sizes split-K and tile choice); 132 (H200) otherwise. */
+  computeUnits?: number;
+}
+
+export interface MatmulStep {
+  desc: KernelDesc;
+  /** Workgroup counts. */
+  groups: [number, number, number];
+  push: ArrayBuffer;
+  /** What to bind at each binding index. */
+  bindings: BindingRole[];
+}
+
+export interface MatmulPlan {
+  /** Variant name (the key of VARIANTS): appears in bench rows and the tuning cache. */
+  variant: string;
+  spec: VariantSpec;
+  problem: NormalizedProblem;
+  steps: MatmulStep[];
+  /** Bytes of f32 scratch the caller binds as `workspace` (0 without split-K). */
+  workspaceBytes: number;
+  /** f32 inputs computed through f16 tensor-core tiles (not exact f32: ~5e-4 relative). */
+  lowPrecision: boolean;
+}
+
+export interface PlanOptions {
+  /** A variant name (HELIOS_MATMUL_VARIANT, the tuner's winner). */
+  variant?: string;
+  /** Allow f32 inputs on f16 tensor-core tiles in the default choice. */
+  allowLowPrecisionF32?: boolean;
+}
+
+const descCache = new Map<string, KernelDesc>();
+
+function memo(key: string, build: () => KernelDesc): KernelDesc {
+  let d = descCache.get(key);
+  if (!d) {
+    d = build();
+    descCache.set(key, d);
+  }
+  return d;
+}
+
+function hasShape(caps: MatmulCaps, elem: string, acc: string): boolean {
+  if (!caps.coopMatSupported) return false;
+  const shapes = caps.coopMatShapes;
+  if (!shapes || shapes.length === 0) return elem !== "bf16" || !!caps.bf16Supported;
+  return shapes.some((s) => s.m === 16 && s.n === 16 && s.k === 16 && s.a === elem && s.b === elem &&
+    s.c === acc && s.result === acc && (s.scope === undefined || s.scope === "subgroup"));
+}
+
+/** Why `v` cannot run `p` on this device, or null when it can. */
+export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCaps): string | null {
+  if (v.kind === "simt") {
+    if (p.dtype === "bf16") return "the SIMT path does not read bf16";
+    return null;
+  }
+  const elem = p.dtype === "f32" ? "f16" : p.dtype;
+  if (!hasShape(caps, elem, p.accF16 ? "f16" : "f32")) return `no 16x16x16 ${elem} cooperative matrix on this device`;
+  if (caps.subgroupSize !== 32) return `cooperative-matrix kernels assume subgroup size 32 (device: ${caps.subgroupSize})`;
+  const bytes = coopSharedBytes(p, { ...v.cfg, vecA: 1, vecB: 1 });
+  if (bytes > caps.maxSharedMemoryBytes) return `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})`;
+  return null;
+}
+
+function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
+  if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk({ ...v.cfg, vecA: false, vecB: false, vecOut: false }) };
+  const t = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
+  return { bm: t.bm, bn: t.bn, bk: v.cfg.bk };
+}
+
+/** Split-K factor for small M·N with long K: fill about two waves of workgroups. */
+export function defaultSplits(p: NormalizedProblem, v: VariantSpec, units: number): number {
+  const { bm, bn, bk } = tileOf(v);
+  const wgs = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+  let s = 1;
+  while (s < 16 && wgs * s * 2 <= units * 2 && p.k / (s * 2) >= 4 * bk && p.k >= 1024) s *= 2;
+  return s;
+}
+
+/** The default variant without tuning: tensor cores for 16-bit inputs, SIMT for exact f32. */
+export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: PlanOptions = {}): VariantSpec {
+  const units = caps.computeUnits ?? 132;
+  const coopOk = (name: string) => unsupported(variantByName(name), p, caps) === null;
+  const useCoop = (p.dtype !== "f32" || opts.allowLowPrecisionF32) && coopOk("cm_64x64x32_w2x2");
+  let base: VariantSpec;
+  if (useCoop) {
+    const wgs128 = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
+    const wgs64 = ceilDiv(p.m, 64) * ceilDiv(p.n, 128) * p.batch;
+    base = variantByName(wgs128 >= units ? "cm_128x128x32_w2x2" : wgs64 >= units ? "cm_64x128x32_w2x2" : "cm_64x64x32_w2x2");
+  } else {
+    const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
+    base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
+  }
+  return withSplits(base, defaultSplits(p, base, units));
+}
+
+/** Candidate variants the tuner times for this problem (supported ones only). */
+export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: PlanOptions = {}): VariantSpec[] {
+  const units = caps.computeUnits ?? 132;
+  const out: VariantSpec[] = [];
+  const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
+  for (const v of VARIANTS.values()) {
+    if (v.splits !== 1) continue;
+    if (v.kind === "coop" && !coop) continue;
+    if (unsupported(v, p, caps)) continue;
+    const s = defaultSplits(p, v, units);
+    out.push(v);
+    if (s > 1) out.push(withSplits(v, s));
+  }
+  return out;
+}
+
+function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>): SimtConfig {
+  const contigA = p.transA ? p.m : p.k;
+  const contigB = p.transB ? p.k : p.n;
+  return {
+    ...v.cfg,
+    vecA: p.transA && contigA % 4 === 0 && p.k % 4 === 0,
+    vecB: !p.transB && contigB % 4 === 0,
+    vecOut: p.n % 4 === 0 && (p.outDtype === "f32" || v.splits > 1),
+  };
+}
+
+function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>): CoopConfig {
+  const contigA = p.transA ? p.m : p.k;
+  const contigB = p.transB ? p.k : p.n;
+  // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
+  // k need K % 4 == 0 too.
+  return {
+    ...v.cfg,
+    vecA: contigA % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
+    vecB: contigB % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
+  };
+}
+
+function problemKey(p: NormalizedProblem): string {
+  const e = p.epilogue;
+  return [p.dtype, p.outDtype, p.accF16, p.transA, p.transB, e.scale !== 1, e.bias, e.act, e.residual].join("|");
+}
+
+export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanOptions = {}): MatmulPlan {
+  const p = normalize(problem);
+  const spec = opts.variant ? variantByName(opts.variant) : defaultVariant(p, caps, opts);
+  const why = unsupported(spec, p, caps);
+  if (why) throw new Error(`matmul variant ${spec.name}: ${why}`);
+  const { bm, bn, bk } = tileOf(spec);
+  const kChunk = Math.max(bk, ceilDiv(ceilDiv(p.k, spec.splits), bk) * bk);
+  const splits = ceilDiv(p.k, kChunk);
+  const split = splits > 1;
+  const push = packPush(pushValues(p, splits, kChunk));
+  let desc: KernelDesc;
+  if (spec.kind === "simt") {
+    const cfg = simtConfig(p, spec);
+    desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
+  } else {
+    const cfg = coopConfig(p, spec);
+    desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
+  }
+  const main: MatmulStep = {
+    desc,
+    groups: [ceilDiv(p.n, bn), ceilDiv(p.m, bm), p.batch * splits],
+    push,
+    bindings: split
+      ? ["A", "B", "workspace"]
+      : ["A", "B", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
+  };
+  if (main.groups[1] > 65535 || main.groups[2] > 65535) throw new Error(`matmul ${p.m}x${p.n}x${p.k}: grid too large`);
+  const steps = [main];
+  if (split) {
+    const total = p.batch * p.m * p.n;
+    steps.push({
+      desc: memo(`reduce|${problemKey(p)}`, () => reduceKernel(p)),
+      groups: [Math.min(65535, ceilDiv(total, REDUCE_THREADS)), 1, 1],
+      push,
+      bindings: ["workspace", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
+    });
+  }
+  return {
+    variant: spec.name,
+    spec,
+    problem: p,
+    steps,
+    workspaceBytes: split ? splits * p.batch * p.m * p.n * 4 : 0,
+    lowPrecision: p.dtype === "f32" && spec.kind === "coop",
+  };
+}
