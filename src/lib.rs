@@ -8,6 +8,7 @@
 
 pub mod caps;
 pub mod error;
+pub mod ir;
 
 #[napi_derive::napi]
 pub fn helios_version() -> String {
