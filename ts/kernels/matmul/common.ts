@@ -1,7 +1,7 @@
 // What every matmul kernel shares: the push-constant block (declared once, used by the generators
 // and by the dispatcher), binding roles, and the fused epilogue.
 import {
-  exp, f32, select, tanh, type Buffer, type Expr, type KernelBuilder,
+  Expr, exp, f32, select, tanh, type Buffer, type KernelBuilder, type Var,
 } from "../../ir/index.js";
 import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
 
@@ -109,4 +109,12 @@ export function guardedLoad(k: KernelBuilder, buf: Buffer, idx: Expr, valid: Exp
 
 export function ceilDiv(a: number, b: number): number {
   return Math.floor((a + b - 1) / b);
+}
+
+/**
+ * The current value of a var, read where the enclosing statement executes. (Var.get() binds a let
+ * whose generated name can collide with a later var of the same hint: 'areg_1'.)
+ */
+export function read(v: Var): Expr {
+  return new Expr({ op: "get", name: v.name }, v.type);
 }

@@ -22,7 +22,7 @@ import {
   coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface CoopConfig {
@@ -36,6 +36,11 @@ export interface CoopConfig {
   /** Global load width in elements for A and B (4 needs the contiguous dimension % 4 == 0). */
   vecA: 1 | 4;
   vecB: 1 | 4;
+  /**
+   * Store full, plain-epilogue blocks straight from the accumulator (converted to the output type),
+   * which needs an accumulator coopmat of the output type on the device (never bf16).
+   */
+  directStore?: boolean;
 }
 
 export const CM = 16;
@@ -110,7 +115,7 @@ function loadChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSl
 function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, stageOff: Expr) {
   for (const sl of slots) {
     const base = k.let(stageOff.add(sl.shOff), "so");
-    const v = sl.reg.get();
+    const v = read(sl.reg);
     if (s.vw === 1) s.sh.store(base, v);
     else for (let q = 0; q < 4; q++) s.sh.store(base.add(q), v.swz("xyzw"[q]));
   }
@@ -185,7 +190,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   k.for(0, nt, (t) => {
     const curA = k.let(t.band(1).mul(aLen), "cura");
     const curB = k.let(t.band(1).mul(bLen), "curb");
-    const nk = k.let(kt.get().add(c.bk), "nk");
+    const nk = k.let(read(kt).add(c.bk), "nk");
     kt.set(nk);
     const sA = mkA(nk), sB = mkB(nk);
     loadChunks(k, sA, slotsA, elem);
@@ -206,7 +211,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
         b.push(shB.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
       }
       for (let i = 0; i < c.sm; i++)
-        for (let j = 0; j < c.sn; j++) acc[i][j].set(k.cmMulAdd(a[i], b[j], acc[i][j].get()));
+        for (let j = 0; j < c.sn; j++) acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
     }
     storeChunks(k, sA, slotsA, k.let(t.add(1).band(1).mul(aLen), "nxa"));
     storeChunks(k, sB, slotsB, k.let(t.add(1).band(1).mul(bLen), "nxb"));
@@ -215,14 +220,14 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
 
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
-  const plain = split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual);
+  const plain = (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual)) && !!c.directStore;
   const stOff = k.let(sg.mul(256), "stoff");
   const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
   for (let i = 0; i < c.sm; i++) {
     for (let j = 0; j < c.sn; j++) {
       const gr0 = k.let(row0.add(sgRow).add(i * CM), "gr0");
       const gc0 = k.let(col0.add(sgCol).add(j * CM), "gc0");
-      const v = acc[i][j].get();
+      const v = read(acc[i][j]);
       const staged = () => {
         stage.cmStore(v.cast(tC32), stOff, CM, "row");
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });

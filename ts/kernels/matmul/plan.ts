@@ -141,7 +141,7 @@ function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt"
   };
 }
 
-function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>): CoopConfig {
+function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean): CoopConfig {
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
   // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
@@ -150,6 +150,7 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     ...v.cfg,
     vecA: contigA % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
     vecB: contigB % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
+    directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
   };
 }
 
@@ -173,7 +174,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     const cfg = simtConfig(p, spec);
     desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
   } else {
-    const cfg = coopConfig(p, spec);
+    const cfg = coopConfig(p, spec, caps, split);
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
   }
   const main: MatmulStep = {

@@ -6,7 +6,7 @@
 //   push      PUSH_FIELDS (common.ts)
 //   dispatch  [min(ceil(batch·M·N / 256), 65535), 1, 1], workgroup 256; grid-stride loop
 import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export const REDUCE_THREADS = 256;
@@ -32,10 +32,10 @@ export function reduceKernel(p: NormalizedProblem): KernelDesc {
     const acc = k.var(f32, 0, "acc");
     k.for(0, pc.splits, (s: Expr) => {
       const v = ws.load(s.mul(total).add(i));
-      acc.set(acc.get().add(v));
+      acc.set(read(acc).add(v));
     }, { name: "s" });
     const col = k.let(i.rem(pc.n), "col");
-    const y = applyEpilogue(k, p, refs, acc.get(), col, i);
+    const y = applyEpilogue(k, p, refs, read(acc), col, i);
     C.store(i, y.cast(p.outDtype));
   }, { step: stride, name: "i" });
   return k.finish();

@@ -16,7 +16,7 @@ import {
   f32, fma, kernel, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc,
   type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface SimtConfig {
@@ -137,8 +137,8 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
     return { sa: k.let(la.kk.mul(bx4).add(la.x4), "sa"), sb: k.let(lb.kk.mul(bx4).add(lb.x4), "sb") };
   };
   const slots = stageLoad(kBeg);
-  As.store(slots.sa, ra.get());
-  Bs.store(slots.sb, rb.get());
+  As.store(slots.sa, read(ra));
+  Bs.store(slots.sb, read(rb));
   k.barrier();
 
   const tx = k.let(lid.rem(c.bn / c.tn), "tx");
@@ -163,11 +163,11 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
       for (let i = 0; i < c.tm; i++) {
         const a = av[i >> 2].swz("xyzw"[i & 3]);
         const asplat = vecOf("f32x4", a);
-        for (let j = 0; j < colsV; j++) acc[i][j].set(fma(asplat, bv[j], acc[i][j].get()));
+        for (let j = 0; j < colsV; j++) acc[i][j].set(fma(asplat, bv[j], read(acc[i][j])));
       }
     }
-    As.store(nxt.add(slots.sa), ra.get());
-    Bs.store(nxt.add(slots.sb), rb.get());
+    As.store(nxt.add(slots.sa), read(ra));
+    Bs.store(nxt.add(slots.sb), read(rb));
     k.barrier();
   }, { name: "t" });
 
@@ -179,7 +179,7 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
     k.if(grow.lt(pc.m), () => {
       for (let j = 0; j < colsV; j++) {
         const gcol = k.let(col0.add(tx.mul(4)).add(j * (c.bn / 2)), "gcol");
-        const v = acc[i][j].get();
+        const v = read(acc[i][j]);
         const rowBase = k.let(cBase.add(grow.mul(pc.n)), "rb");
         if (c.vecOut && (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual))) {
           k.if(gcol.lt(pc.n), () => C.store(rowBase.add(gcol).div(4), v));

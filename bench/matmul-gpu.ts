@@ -1,0 +1,186 @@
+// The GPU-host matmul run (issue 5): correctness of every variant, then the CUDA parity suite for
+// f16 / bf16 / f32 (+ f16 accumulation, + f32 on tensor cores), fused vs unfused bias+gelu, and
+// the per-variant timings behind the tuner's choices. Everything lands as JSON under $OUT (or
+// argv[2]); progress on stderr. Exit code 1 if any variant fails its correctness gate.
+//   node dist/bench/matmul-gpu.js [outDir] [--quick]
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseBenchArgs } from "./args.js";
+import { checkVariants } from "./matmul-check.js";
+import { runCudaSuite } from "./suite-cuda.js";
+import { summarize, tflops } from "./stats.js";
+import { capsOf } from "../ts/kernels/matmul/autotune.js";
+import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
+import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
+import { planMatmul } from "../ts/kernels/matmul/plan.js";
+import { tolerance } from "../ts/kernels/matmul/reference.js";
+import { pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
+import { candidateVariants } from "../ts/kernels/matmul/plan.js";
+import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { biasActKernel } from "./bias-act.js";
+
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const outDir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
+mkdirSync(outDir, { recursive: true });
+process.env.HELIOS_CACHE_DIR ??= join(outDir, "cache");
+const t0 = Date.now();
+const log = (m: string) => process.stderr.write(`[matmul-gpu +${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}\n`);
+const save = (name: string, data: unknown) => writeFileSync(join(outDir, name), JSON.stringify(data, null, 1) + "\n");
+
+async function main(): Promise<number> {
+  const { native } = await import("../ts/native.js");
+  const rt = native as unknown as MatmulRuntime;
+  const info = rt.initDevice();
+  save("device.json", info);
+  log(`device ${info.deviceName}, coopmat ${info.coopMatSupported}, subgroup ${info.subgroupSize}, shared ${info.maxSharedMemoryBytes}`);
+  const caps = capsOf(info);
+  let failed = false;
+
+  // 1. correctness of every variant
+  const checks = checkVariants(rt, caps, { log });
+  save("check.json", { summary: summarizeChecks(checks), rows: checks });
+  if (checks.some((r) => !r.pass)) failed = true;
+  log(`checks: ${JSON.stringify(summarizeChecks(checks))}`);
+
+  // 2. per-variant timings at 4096³ f16 (the evidence behind tile choices)
+  const sweep = variantSweep(rt, caps, quick);
+  save("variant-sweep.json", sweep);
+
+  // 3. parity suites
+  const shapes = quick ? "2048x2048x2048,4096x4096x4096" : "2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192";
+  const suites: [string, string[]][] = [
+    ["f16", ["--dtype=float16"]],
+    ["bf16", ["--dtype=bfloat16"]],
+    ["f32", ["--dtype=float32"]],
+    ["f16acc16", ["--dtype=float16", "--accF16=true"]],
+    ["f32tc", ["--dtype=float32", "--variant=cm_128x128x32_w2x2"]],
+  ];
+  for (const [name, extra] of suites) {
+    const o = parseBenchArgs([
+      "--suite=cuda", "--iters=40", "--warmup=8", `--shapes=${shapes}`, "--check=true", "--checkShape=384x384x384",
+      `--out=${join(outDir, `suite-${name}.json`)}`, `--plot=${join(outDir, `suite-${name}.svg`)}`, ...extra,
+    ]);
+    try {
+      const rep = await runCudaSuite(o, { runtime: rt, log });
+      log(`suite ${name}: ${rep.rows.map((r) => `${r.shape} ${r.heliosTflops.toFixed(0)} TF (${r.variant}) ratio ${r.ratio?.toFixed(2) ?? "-"}`).join("; ")}`);
+    } catch (err) {
+      failed = true;
+      log(`suite ${name} failed: ${err instanceof Error ? err.message : String(err)}`);
+      save(`suite-${name}.error.json`, { error: String(err) });
+    }
+  }
+
+  // 4. fused matmul+bias+gelu vs matmul then bias-gelu
+  save("fused.json", fusedVsUnfused(rt, caps, quick));
+  log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  return failed ? 1 : 0;
+}
+
+function summarizeChecks(rows: ReturnType<typeof checkVariants>) {
+  return {
+    ran: rows.filter((r) => !r.skipped).length,
+    skipped: rows.filter((r) => r.skipped).length,
+    failed: rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`),
+  };
+}
+
+function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean) {
+  const out: unknown[] = [];
+  const probs: MatmulProblem[] = [
+    { m: 4096, n: 4096, k: 4096, dtype: "f16" },
+    { m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true },
+    ...(quick ? [] : [{ m: 2048, n: 2048, k: 2048, dtype: "f16" } as MatmulProblem, { m: 4096, n: 512, k: 14336, dtype: "f16" } as MatmulProblem]),
+  ];
+  for (const prob of probs) {
+    const np = normalize(prob);
+    const fx = new MatmulFixture(rt, np, 9);
+    try {
+      for (const v of candidateVariants(np, caps)) {
+        try {
+          const plan = planMatmul(prob, caps, { variant: v.name });
+          const bufs = fx.buffers(plan);
+          fx.poisonC();
+          runPlan(rt, plan, bufs);
+          const relErr = fx.spotError(64);
+          const s = summarize(timePlan(rt, plan, bufs, { warmup: 5, iters: 20, repeats: 3 }));
+          const row = { problem: prob, variant: v.name, ms: s.ms, cv: s.cv, tflops: tflops(np.m, np.n, np.k, s.ms), relErr, pass: relErr <= tolerance(np, false) };
+          out.push(row);
+          log(`sweep ${np.m}x${np.n}x${np.k}${np.accF16 ? " acc16" : ""} ${v.name}: ${row.tflops.toFixed(1)} TF/s, err ${relErr.toExponential(2)}`);
+        } catch (err) {
+          out.push({ problem: prob, variant: v.name, error: err instanceof Error ? err.message : String(err) });
+        }
+      }
+    } finally {
+      fx.destroy();
+    }
+  }
+  return out;
+}
+
+function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean) {
+  const out: unknown[] = [];
+  for (const size of quick ? [4096] : [2048, 4096, 8192]) {
+    for (const dtype of ["f16", "f32"] as const) {
+      const fusedProb: MatmulProblem = { m: size, n: size, k: size, dtype, epilogue: { bias: true, act: "gelu" } };
+      const plainProb: MatmulProblem = { m: size, n: size, k: size, dtype };
+      try {
+        const fused = planMatmul(fusedProb, caps);
+        const plain = planMatmul(plainProb, caps, { variant: fused.variant });
+        const fx = new MatmulFixture(rt, fused.problem, 21);
+        try {
+          const bufs = fx.buffers(fused);
+          fx.poisonC();
+          runPlan(rt, fused, bufs);
+          const relErr = fx.spotError(64);
+          const tf = summarize(timePlan(rt, fused, bufs, { warmup: 5, iters: 20, repeats: 3 }));
+          // unfused: plain matmul into C, then an elementwise bias+gelu kernel C -> C2
+          const ew = biasActKernel(dtype, "gelu");
+          const ewPipe = rt.compileKernel(JSON.stringify(ew.desc));
+          pipelinesOf(rt, plain);
+          const c2 = rt.createBuffer(size * size * (dtype === "f32" ? 4 : 2));
+          const push = new Uint32Array([size * size, size]);
+          const record = () => {
+            recordPlan(rt, plain, bufs);
+            rt.recordDispatch(ewPipe, [bufs.C as number, bufs.bias as number, c2], ew.groups(size * size), push);
+          };
+          rt.beginBatch();
+          for (let i = 0; i < 5; i++) record();
+          rt.waitTimeline(rt.submitBatch());
+          const reps: number[][] = [];
+          for (let r = 0; r < 3; r++) {
+            rt.beginBatch({ profile: true });
+            for (let i = 0; i < 20; i++) record();
+            const tl = rt.submitBatch();
+            rt.waitTimeline(tl);
+            const prof = rt.batchProfile(tl);
+            const per = plain.steps.length + 1;
+            const ms: number[] = [];
+            for (let i = 0; i < 20; i++) {
+              let ns = 0;
+              for (let s = 0; s < per; s++) ns += prof[i * per + s].gpuNs;
+              ms.push(ns / 1e6);
+            }
+            reps.push(ms);
+          }
+          rt.destroyBuffer(c2);
+          const tu = summarize(reps);
+          const row = { size, dtype, variant: fused.variant, fusedMs: tf.ms, unfusedMs: tu.ms, speedup: tu.ms / tf.ms, fusedRelErr: relErr };
+          out.push(row);
+          log(`fused ${size}³ ${dtype}: fused ${tf.ms.toFixed(4)} ms, unfused ${tu.ms.toFixed(4)} ms, speedup ${row.speedup.toFixed(2)}x, err ${relErr.toExponential(2)}`);
+        } finally {
+          fx.destroy();
+        }
+      } catch (err) {
+        out.push({ size, dtype, error: err instanceof Error ? err.message : String(err) });
+        log(`fused ${size} ${dtype} failed: ${String(err)}`);
+      }
+    }
+  }
+  return out;
+}
+
+main().then((code) => { process.exitCode = code; }, (err) => {
+  process.stderr.write(`matmul-gpu: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exitCode = 1;
+});
