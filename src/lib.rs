@@ -9,6 +9,7 @@
 pub mod caps;
 pub mod error;
 pub mod ir;
+pub mod spirv;
 
 #[napi_derive::napi]
 pub fn helios_version() -> String {

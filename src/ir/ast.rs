@@ -153,7 +153,7 @@ pub enum LitScalar {
     Bool(bool),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Builtin {
     GlobalId,
     LocalId,

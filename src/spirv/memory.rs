@@ -1,0 +1,148 @@
+//! Storage buffers (one aliased variable per vector view), shared arrays, loads, stores and
+//! atomics.
+
+use rspirv::dr::Operand;
+use rspirv::spirv::{self, Decoration, StorageClass, Word};
+
+use crate::error::HeliosResult;
+use crate::ir::ast::{AtomicFn, Expr, MemRef};
+use crate::ir::types::{Scalar, Type};
+
+use super::compiler::{view_slot, Compiler};
+
+impl Compiler<'_> {
+    /// The variable of binding `b` seen as an array of `elem x width`, declared on first use.
+    pub(crate) fn binding_var(&mut self, b: u32, width: u8) -> Word {
+        let slot = view_slot(width);
+        if let Some(v) = self.bindings[b as usize].views[slot] {
+            return v;
+        }
+        let info = &self.k.bindings[b as usize];
+        let (elem_s, access, views, name) = (info.elem, info.access, info.views, info.name.clone());
+        let elem = Type::vector_of(elem_s, width);
+        let st = match self.sb_structs.get(&elem) {
+            Some(&s) => s,
+            None => {
+                let et = self.ty(elem);
+                let arr = self.type_runtime_array(et);
+                self.decorate(arr, Decoration::ArrayStride, [Operand::LiteralBit32(elem.bytes())]);
+                let s = self.type_struct([arr]);
+                self.decorate(s, Decoration::Block, []);
+                self.member_decorate(s, 0, Decoration::Offset, [Operand::LiteralBit32(0)]);
+                self.sb_structs.insert(elem, s);
+                s
+            }
+        };
+        let p = self.ptr(StorageClass::StorageBuffer, st);
+        let v = self.global_var(p, StorageClass::StorageBuffer);
+        self.decorate(v, Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
+        self.decorate(v, Decoration::Binding, [Operand::LiteralBit32(b)]);
+        if !access.writes() {
+            self.decorate(v, Decoration::NonWritable, []);
+        }
+        if !access.reads() {
+            self.decorate(v, Decoration::NonReadable, []);
+        }
+        if views.count_ones() > 1 {
+            // Several views of one buffer alias each other.
+            self.decorate(v, Decoration::Aliased, []);
+        }
+        self.name(v, name);
+        self.bindings[b as usize].views[slot] = Some(v);
+        v
+    }
+
+    pub(crate) fn shared_var(&mut self, i: u32) -> Word {
+        if let Some(&v) = self.shared_vars.get(i as usize).filter(|&&v| v != 0) {
+            return v;
+        }
+        if self.shared_vars.len() < self.k.shared.len() {
+            self.shared_vars.resize(self.k.shared.len(), 0);
+        }
+        let sh = &self.k.shared[i as usize];
+        let (elem, len, name) = (sh.elem, sh.len, sh.name.clone());
+        let et = self.ty(elem);
+        let arr = self.array_ty(et, len);
+        let p = self.ptr(StorageClass::Workgroup, arr);
+        let v = self.global_var(p, StorageClass::Workgroup);
+        self.name(v, name);
+        self.shared_vars[i as usize] = v;
+        v
+    }
+
+    /// Pointer to element `idx` of a binding view or shared array, and its storage class.
+    pub(crate) fn element_ptr(&mut self, mem: MemRef, idx: Word, elem: Type) -> HeliosResult<(Word, StorageClass)> {
+        let et = self.ty(elem);
+        match mem {
+            MemRef::Binding(b) => {
+                let var = self.binding_var(b, elem.width());
+                let p = self.ptr(StorageClass::StorageBuffer, et);
+                let zero = self.u32_const(0);
+                Ok((self.access_chain(p, None, var, [zero, idx])?, StorageClass::StorageBuffer))
+            }
+            MemRef::Shared(i) => {
+                let var = self.shared_var(i);
+                let p = self.ptr(StorageClass::Workgroup, et);
+                Ok((self.access_chain(p, None, var, [idx])?, StorageClass::Workgroup))
+            }
+        }
+    }
+
+    pub(crate) fn lower_load(&mut self, mem: MemRef, idx: &Expr, _vec: u8, ty: Type) -> HeliosResult<Word> {
+        let i = self.expr(idx)?;
+        let (p, _) = self.element_ptr(mem, i, ty)?;
+        let t = self.ty(ty);
+        Ok(self.load(t, None, p, None, [])?)
+    }
+
+    pub(crate) fn lower_store(&mut self, mem: MemRef, idx: &Expr, value: &Expr) -> HeliosResult<()> {
+        let i = self.expr(idx)?;
+        let v = self.expr(value)?;
+        let (p, _) = self.element_ptr(mem, i, value.ty)?;
+        self.store(p, v, None, [])?;
+        Ok(())
+    }
+
+    pub(crate) fn lower_atomic(
+        &mut self,
+        f: AtomicFn,
+        mem: MemRef,
+        idx: &Expr,
+        a: &Expr,
+        cmp: Option<&Expr>,
+        ty: Type,
+    ) -> HeliosResult<Word> {
+        let i = self.expr(idx)?;
+        let v = self.expr(a)?;
+        let (p, sc) = self.element_ptr(mem, i, ty)?;
+        let t = self.ty(ty);
+        let scope = self.u32_const(match sc {
+            StorageClass::Workgroup => spirv::Scope::Workgroup as u32,
+            _ => spirv::Scope::Device as u32,
+        });
+        // Relaxed: atomics here are counters and accumulators; ordering comes from barriers.
+        let sem = self.u32_const(0);
+        let signed = ty.scalar() == Scalar::I32;
+        let r = match f {
+            AtomicFn::Add if ty.scalar() == Scalar::F32 => self.atomic_f_add_ext(t, None, p, scope, sem, v)?,
+            AtomicFn::Add => self.atomic_i_add(t, None, p, scope, sem, v)?,
+            AtomicFn::Sub => self.atomic_i_sub(t, None, p, scope, sem, v)?,
+            AtomicFn::Min if signed => self.atomic_s_min(t, None, p, scope, sem, v)?,
+            AtomicFn::Min => self.atomic_u_min(t, None, p, scope, sem, v)?,
+            AtomicFn::Max if signed => self.atomic_s_max(t, None, p, scope, sem, v)?,
+            AtomicFn::Max => self.atomic_u_max(t, None, p, scope, sem, v)?,
+            AtomicFn::And => self.atomic_and(t, None, p, scope, sem, v)?,
+            AtomicFn::Or => self.atomic_or(t, None, p, scope, sem, v)?,
+            AtomicFn::Xor => self.atomic_xor(t, None, p, scope, sem, v)?,
+            AtomicFn::Exchange => self.atomic_exchange(t, None, p, scope, sem, v)?,
+            AtomicFn::Cas => {
+                let c = match cmp {
+                    Some(c) => self.expr(c)?,
+                    None => return Err(crate::error::HeliosError::internal("cas without comparand (lowering bug)")),
+                };
+                self.atomic_compare_exchange(t, None, p, scope, sem, sem, v, c)?
+            }
+        };
+        Ok(r)
+    }
+}
