@@ -48,3 +48,13 @@ test("coopmat other tile shapes and split-K", () => {
     { name: "splitk", problem: { m: 20, n: 33, k: 200, epilogue: { bias: true, act: "silu" } }, full: true },
   ]);
 });
+
+test("coopmat direct-from-global variants (aligned shapes)", () => {
+  const aligned: CheckCase[] = [
+    { name: "48x80x64", problem: { m: 48, n: 80, k: 64 }, full: true },
+    { name: "TT_batched", problem: { m: 32, n: 16, k: 48, batch: 2, transA: true, transB: true }, full: true },
+    { name: "TN_bias_gelu", problem: { m: 144, n: 32, k: 32, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+  ];
+  run(["cmd_64x64_w2x2", "cmd_128x128_w4x2"], [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }], aligned);
+  run(["cmd_64x64_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [{ name: "splitk", problem: { m: 16, n: 32, k: 96 }, full: true }]);
+});

@@ -41,6 +41,11 @@ export interface CoopConfig {
    * which needs an accumulator coopmat of the output type on the device (never bf16).
    */
   directStore?: boolean;
+  /**
+   * Load A and B fragments straight from global memory (no shared staging, no barriers in the
+   * k-loop; L1 serves the reuse). Needs M, N, K multiples of 16 and 16-bit inputs.
+   */
+  direct?: boolean;
 }
 
 export const CM = 16;
@@ -56,12 +61,13 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : `${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
   const input = p.dtype === "f32" ? "f32tc16" : p.dtype;
-  return `mm_cm_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${epi}`;
+  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${epi}`;
 }
 
 /** Shared bytes a config needs (two stages of A and B, plus the epilogue staging tiles). */
 export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: boolean }, c: CoopConfig): number {
   const { bm, bn } = coopTile(c);
+  if (c.direct) return 4 * 256 * c.wm * c.wn;
   const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
   return 2 * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
@@ -142,8 +148,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = aRows * (aCols + PAD), bLen = bRows * (bCols + PAD);
-  const shA = k.shared("sha", elem, 2 * aLen);
-  const shB = k.shared("shb", elem, 2 * bLen);
+  const shA = c.direct ? undefined : k.shared("sha", elem, 2 * aLen);
+  const shB = c.direct ? undefined : k.shared("shb", elem, 2 * bLen);
   const nsg = c.wm * c.wn;
   const stage = k.shared("stage", "f32", 256 * nsg);
 
@@ -163,12 +169,22 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
 
   const aBase = k.let(bt.mul(pc.strideA), "abase");
   const bBase = k.let(bt.mul(pc.strideB), "bbase");
+  const sgRow = k.let(sg.div(c.wn).mul(c.sm * CM), "sgrow");
+  const sgCol = k.let(sg.rem(c.wn).mul(c.sn * CM), "sgcol");
+  const acc: Var[][] = [];
+  for (let i = 0; i < c.sm; i++) {
+    acc.push([]);
+    for (let j = 0; j < c.sn; j++) acc[i].push(k.var(tC, k.cmFill(tC, 0), `acc${i}_${j}`));
+  }
+  if (c.direct) {
+    directLoop(k, p, c, { A, B, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, m: pc.m, n: pc.n, k: pc.k });
+  } else {
   const mkA = (k0: Expr): Stage => p.transA
-    ? { buf: A, sh: shA, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
-    : { buf: A, sh: shA, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
+    ? { buf: A, sh: shA!, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
+    : { buf: A, sh: shA!, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
   const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: B, sh: shB, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
-    : { buf: B, sh: shB, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
+    ? { buf: B, sh: shB!, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
+    : { buf: B, sh: shB!, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
   const sA0 = mkA(kBeg), sB0 = mkB(kBeg);
   const slotsA = chunkSlots(k, sA0, lid, threads, elem, "a");
   const slotsB = chunkSlots(k, sB0, lid, threads, elem, "b");
@@ -178,14 +194,6 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   storeChunks(k, sA0, slotsA, lit("u32", 0));
   storeChunks(k, sB0, slotsB, lit("u32", 0));
   k.barrier();
-
-  const sgRow = k.let(sg.div(c.wn).mul(c.sm * CM), "sgrow");
-  const sgCol = k.let(sg.rem(c.wn).mul(c.sn * CM), "sgcol");
-  const acc: Var[][] = [];
-  for (let i = 0; i < c.sm; i++) {
-    acc.push([]);
-    for (let j = 0; j < c.sn; j++) acc[i].push(k.var(tC, k.cmFill(tC, 0), `acc${i}_${j}`));
-  }
 
   k.for(0, nt, (t) => {
     const curA = k.let(t.band(1).mul(aLen), "cura");
@@ -201,14 +209,14 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
         const idx = p.transA
           ? curA.add(kk * CM * (aCols + PAD)).add(sgRow).add(i * CM)
           : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM);
-        a.push(shA.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+        a.push(shA!.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
       }
       const b: Expr[] = [];
       for (let j = 0; j < c.sn; j++) {
         const idx = p.transB
           ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kk * CM)
           : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM);
-        b.push(shB.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+        b.push(shB!.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
       }
       for (let i = 0; i < c.sm; i++)
         for (let j = 0; j < c.sn; j++) acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
@@ -217,6 +225,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     storeChunks(k, sB, slotsB, k.let(t.add(1).band(1).mul(bLen), "nxb"));
     k.barrier();
   }, { name: "t" });
+  }
 
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
@@ -253,4 +262,32 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     }
   }
   return k.finish();
+}
+
+interface DirectRefs {
+  A: Buffer; B: Buffer; tA: CoopMatType; tB: CoopMatType; acc: Var[][];
+  aBase: Expr; bBase: Expr; row0: Expr; col0: Expr; sgRow: Expr; sgCol: Expr;
+  kBeg: Expr; kEnd: Expr; m: Expr; n: Expr; k: Expr;
+}
+
+/**
+ * The k-loop of the direct variant: fragments come straight from the storage buffers. Blocks past
+ * M or N (whole 16-row/column blocks, since M and N are multiples of 16) load a clamped in-bounds
+ * block; their results are never stored.
+ */
+function directLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: DirectRefs): void {
+  const rowsA: Expr[] = [];
+  for (let i = 0; i < c.sm; i++) rowsA.push(k.let(r.row0.add(r.sgRow).add(i * CM).min(r.m.sub(CM)), "ra"));
+  const colsB: Expr[] = [];
+  for (let j = 0; j < c.sn; j++) colsB.push(k.let(r.col0.add(r.sgCol).add(j * CM).min(r.n.sub(CM)), "cb"));
+  k.for(r.kBeg, r.kEnd, (kk) => {
+    const a = rowsA.map((row) => p.transA
+      ? r.A.cmLoad(r.tA, r.aBase.add(kk.mul(r.m)).add(row), r.m, "col")
+      : r.A.cmLoad(r.tA, r.aBase.add(row.mul(r.k)).add(kk), r.k, "row"));
+    const b = colsB.map((col) => p.transB
+      ? r.B.cmLoad(r.tB, r.bBase.add(col.mul(r.k)).add(kk), r.k, "col")
+      : r.B.cmLoad(r.tB, r.bBase.add(kk.mul(r.n)).add(col), r.n, "row"));
+    for (let i = 0; i < c.sm; i++)
+      for (let j = 0; j < c.sn; j++) r.acc[i][j].set(k.cmMulAdd(a[i], b[j], read(r.acc[i][j])));
+  }, { step: CM, name: "kk" });
 }

@@ -76,6 +76,10 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
   }
   const elem = p.dtype === "f32" ? "f16" : p.dtype;
   if (!hasShape(caps, elem, p.accF16 ? "f16" : "f32")) return `no 16x16x16 ${elem} cooperative matrix on this device`;
+  if (v.cfg.direct) {
+    if (p.dtype === "f32") return "direct fragment loads need 16-bit inputs";
+    if (p.m % 16 || p.n % 16 || p.k % 16) return "direct fragment loads need M, N, K multiples of 16";
+  }
   if (caps.subgroupSize !== 32) return `cooperative-matrix kernels assume subgroup size 32 (device: ${caps.subgroupSize})`;
   const bytes = coopSharedBytes(p, { ...v.cfg, vecA: 1, vecB: 1 });
   if (bytes > caps.maxSharedMemoryBytes) return `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})`;
