@@ -19,18 +19,28 @@ import { candidateVariants } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { biasActKernel } from "./bias-act.js";
 
-const args = process.argv.slice(2);
-const quick = args.includes("--quick");
-const outDir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
-mkdirSync(outDir, { recursive: true });
-process.env.HELIOS_CACHE_DIR ??= join(outDir, "cache");
-const t0 = Date.now();
+export interface GpuRunOptions {
+  outDir: string;
+  /** Fewer shapes (about half the time). */
+  quick?: boolean;
+  /** Test mode: tiny shapes everywhere, subset of checks (for the CPU interpreter). */
+  tiny?: boolean;
+  checks?: Parameters<typeof checkVariants>[2];
+  torch?: boolean;
+}
+
+let t0 = Date.now();
+let outDir = "perf/gpu";
 const log = (m: string) => process.stderr.write(`[matmul-gpu +${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}\n`);
 const save = (name: string, data: unknown) => writeFileSync(join(outDir, name), JSON.stringify(data, null, 1) + "\n");
 
-async function main(): Promise<number> {
-  const { native } = await import("../ts/native.js");
-  const rt = native as unknown as MatmulRuntime;
+/** The whole GPU-host run; returns 0 when every gate passed. */
+export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise<number> {
+  t0 = Date.now();
+  outDir = o.outDir;
+  mkdirSync(outDir, { recursive: true });
+  const quick = !!o.quick;
+  const tiny = !!o.tiny;
   const info = rt.initDevice();
   save("device.json", info);
   log(`device ${info.deviceName}, coopmat ${info.coopMatSupported}, subgroup ${info.subgroupSize}, shared ${info.maxSharedMemoryBytes}`);
@@ -38,17 +48,17 @@ async function main(): Promise<number> {
   let failed = false;
 
   // 1. correctness of every variant
-  const checks = checkVariants(rt, caps, { log });
+  const checks = checkVariants(rt, caps, { log, ...o.checks });
   save("check.json", { summary: summarizeChecks(checks), rows: checks });
   if (checks.some((r) => !r.pass)) failed = true;
   log(`checks: ${JSON.stringify(summarizeChecks(checks))}`);
 
   // 2. per-variant timings at 4096³ f16 (the evidence behind tile choices)
-  const sweep = variantSweep(rt, caps, quick);
+  const sweep = variantSweep(rt, caps, quick, tiny);
   save("variant-sweep.json", sweep);
 
   // 3. parity suites
-  const shapes = quick ? "2048x2048x2048,4096x4096x4096" : "2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192";
+  const shapes = tiny ? "32x48x64" : quick ? "2048x2048x2048,4096x4096x4096" : "2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192";
   const suites: [string, string[]][] = [
     ["f16", ["--dtype=float16"]],
     ["bf16", ["--dtype=bfloat16"]],
@@ -57,12 +67,13 @@ async function main(): Promise<number> {
     ["f32tc", ["--dtype=float32", "--variant=cm_128x128x32_w2x2"]],
   ];
   for (const [name, extra] of suites) {
-    const o = parseBenchArgs([
-      "--suite=cuda", "--iters=40", "--warmup=8", `--shapes=${shapes}`, "--check=true", "--checkShape=384x384x384",
+    const so = parseBenchArgs([
+      "--suite=cuda", tiny ? "--iters=2" : "--iters=40", tiny ? "--warmup=1" : "--warmup=8", `--shapes=${shapes}`, "--check=true",
+      tiny ? "--checkShape=24x40x32" : "--checkShape=384x384x384", `--torch=${o.torch ?? true}`,
       `--out=${join(outDir, `suite-${name}.json`)}`, `--plot=${join(outDir, `suite-${name}.svg`)}`, ...extra,
     ]);
     try {
-      const rep = await runCudaSuite(o, { runtime: rt, log });
+      const rep = await runCudaSuite(so, { runtime: rt, log });
       log(`suite ${name}: ${rep.rows.map((r) => `${r.shape} ${r.heliosTflops.toFixed(0)} TF (${r.variant}) ratio ${r.ratio?.toFixed(2) ?? "-"}`).join("; ")}`);
     } catch (err) {
       failed = true;
@@ -72,7 +83,7 @@ async function main(): Promise<number> {
   }
 
   // 4. fused matmul+bias+gelu vs matmul then bias-gelu
-  save("fused.json", fusedVsUnfused(rt, caps, quick));
+  save("fused.json", fusedVsUnfused(rt, caps, quick, tiny));
   log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   return failed ? 1 : 0;
 }
@@ -85,9 +96,9 @@ function summarizeChecks(rows: ReturnType<typeof checkVariants>) {
   };
 }
 
-function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean) {
+function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean) {
   const out: unknown[] = [];
-  const probs: MatmulProblem[] = [
+  const probs: MatmulProblem[] = tiny ? [{ m: 32, n: 32, k: 64, dtype: "f16" }] : [
     { m: 4096, n: 4096, k: 4096, dtype: "f16" },
     { m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true },
     ...(quick ? [] : [{ m: 2048, n: 2048, k: 2048, dtype: "f16" } as MatmulProblem, { m: 4096, n: 512, k: 14336, dtype: "f16" } as MatmulProblem]),
@@ -103,7 +114,7 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
           fx.poisonC();
           runPlan(rt, plan, bufs);
           const relErr = fx.spotError(64);
-          const s = summarize(timePlan(rt, plan, bufs, { warmup: 5, iters: 20, repeats: 3 }));
+          const s = summarize(timePlan(rt, plan, bufs, tiny ? { warmup: 0, iters: 1, repeats: 1 } : { warmup: 5, iters: 20, repeats: 3 }));
           const row = { problem: prob, variant: v.name, ms: s.ms, cv: s.cv, tflops: tflops(np.m, np.n, np.k, s.ms), relErr, pass: relErr <= tolerance(np, false) };
           out.push(row);
           log(`sweep ${np.m}x${np.n}x${np.k}${np.accF16 ? " acc16" : ""} ${v.name}: ${row.tflops.toFixed(1)} TF/s, err ${relErr.toExponential(2)}`);
@@ -118,9 +129,9 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
   return out;
 }
 
-function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean) {
+function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean) {
   const out: unknown[] = [];
-  for (const size of quick ? [4096] : [2048, 4096, 8192]) {
+  for (const size of tiny ? [32] : quick ? [4096] : [2048, 4096, 8192]) {
     for (const dtype of ["f16", "f32"] as const) {
       const fusedProb: MatmulProblem = { m: size, n: size, k: size, dtype, epilogue: { bias: true, act: "gelu" } };
       const plainProb: MatmulProblem = { m: size, n: size, k: size, dtype };
@@ -133,41 +144,59 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
           fx.poisonC();
           runPlan(rt, fused, bufs);
           const relErr = fx.spotError(64);
-          const tf = summarize(timePlan(rt, fused, bufs, { warmup: 5, iters: 20, repeats: 3 }));
-          // unfused: plain matmul into C, then an elementwise bias+gelu kernel C -> C2
-          const ew = biasActKernel(dtype, "gelu");
-          const ewPipe = rt.compileKernel(JSON.stringify(ew.desc));
+          const tf = summarize(timePlan(rt, fused, bufs, { warmup: tiny ? 1 : 5, iters: tiny ? 2 : 20, repeats: tiny ? 1 : 3 }));
+          // unfused: plain matmul into C, then (a) one bias+gelu kernel, (b) a bias kernel and a gelu kernel
           pipelinesOf(rt, plain);
-          const c2 = rt.createBuffer(size * size * (dtype === "f32" ? 4 : 2));
-          const push = new Uint32Array([size * size, size]);
-          const record = () => {
-            recordPlan(rt, plain, bufs);
-            rt.recordDispatch(ewPipe, [bufs.C as number, bufs.bias as number, c2], ew.groups(size * size), push);
-          };
-          rt.beginBatch();
-          for (let i = 0; i < 5; i++) record();
-          rt.waitTimeline(rt.submitBatch());
-          const reps: number[][] = [];
-          for (let r = 0; r < 3; r++) {
-            rt.beginBatch({ profile: true });
-            for (let i = 0; i < 20; i++) record();
-            const tl = rt.submitBatch();
-            rt.waitTimeline(tl);
-            const prof = rt.batchProfile(tl);
-            const per = plain.steps.length + 1;
-            const ms: number[] = [];
-            for (let i = 0; i < 20; i++) {
-              let ns = 0;
-              for (let s = 0; s < per; s++) ns += prof[i * per + s].gpuNs;
-              ms.push(ns / 1e6);
+          const n2 = size * size;
+          const c2 = rt.createBuffer(n2 * (dtype === "f32" ? 4 : 2));
+          const c3 = rt.createBuffer(n2 * (dtype === "f32" ? 4 : 2));
+          const push = new Uint32Array([n2, size]);
+          const one = biasActKernel(dtype, "gelu");
+          const biasOnly = biasActKernel(dtype, "none");
+          const geluOnly = biasActKernel(dtype, "gelu", false);
+          const [pOne, pBias, pGelu] = [one, biasOnly, geluOnly].map((x) => rt.compileKernel(JSON.stringify(x.desc)));
+          const g = one.groups(n2);
+          const variants: [string, () => void, number][] = [
+            ["oneKernel", () => { recordPlan(rt, plain, bufs); rt.recordDispatch(pOne, [bufs.C as number, bufs.bias as number, c2], g, push); }, plain.steps.length + 1],
+            ["twoKernels", () => {
+              recordPlan(rt, plain, bufs);
+              rt.recordDispatch(pBias, [bufs.C as number, bufs.bias as number, c2], g, push);
+              rt.recordDispatch(pGelu, [c2, bufs.bias as number, c3], g, push);
+            }, plain.steps.length + 2],
+          ];
+          const unfused: Record<string, number> = {};
+          for (const [name, record, per] of variants) {
+            rt.beginBatch();
+            const iters = tiny ? 2 : 20;
+            for (let i = 0; i < (tiny ? 1 : 5); i++) record();
+            rt.waitTimeline(rt.submitBatch());
+            const reps: number[][] = [];
+            for (let r = 0; r < (tiny ? 1 : 3); r++) {
+              rt.beginBatch({ profile: true });
+              for (let i = 0; i < iters; i++) record();
+              const tl = rt.submitBatch();
+              rt.waitTimeline(tl);
+              const prof = rt.batchProfile(tl);
+              if (prof.length !== iters * per) throw new Error(`batchProfile: ${prof.length} entries for ${iters * per} dispatches`);
+              const ms: number[] = [];
+              for (let i = 0; i < iters; i++) {
+                let ns = 0;
+                for (let s = 0; s < per; s++) ns += prof[i * per + s].gpuNs;
+                ms.push(ns / 1e6);
+              }
+              reps.push(ms);
             }
-            reps.push(ms);
+            unfused[name] = summarize(reps).ms;
           }
           rt.destroyBuffer(c2);
-          const tu = summarize(reps);
-          const row = { size, dtype, variant: fused.variant, fusedMs: tf.ms, unfusedMs: tu.ms, speedup: tu.ms / tf.ms, fusedRelErr: relErr };
+          rt.destroyBuffer(c3);
+          const row = {
+            size, dtype, variant: fused.variant, fusedMs: tf.ms,
+            unfusedOneKernelMs: unfused.oneKernel, unfusedTwoKernelsMs: unfused.twoKernels,
+            speedupVsOne: unfused.oneKernel / tf.ms, speedupVsTwo: unfused.twoKernels / tf.ms, fusedRelErr: relErr,
+          };
           out.push(row);
-          log(`fused ${size}³ ${dtype}: fused ${tf.ms.toFixed(4)} ms, unfused ${tu.ms.toFixed(4)} ms, speedup ${row.speedup.toFixed(2)}x, err ${relErr.toExponential(2)}`);
+          log(`fused ${size}³ ${dtype}: fused ${tf.ms.toFixed(4)} ms, unfused ${unfused.oneKernel.toFixed(4)} / ${unfused.twoKernels.toFixed(4)} ms, speedup ${row.speedupVsOne.toFixed(2)}x / ${row.speedupVsTwo.toFixed(2)}x, err ${relErr.toExponential(2)}`);
         } finally {
           fx.destroy();
         }
@@ -180,7 +209,18 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
   return out;
 }
 
-main().then((code) => { process.exitCode = code; }, (err) => {
-  process.stderr.write(`matmul-gpu: ${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exitCode = 1;
-});
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  const dir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
+  process.env.HELIOS_CACHE_DIR ??= join(dir, "cache");
+  const { native } = await import("../ts/native.js");
+  return runMatmulGpu(native as unknown as MatmulRuntime, { outDir: dir, quick: args.includes("--quick") });
+}
+
+const invoked = process.argv[1] ?? "";
+if (invoked.endsWith("matmul-gpu.js") || invoked.endsWith("matmul-gpu.ts")) {
+  main().then((code) => { process.exitCode = code; }, (err) => {
+    process.stderr.write(`matmul-gpu: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}
