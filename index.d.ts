@@ -9,4 +9,186 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export interface BatchOptions {
+  /** Write GPU timestamps around each dispatch (read them with batchProfile). */
+  profile?: boolean
+}
+
+/** Per-dispatch GPU times of a batch begun with `{profile: true}` (waits for it to complete). */
+export declare function batchProfile(value: number): Array<ProfileEntry>
+
+/** Opens a batch; dispatches are recorded into it until submitBatch or captureBatch. */
+export declare function beginBatch(opts?: BatchOptions | undefined | null): void
+
+export interface BufferOptions {
+  /** Host-visible memory (mapped; preferring device-local). */
+  hostVisible?: boolean
+}
+
+/** Ends the open batch without submitting it and keeps it for replayBatch. */
+export declare function captureBatch(): number
+
+export interface CoopMatShape {
+  m: number
+  n: number
+  k: number
+  a: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  b: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  c: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  result: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  scope: 'subgroup' | 'workgroup'
+  saturating: boolean
+}
+
+/** Copies `byteLength` bytes between buffers, in program order. */
+export declare function copyBuffer(src: number, dst: number, srcOffset: number, dstOffset: number, byteLength: number): void
+
+/** Creates a device-local storage buffer of `byteLength` bytes; returns its handle. */
+export declare function createBuffer(byteLength: number, opts?: BufferOptions): number
+
+/**
+ * Builds a compute pipeline. Binding i is the storage buffer at set 0, binding i, and
+ * receives `buffers[i]` of a dispatch; push constants start at offset 0.
+ */
+export declare function createPipeline(spirv: Uint32Array, layout: PipelineLayout): number
+
+/**
+ * Waits for the GPU, frees everything and releases the device. Idempotent; other calls
+ * throw ERR_HELIOS_DESTROYED until initDevice is called again.
+ */
+export declare function destroy(): void
+
+/** Frees the buffer once the GPU is done with it; the handle becomes invalid now. */
+export declare function destroyBuffer(handle: number): void
+
+/** Frees a captured batch (after its last replay completes) and unpins its buffers. */
+export declare function destroyCapture(graph: number): void
+
+/** Destroys a pipeline; batches and captures that use it keep it alive until they finish. */
+export declare function destroyPipeline(handle: number): void
+
+export interface DeviceInfo {
+  deviceName: string
+  vendorId: number
+  deviceId: number
+  deviceType: 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'
+  driverName: string
+  driverInfo: string
+  driverVersion: string
+  /** "1.3.x". */
+  apiVersion: string
+  deviceUuid: string
+  f16Supported: boolean
+  bf16Supported: boolean
+  coopMatSupported: boolean
+  coopMat2Supported: boolean
+  coopMatShapes: Array<CoopMatShape>
+  /** Preferred f16-input, f32-accumulator subgroup shape (0 when there is none). */
+  coopMatM: number
+  coopMatN: number
+  coopMatK: number
+  subgroupSize: number
+  /** Maximum invocations per workgroup. */
+  maxWorkgroupSize: number
+  maxSharedMemoryBytes: number
+  hasAsyncTransfer: boolean
+  hasPushDescriptors: boolean
+  hasBDA: boolean
+  timestampPeriodNs: number
+  atomicFloatAddSupported: boolean
+  validation: boolean
+}
+
+/** Fills `byteLength` bytes at `byteOffset` (multiples of 4) with a repeated u32 pattern. */
+export declare function fillBuffer(handle: number, u32Pattern: number, byteOffset?: number, byteLength?: number): void
+
+/** The highest completed compute timeline value. */
+export declare function getCompleted(): number
+
+export declare function getDeviceInfo(): DeviceInfo
+
 export declare function heliosVersion(): string
+
+/**
+ * Picks the best Vulkan 1.3 device (discrete > integrated > virtual > cpu; `device` or
+ * HELIOS_DEVICE = index or name substring) and enables what it supports. Idempotent: returns
+ * the current device's info when already initialized.
+ */
+export declare function initDevice(opts?: InitOptions | undefined | null): DeviceInfo
+
+export interface InitOptions {
+  /** Physical-device index or name substring (overrides HELIOS_DEVICE). */
+  device?: number | string
+  /** Enable VK_LAYER_KHRONOS_validation with synchronization validation (overrides HELIOS_VALIDATION). */
+  validation?: boolean
+}
+
+/** Leases a buffer of at least `byteLength` bytes from the size-bucketed pool. */
+export declare function leaseBuffer(byteLength: number): number
+
+export interface PipelineLayout {
+  /** Access per binding i (the storage buffer at set 0, binding i). */
+  bindings: Array<'read' | 'write' | 'readwrite'>
+  pushConstantBytes?: number
+  entryPoint?: string
+  label?: string
+}
+
+export declare function poolStats(): PoolStats
+
+export interface PoolStats {
+  leasedBytes: number
+  freeBytes: number
+  peakBytes: number
+  allocations: number
+  reuses: number
+}
+
+export interface ProfileEntry {
+  label: string
+  gpuNs: number
+}
+
+/** Reads the buffer after everything recorded before this call. */
+export declare function readBuffer(handle: number, byteOffset?: number, byteLength?: number): ArrayBuffer
+
+/** Like readBuffer, but snapshots now and waits off the JS thread. */
+export declare function readBufferAsync(handle: number, byteOffset?: number, byteLength?: number): Promise<ArrayBuffer>
+
+/** Records one dispatch: `buffers[i]` binds to binding i; `groups` is [x, y?, z?]. */
+export declare function recordDispatch(pipeline: number, buffers: number[], groups: number[], pushConstants?: ArrayBuffer | ArrayBufferView): void
+
+/**
+ * Records `count` dispatches from one packed Uint32Array (one N-API crossing).
+ * Per entry, in 32-bit words:
+ * `[pipelineLo, pipelineHi, groupsX, groupsY, groupsZ, nBuffers, nPushWords,
+ *   (bufLo, bufHi) x nBuffers, push words x nPushWords]`.
+ * Handles are JS numbers below 2^53 split into their low and high 32 bits
+ * (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). On an error, entries before the
+ * failing one stay recorded and the message names the failing entry.
+ */
+export declare function recordDispatchMany(packed: Uint32Array, count: number): void
+
+/** Returns a leased buffer; it is handed out again only after its last GPU use completed. */
+export declare function releaseBuffer(handle: number): void
+
+/** Resubmits a captured batch without re-recording; returns its timeline value. */
+export declare function replayBatch(graph: number): number
+
+/** Submits the open batch; returns the compute timeline value it signals. */
+export declare function submitBatch(): number
+
+/** Drains the validation messages (warnings and errors) collected so far. */
+export declare function takeValidationMessages(): Array<string>
+
+/** Frees idle pooled buffers whose last use completed. */
+export declare function trimPool(): void
+
+/** Copies `data` into the buffer at `byteOffset`, in program order. */
+export declare function uploadBuffer(handle: number, data: ArrayBuffer | ArrayBufferView, byteOffset?: number): void
+
+/** Waits (blocking) until the timeline reaches `value`; ERR_HELIOS_TIMEOUT after `timeoutMs`. */
+export declare function waitTimeline(value: number, timeoutMs?: number): void
+
+/** Resolves once the timeline reaches `value` (waits on a libuv worker). */
+export declare function waitTimelineAsync(value: number): Promise<void>

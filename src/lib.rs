@@ -6,10 +6,14 @@
 //! `runtime` owns handles, batches, hazards and pools; `vk` is the only place with
 //! `unsafe`; `ir` + `spirv` turn a kernel description into SPIR-V words.
 
+pub mod api;
 pub mod caps;
+pub mod config;
 pub mod error;
 pub mod ir;
+pub mod runtime;
 pub mod spirv;
+pub mod vk;
 
 #[napi_derive::napi]
 pub fn helios_version() -> String {

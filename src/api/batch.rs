@@ -1,0 +1,179 @@
+//! Batch, timeline, capture and profile exports.
+
+use napi::bindgen_prelude::{AsyncTask, Uint32Array, Unknown};
+use napi_derive::napi;
+
+use crate::api::tasks::WaitTask;
+use crate::api::types::{BatchOptions, ProfileEntry};
+use crate::api::args::{num, nums, opt_byte_view, opt_num};
+use crate::api::guard;
+use crate::error::{ErrorCode, HeliosError, HeliosResult};
+use crate::runtime::global;
+use crate::vk::sync;
+
+fn parse_groups(groups: &[f64]) -> HeliosResult<[u32; 3]> {
+    if groups.is_empty() || groups.len() > 3 {
+        return Err(HeliosError::invalid_argument(format!("groups must have 1 to 3 entries, got {}", groups.len())));
+    }
+    let mut out = [1u32; 3];
+    for (i, &g) in groups.iter().enumerate() {
+        if !(g.is_finite() && g.fract() == 0.0 && g >= 0.0) {
+            return Err(HeliosError::invalid_argument(format!("groups[{i}] = {g} is not a non-negative integer")));
+        }
+        if g > u32::MAX as f64 {
+            return Err(HeliosError::out_of_range(format!("groups[{i}] = {g} exceeds maxComputeWorkGroupCount")));
+        }
+        out[i] = g as u32;
+    }
+    Ok(out)
+}
+
+fn timeline_value(value: f64) -> HeliosResult<u64> {
+    if !(value.is_finite() && value.fract() == 0.0 && value >= 0.0) {
+        return Err(HeliosError::invalid_argument(format!("timeline value {value} is not a non-negative integer")));
+    }
+    Ok(value as u64)
+}
+
+/// Opens a batch; dispatches are recorded into it until submitBatch or captureBatch.
+#[napi]
+pub fn begin_batch(opts: Option<BatchOptions>) -> napi::Result<(), ErrorCode> {
+    let profile = opts.and_then(|o| o.profile).unwrap_or(false);
+    guard("beginBatch", || global::with(|rt| rt.begin_batch(profile)))
+}
+
+/// Records one dispatch: `buffers[i]` binds to binding i; `groups` is [x, y?, z?].
+#[napi(ts_args_type = "pipeline: number, buffers: number[], groups: number[], pushConstants?: ArrayBuffer | ArrayBufferView")]
+pub fn record_dispatch(
+    pipeline: Unknown<'_>,
+    buffers: Unknown<'_>,
+    groups: Unknown<'_>,
+    push_constants: Option<Unknown<'_>>,
+) -> napi::Result<(), ErrorCode> {
+    guard("recordDispatch", || {
+        let pipeline = num(pipeline, "pipeline")?;
+        let buffers = nums(buffers, "buffers")?;
+        let groups = parse_groups(&nums(groups, "groups")?)?;
+        let push = opt_byte_view(push_constants, "pushConstants")?;
+        global::with(|rt| rt.record_dispatch(pipeline, &buffers, groups, push.as_slice()))
+    })
+}
+
+/// Records `count` dispatches from one packed Uint32Array (one N-API crossing).
+/// Per entry, in 32-bit words:
+/// `[pipelineLo, pipelineHi, groupsX, groupsY, groupsZ, nBuffers, nPushWords,
+///   (bufLo, bufHi) x nBuffers, push words x nPushWords]`.
+/// Handles are JS numbers below 2^53 split into their low and high 32 bits
+/// (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). On an error, entries before the
+/// failing one stay recorded and the message names the failing entry.
+#[napi]
+pub fn record_dispatch_many(packed: Uint32Array, count: u32) -> napi::Result<(), ErrorCode> {
+    guard("recordDispatchMany", || {
+        let words: &[u32] = &packed;
+        global::with(|rt| {
+            let mut bufs: Vec<f64> = Vec::with_capacity(16);
+            let mut push: Vec<u8> = Vec::with_capacity(256);
+            let mut at = 0usize;
+            for entry in 0..count {
+                let bad = |why: String| HeliosError::invalid_argument(format!("entry {entry}: {why}"));
+                let head = words.get(at..at + 7).ok_or_else(|| bad(format!("packed array ends at word {at}")))?;
+                let pipeline = ((head[1] as u64) << 32 | head[0] as u64) as f64;
+                let groups = [head[2], head[3], head[4]];
+                let (nb, np) = (head[5] as usize, head[6] as usize);
+                let end = at + 7 + 2 * nb + np;
+                let body = words.get(at + 7..end).ok_or_else(|| bad(format!("needs words up to {end}, array has {}", words.len())))?;
+                bufs.clear();
+                bufs.extend(body[..2 * nb].chunks_exact(2).map(|p| ((p[1] as u64) << 32 | p[0] as u64) as f64));
+                push.clear();
+                push.extend(body[2 * nb..].iter().flat_map(|w| w.to_le_bytes()));
+                rt.record_dispatch(pipeline, &bufs, groups, &push)
+                    .map_err(|e| HeliosError::new(e.code, format!("entry {entry}: {}", e.message)))?;
+                at = end;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Submits the open batch; returns the compute timeline value it signals.
+#[napi]
+pub fn submit_batch() -> napi::Result<f64, ErrorCode> {
+    guard("submitBatch", || global::with(|rt| rt.submit_batch()).map(|v| v as f64))
+}
+
+/// Waits (blocking) until the timeline reaches `value`; ERR_HELIOS_TIMEOUT after `timeoutMs`.
+#[napi(ts_args_type = "value: number, timeoutMs?: number")]
+pub fn wait_timeline(value: Unknown<'_>, timeout_ms: Option<Unknown<'_>>) -> napi::Result<(), ErrorCode> {
+    guard("waitTimeline", || {
+        let value = timeline_value(num(value, "value")?)?;
+        let timeout_ms = opt_num(timeout_ms, "timeoutMs")?;
+        let timeout_ns = match timeout_ms {
+            Some(ms) if ms.is_finite() && ms >= 0.0 => (ms * 1e6) as u64,
+            Some(ms) if ms.is_infinite() && ms > 0.0 => u64::MAX,
+            Some(ms) => return Err(HeliosError::invalid_argument(format!("timeoutMs {ms} is not a non-negative number"))),
+            None => u64::MAX,
+        };
+        // Validate and fetch the device under the lock, then wait without holding it.
+        let dev = global::with(|rt| {
+            rt.wait_compute(value, 0)?;
+            Ok(rt.dev.clone())
+        })?;
+        if !sync::wait(&dev, dev.compute_sem, value, timeout_ns)? {
+            return Err(HeliosError::timeout(format!("timeline value {value} not reached within {timeout_ms:?} ms")));
+        }
+        Ok(())
+    })
+}
+
+/// Resolves once the timeline reaches `value` (waits on a libuv worker).
+#[napi(ts_args_type = "value: number", ts_return_type = "Promise<void>")]
+pub fn wait_timeline_async(value: Unknown<'_>) -> napi::Result<AsyncTask<WaitTask>, ErrorCode> {
+    guard("waitTimelineAsync", || {
+        let value = timeline_value(num(value, "value")?)?;
+        let dev = global::with(|rt| {
+            rt.wait_compute(value, 0)?;
+            Ok(rt.dev.clone())
+        })?;
+        Ok(AsyncTask::new(WaitTask::new(dev, value)))
+    })
+}
+
+/// The highest completed compute timeline value.
+#[napi]
+pub fn get_completed() -> napi::Result<f64, ErrorCode> {
+    guard("getCompleted", || global::with(|rt| rt.completed()).map(|p| p.compute as f64))
+}
+
+/// Ends the open batch without submitting it and keeps it for replayBatch.
+#[napi]
+pub fn capture_batch() -> napi::Result<f64, ErrorCode> {
+    guard("captureBatch", || global::with(|rt| rt.capture_batch()))
+}
+
+/// Resubmits a captured batch without re-recording; returns its timeline value.
+#[napi(ts_args_type = "graph: number")]
+pub fn replay_batch(graph: Unknown<'_>) -> napi::Result<f64, ErrorCode> {
+    guard("replayBatch", || {
+        let graph = num(graph, "graph")?;
+        global::with(|rt| rt.replay_batch(graph)).map(|v| v as f64)
+    })
+}
+
+/// Frees a captured batch (after its last replay completes) and unpins its buffers.
+#[napi(ts_args_type = "graph: number")]
+pub fn destroy_capture(graph: Unknown<'_>) -> napi::Result<(), ErrorCode> {
+    guard("destroyCapture", || {
+        let graph = num(graph, "graph")?;
+        global::with(|rt| rt.destroy_capture(graph))
+    })
+}
+
+/// Per-dispatch GPU times of a batch begun with `{profile: true}` (waits for it to complete).
+#[napi(ts_args_type = "value: number")]
+pub fn batch_profile(value: Unknown<'_>) -> napi::Result<Vec<ProfileEntry>, ErrorCode> {
+    guard("batchProfile", || {
+        let value = timeline_value(num(value, "value")?)?;
+        let entries = global::with(|rt| rt.batch_profile(value))?;
+        Ok(entries.into_iter().map(|(label, gpu_ns)| ProfileEntry { label: label.to_string(), gpu_ns }).collect())
+    })
+}

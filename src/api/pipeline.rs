@@ -1,0 +1,51 @@
+//! Pipeline exports.
+
+use napi::bindgen_prelude::{Uint32Array, Unknown};
+use napi_derive::napi;
+
+use crate::api::args::num;
+use crate::api::guard;
+use crate::api::types::PipelineLayout;
+use crate::caps::{Access, PipelineLayoutDesc};
+use crate::error::{ErrorCode, HeliosError, HeliosResult};
+use crate::runtime::global;
+
+fn parse_layout(layout: PipelineLayout) -> HeliosResult<PipelineLayoutDesc> {
+    let bindings = layout
+        .bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            Access::parse(b).ok_or_else(|| {
+                HeliosError::invalid_argument(format!("bindings[{i}] is {b:?}; expected 'read', 'write' or 'readwrite'"))
+            })
+        })
+        .collect::<HeliosResult<Vec<_>>>()?;
+    Ok(PipelineLayoutDesc {
+        bindings,
+        push_constant_bytes: layout.push_constant_bytes.unwrap_or(0),
+        entry_point: layout.entry_point.unwrap_or_else(|| "main".to_string()),
+        label: layout.label.unwrap_or_else(|| "kernel".to_string()),
+        specialization: Vec::new(),
+        required_subgroup_size: None,
+    })
+}
+
+/// Builds a compute pipeline. Binding i is the storage buffer at set 0, binding i, and
+/// receives `buffers[i]` of a dispatch; push constants start at offset 0.
+#[napi]
+pub fn create_pipeline(spirv: Uint32Array, layout: PipelineLayout) -> napi::Result<f64, ErrorCode> {
+    guard("createPipeline", || {
+        let desc = parse_layout(layout)?;
+        global::create_pipeline(&spirv, &desc)
+    })
+}
+
+/// Destroys a pipeline; batches and captures that use it keep it alive until they finish.
+#[napi(ts_args_type = "handle: number")]
+pub fn destroy_pipeline(handle: Unknown<'_>) -> napi::Result<(), ErrorCode> {
+    guard("destroyPipeline", || {
+        let handle = num(handle, "handle")?;
+        global::with(|rt| rt.destroy_pipeline(handle))
+    })
+}

@@ -1,0 +1,172 @@
+//! JS object shapes (`#[napi(object)]`), exactly as issue 2 names them.
+
+use napi_derive::napi;
+
+use crate::caps::{CoopComponent, CoopScope, DeviceCaps};
+use crate::runtime::global::DeviceFlags;
+use crate::vk::adapter::AdapterInfo;
+
+#[napi(object)]
+pub struct InitOptions {
+    /// Physical-device index or name substring (overrides HELIOS_DEVICE).
+    pub device: Option<napi::bindgen_prelude::Either<u32, String>>,
+    /// Enable VK_LAYER_KHRONOS_validation with synchronization validation (overrides HELIOS_VALIDATION).
+    pub validation: Option<bool>,
+}
+
+#[napi(object, js_name = "CoopMatShape")]
+pub struct JsCoopMatShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
+    pub a: String,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
+    pub b: String,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
+    pub c: String,
+    #[napi(ts_type = "'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'")]
+    pub result: String,
+    #[napi(ts_type = "'subgroup' | 'workgroup'")]
+    pub scope: String,
+    pub saturating: bool,
+}
+
+#[napi(object)]
+pub struct DeviceInfo {
+    pub device_name: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    #[napi(ts_type = "'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'")]
+    pub device_type: String,
+    pub driver_name: String,
+    pub driver_info: String,
+    pub driver_version: String,
+    /// "1.3.x".
+    pub api_version: String,
+    pub device_uuid: String,
+    pub f16_supported: bool,
+    pub bf16_supported: bool,
+    pub coop_mat_supported: bool,
+    pub coop_mat2_supported: bool,
+    pub coop_mat_shapes: Vec<JsCoopMatShape>,
+    /// Preferred f16-input, f32-accumulator subgroup shape (0 when there is none).
+    pub coop_mat_m: u32,
+    pub coop_mat_n: u32,
+    pub coop_mat_k: u32,
+    pub subgroup_size: u32,
+    /// Maximum invocations per workgroup.
+    pub max_workgroup_size: u32,
+    pub max_shared_memory_bytes: u32,
+    pub has_async_transfer: bool,
+    pub has_push_descriptors: bool,
+    #[napi(js_name = "hasBDA")]
+    pub has_bda: bool,
+    pub timestamp_period_ns: f64,
+    pub atomic_float_add_supported: bool,
+    pub validation: bool,
+}
+
+#[napi(object)]
+pub struct BufferOptions {
+    /// Host-visible memory (mapped; preferring device-local).
+    pub host_visible: Option<bool>,
+}
+
+#[napi(object)]
+pub struct PipelineLayout {
+    /// Access per binding i (the storage buffer at set 0, binding i).
+    #[napi(ts_type = "Array<'read' | 'write' | 'readwrite'>")]
+    pub bindings: Vec<String>,
+    pub push_constant_bytes: Option<u32>,
+    pub entry_point: Option<String>,
+    pub label: Option<String>,
+}
+
+#[napi(object)]
+pub struct BatchOptions {
+    /// Write GPU timestamps around each dispatch (read them with batchProfile).
+    pub profile: Option<bool>,
+}
+
+#[napi(object)]
+pub struct PoolStats {
+    pub leased_bytes: f64,
+    pub free_bytes: f64,
+    pub peak_bytes: f64,
+    pub allocations: f64,
+    pub reuses: f64,
+}
+
+#[napi(object)]
+pub struct ProfileEntry {
+    pub label: String,
+    pub gpu_ns: f64,
+}
+
+fn component(c: CoopComponent) -> String {
+    c.as_str().to_string()
+}
+
+/// The preferred f16 x f16 + f32 subgroup shape: 16x16x16 when offered, else the first.
+fn preferred_shape(caps: &DeviceCaps) -> (u32, u32, u32) {
+    let f16 = caps.coop_mat_shapes.iter().filter(|s| {
+        s.a == CoopComponent::F16
+            && s.b == CoopComponent::F16
+            && s.c == CoopComponent::F32
+            && s.result == CoopComponent::F32
+            && s.scope == CoopScope::Subgroup
+    });
+    let all: Vec<_> = f16.collect();
+    all.iter()
+        .find(|s| (s.m, s.n, s.k) == (16, 16, 16))
+        .or(all.first())
+        .map(|s| (s.m, s.n, s.k))
+        .unwrap_or((0, 0, 0))
+}
+
+pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> DeviceInfo {
+    let (m, n, k) = preferred_shape(&caps);
+    DeviceInfo {
+        device_name: info.device_name,
+        vendor_id: info.vendor_id,
+        device_id: info.device_id,
+        device_type: info.device_type.to_string(),
+        driver_name: info.driver_name,
+        driver_info: info.driver_info,
+        driver_version: info.driver_version,
+        api_version: info.api_version,
+        device_uuid: info.device_uuid,
+        f16_supported: caps.f16,
+        bf16_supported: caps.bf16,
+        coop_mat_supported: caps.coop_mat,
+        coop_mat2_supported: caps.coop_mat2,
+        coop_mat_shapes: caps
+            .coop_mat_shapes
+            .iter()
+            .map(|s| JsCoopMatShape {
+                m: s.m,
+                n: s.n,
+                k: s.k,
+                a: component(s.a),
+                b: component(s.b),
+                c: component(s.c),
+                result: component(s.result),
+                scope: if s.scope == CoopScope::Subgroup { "subgroup" } else { "workgroup" }.to_string(),
+                saturating: s.saturating,
+            })
+            .collect(),
+        coop_mat_m: m,
+        coop_mat_n: n,
+        coop_mat_k: k,
+        subgroup_size: caps.subgroup_size,
+        max_workgroup_size: caps.max_workgroup_invocations,
+        max_shared_memory_bytes: caps.max_shared_memory_bytes,
+        has_async_transfer: flags.has_async_transfer,
+        has_push_descriptors: flags.has_push_descriptors,
+        has_bda: flags.has_bda,
+        timestamp_period_ns: info.timestamp_period_ns,
+        atomic_float_add_supported: caps.atomic_float_add,
+        validation: flags.validation,
+    }
+}

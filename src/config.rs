@@ -1,0 +1,56 @@
+//! Every `HELIOS_*` environment variable the native runtime reads, in one place.
+//!
+//! | Variable | Default | Meaning |
+//! |---|---|---|
+//! | `HELIOS_DEVICE` | best device | physical-device index or name substring |
+//! | `HELIOS_VALIDATION` | `0` | `1` enables VK_LAYER_KHRONOS_validation + sync validation |
+//! | `HELIOS_CACHE_DIR` | `$XDG_CACHE_HOME/helios` or `~/.cache/helios` | VkPipelineCache directory (`off` disables) |
+//! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
+//! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
+//! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
+
+use std::path::PathBuf;
+
+/// Runtime settings, read once per `initDevice`.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub device: Option<String>,
+    pub validation: bool,
+    pub cache_dir: Option<PathBuf>,
+    pub staging_bytes: u64,
+    pub force_staging: bool,
+    pub no_push_descriptors: bool,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn flag(name: &str) -> bool {
+    matches!(env(name).as_deref(), Some("1" | "true" | "yes" | "on"))
+}
+
+impl Config {
+    pub fn from_env() -> Config {
+        let staging_mib = env("HELIOS_STAGING_MIB").and_then(|v| v.parse::<u64>().ok()).unwrap_or(64);
+        Config {
+            device: env("HELIOS_DEVICE"),
+            validation: flag("HELIOS_VALIDATION"),
+            cache_dir: cache_dir(),
+            staging_bytes: staging_mib.clamp(4, 4096) << 20,
+            force_staging: flag("HELIOS_FORCE_STAGING"),
+            no_push_descriptors: flag("HELIOS_NO_PUSH_DESCRIPTORS"),
+        }
+    }
+}
+
+/// `$HELIOS_CACHE_DIR`, else `$XDG_CACHE_HOME/helios`, else `$HOME/.cache/helios`; `off` disables.
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = env("HELIOS_CACHE_DIR") {
+        return (dir != "off").then(|| PathBuf::from(dir));
+    }
+    if let Some(xdg) = env("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(xdg).join("helios"));
+    }
+    env("HOME").map(|home| PathBuf::from(home).join(".cache").join("helios"))
+}

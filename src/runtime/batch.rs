@@ -1,0 +1,255 @@
+//! Batches: recording dispatches (the hot path), hazard barriers from declared access, and
+//! submission in segments on the compute timeline.
+//!
+//! Every segment's command buffer starts with one global barrier (covering everything
+//! submitted before it on the queue, and making captured batches safe to replay anywhere)
+//! and ends with a GPU-write -> host-read barrier. Between, barriers come from the tracker.
+
+use std::sync::Arc;
+
+use crate::caps::Access;
+use crate::error::{HeliosError, HeliosResult};
+use crate::runtime::context::Runtime;
+use crate::runtime::lane::Keep;
+use crate::runtime::pipelines::PipelineObj;
+use crate::runtime::profile::ProfileBuilder;
+use crate::runtime::timeline::Point;
+use crate::vk::command::{self, Binding};
+use crate::vk::raw as vk;
+
+const SETS_PER_POOL: u32 = 256;
+
+pub struct OpenBatch {
+    pub cmd: vk::CommandBuffer,
+    pub keep: Keep,
+    pub profile: Option<ProfileBuilder>,
+    /// Part of the batch was already submitted (a read or replay forced it).
+    pub split: bool,
+    /// Resources used by the open segment.
+    pub touched: Vec<u32>,
+    pub dispatches: u32,
+    last_pipeline: Option<Arc<PipelineObj>>,
+    scratch_access: Vec<(u32, bool, bool)>,
+    scratch_binds: Vec<Binding>,
+}
+
+impl Runtime {
+    pub fn begin_batch(&mut self, profile: bool) -> HeliosResult<()> {
+        if self.batch.is_some() {
+            return Err(HeliosError::invalid_argument("a batch is already open (nested beginBatch); submitBatch or captureBatch it first"));
+        }
+        self.maintain()?;
+        let cmd = self.start_segment_cmd()?;
+        self.batch = Some(OpenBatch {
+            cmd,
+            keep: Keep::default(),
+            profile: profile.then(ProfileBuilder::default),
+            split: false,
+            touched: Vec::with_capacity(64),
+            dispatches: 0,
+            last_pipeline: None,
+            scratch_access: Vec::with_capacity(16),
+            scratch_binds: Vec::with_capacity(16),
+        });
+        Ok(())
+    }
+
+    fn start_segment_cmd(&mut self) -> HeliosResult<vk::CommandBuffer> {
+        let cmd = self.compute.acquire(&self.dev)?;
+        if let Err(e) = command::begin(&self.dev, cmd) {
+            self.compute.give_back(cmd);
+            return Err(e);
+        }
+        command::global_barrier(&self.dev, cmd);
+        self.tracker.barrier();
+        Ok(cmd)
+    }
+
+    pub fn batch_mut(&mut self) -> HeliosResult<&mut OpenBatch> {
+        self.batch.as_mut().ok_or_else(|| HeliosError::invalid_argument("no open batch (call beginBatch first)"))
+    }
+
+    /// Applies the tracker to `list` of (resource, reads, writes): one barrier if any conflicts,
+    /// then records the accesses and marks the resources as used by the open segment.
+    pub fn apply_access(&mut self, cmd: vk::CommandBuffer, list: &[(u32, bool, bool)], touched: &mut Vec<u32>) {
+        let hazard = list
+            .iter()
+            .any(|&(id, r, w)| self.res.get(id).is_some_and(|res| self.tracker.conflicts(&res.access, r, w)));
+        if hazard {
+            command::global_barrier(&self.dev, cmd);
+            self.tracker.barrier();
+        }
+        for &(id, r, w) in list {
+            if let Some(res) = self.res.get_mut(id) {
+                self.tracker.record(&mut res.access, r, w);
+                if res.seg != self.seg {
+                    res.seg = self.seg;
+                    touched.push(id);
+                }
+                if w {
+                    res.seg_write = self.seg;
+                }
+            }
+        }
+    }
+
+    /// The hot path: validate everything first (a rejected call changes nothing), then record.
+    pub fn record_dispatch(&mut self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
+        let Some(batch) = self.batch.as_mut() else {
+            return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
+        };
+        let pipe = self.pipelines.get(pipeline)?;
+        if buffers.len() != pipe.bindings.len() {
+            return Err(HeliosError::invalid_argument(format!(
+                "pipeline {:?} has {} bindings but {} buffers were given",
+                pipe.label,
+                pipe.bindings.len(),
+                buffers.len()
+            )));
+        }
+        if push.len() != pipe.push_bytes as usize {
+            return Err(HeliosError::invalid_argument(format!(
+                "pipeline {:?} takes {} push-constant bytes but {} were given",
+                pipe.label,
+                pipe.push_bytes,
+                push.len()
+            )));
+        }
+        let max = self.dev.adapter.limits.max_compute_work_group_count;
+        if groups.iter().zip(max.iter()).any(|(g, m)| g > m) {
+            return Err(HeliosError::out_of_range(format!("groups {groups:?} exceed maxComputeWorkGroupCount {max:?}")));
+        }
+        let mut access = std::mem::take(&mut batch.scratch_access);
+        let mut binds = std::mem::take(&mut batch.scratch_binds);
+        access.clear();
+        binds.clear();
+        for (i, (&h, acc)) in buffers.iter().zip(pipe.bindings.iter()).enumerate() {
+            let found = self.buffers.get(h).ok().and_then(|&id| self.res.get(id).map(|r| (id, r)));
+            let Some((id, r)) = found else {
+                let why = self.buffers.get(h).err().map(|e| e.message).unwrap_or_default();
+                if let Some(b) = self.batch.as_mut() {
+                    b.scratch_access = access;
+                    b.scratch_binds = binds;
+                }
+                return Err(HeliosError::invalid_handle(format!("buffers[{i}]: {why}")));
+            };
+            access.push((id, acc.reads(), acc.writes()));
+            binds.push((r.gpu.raw, r.bind_range));
+        }
+        let pipe = pipe.clone();
+        self.record_prepared(&pipe, &access, &binds, groups, push)?;
+        if let Some(b) = self.batch.as_mut() {
+            b.scratch_access = access;
+            b.scratch_binds = binds;
+        }
+        Ok(())
+    }
+
+    fn record_prepared(
+        &mut self,
+        pipe: &Arc<PipelineObj>,
+        access: &[(u32, bool, bool)],
+        binds: &[Binding],
+        groups: [u32; 3],
+        push: &[u8],
+    ) -> HeliosResult<()> {
+        let set = if self.use_push_descriptors { None } else { Some(self.allocate_set(pipe)?) };
+        let Some(mut batch) = self.batch.take() else { return Ok(()) };
+        let cmd = batch.cmd;
+        self.apply_access(cmd, access, &mut batch.touched);
+        let dev = &self.dev;
+        if !batch.last_pipeline.as_ref().is_some_and(|p| Arc::ptr_eq(p, pipe)) {
+            command::bind_pipeline(dev, cmd, pipe.vk.raw);
+            batch.keep.pipelines.push(pipe.clone());
+            batch.last_pipeline = Some(pipe.clone());
+        }
+        match set {
+            Some(set) => {
+                command::write_set(dev, set, binds);
+                command::bind_set(dev, cmd, pipe.vk.layout, set);
+            }
+            None => command::push_descriptors(dev, cmd, pipe.vk.layout, binds),
+        }
+        command::push_constants(dev, cmd, pipe.vk.layout, push);
+        let profiled = batch.profile.as_mut().map(|p| p.before(dev, cmd, &pipe.label));
+        command::dispatch(dev, cmd, groups);
+        if let (Some(p), Some(Ok(()))) = (batch.profile.as_mut(), profiled.as_ref()) {
+            p.after(dev, cmd);
+        }
+        batch.dispatches += 1;
+        self.batch = Some(batch);
+        match profiled {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fallback without push descriptors: a set from the batch's pools (recycled by timeline).
+    fn allocate_set(&mut self, pipe: &PipelineObj) -> HeliosResult<vk::DescriptorSet> {
+        let layout = pipe.vk.set_layout;
+        if let Some(&pool) = self.batch.as_ref().and_then(|b| b.keep.desc_pools.last()) {
+            if let Some(set) = command::allocate_set(&self.dev, pool, layout)? {
+                return Ok(set);
+            }
+        }
+        let pool = match self.desc_free.pop() {
+            Some(p) => p,
+            None => command::create_descriptor_pool(&self.dev, SETS_PER_POOL)?,
+        };
+        self.batch_mut()?.keep.desc_pools.push(pool);
+        command::allocate_set(&self.dev, pool, layout)?
+            .ok_or_else(|| HeliosError::internal("a fresh descriptor pool could not allocate a set"))
+    }
+
+    /// Submits the open segment; with `reopen` the batch continues in a new command buffer.
+    pub fn submit_segment(&mut self, reopen: bool) -> HeliosResult<u64> {
+        let Some(mut batch) = self.batch.take() else {
+            return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
+        };
+        command::host_read_barrier(&self.dev, batch.cmd);
+        command::end(&self.dev, batch.cmd)?;
+        let waits = self.transfer_waits();
+        let mut keep = std::mem::take(&mut batch.keep);
+        keep.cmd = Some(batch.cmd);
+        let value = self.compute.submit(&self.dev, batch.cmd, &waits, keep)?;
+        self.transfer_waited = self.transfer_pending;
+        for id in batch.touched.drain(..) {
+            if let Some(r) = self.res.get_mut(id) {
+                r.last_use = r.last_use.max(Point::compute(value));
+                if r.seg_write == self.seg {
+                    r.last_write = r.last_write.max(Point::compute(value));
+                }
+            }
+        }
+        self.seg += 1;
+        batch.last_pipeline = None;
+        if reopen {
+            batch.cmd = self.start_segment_cmd()?;
+            batch.split = true;
+            self.batch = Some(batch);
+        } else if let Some(p) = batch.profile.take() {
+            self.store_profile(value, p);
+        }
+        Ok(value)
+    }
+
+    /// The wait on the transfer timeline the next compute submission needs, if any.
+    pub fn transfer_waits(&self) -> Vec<(vk::Semaphore, u64)> {
+        if self.transfer_pending > self.transfer_waited {
+            vec![(self.dev.transfer_sem, self.transfer_pending)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub fn submit_batch(&mut self) -> HeliosResult<u64> {
+        let value = self.submit_segment(false)?;
+        self.free_zombies(self.completed_cached());
+        Ok(value)
+    }
+
+    /// Access of one binding, for callers outside the dispatch path.
+    pub fn access_flags(a: Access) -> (bool, bool) {
+        (a.reads(), a.writes())
+    }
+}

@@ -1,0 +1,105 @@
+//! Captured batches (the analogue of CUDA graphs): `captureBatch` ends the open batch
+//! without submitting and keeps its command buffer and everything it references (buffers
+//! are pinned); `replayBatch` resubmits it with no re-recording.
+
+use crate::error::{HeliosError, HeliosResult};
+use crate::runtime::context::Runtime;
+use crate::runtime::lane::Keep;
+use crate::runtime::timeline::Point;
+use crate::vk::command;
+use crate::vk::memory;
+use crate::vk::raw as vk;
+
+pub struct Capture {
+    cmd: vk::CommandBuffer,
+    keep: Keep,
+    /// (resource, written) for every buffer the batch uses.
+    buffers: Vec<(u32, bool)>,
+    last_value: u64,
+}
+
+impl Runtime {
+    pub fn capture_batch(&mut self) -> HeliosResult<f64> {
+        let batch = self.batch.as_ref().ok_or_else(|| HeliosError::invalid_argument("no open batch (call beginBatch first)"))?;
+        if batch.split {
+            return Err(HeliosError::invalid_argument(
+                "the open batch was split (a readBuffer of a buffer it writes, or a replayBatch, submitted part of it), so it cannot be captured; capture a batch without such reads",
+            ));
+        }
+        let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("batch vanished")) };
+        command::host_read_barrier(&self.dev, batch.cmd);
+        if let Err(e) = command::end(&self.dev, batch.cmd) {
+            self.batch = Some(batch);
+            return Err(e);
+        }
+        let mut keep = std::mem::take(&mut batch.keep);
+        if let Some(p) = batch.profile.take() {
+            keep.queries.extend(p.into_pools());
+        }
+        let mut buffers = Vec::with_capacity(batch.touched.len());
+        for &id in &batch.touched {
+            if let Some(r) = self.res.get_mut(id) {
+                r.pins += 1;
+                buffers.push((id, r.seg_write == self.seg));
+            }
+        }
+        self.seg += 1;
+        let capture = Capture { cmd: batch.cmd, keep, buffers, last_value: 0 };
+        self.captures.insert(capture)
+    }
+
+    pub fn replay_batch(&mut self, graph: f64) -> HeliosResult<u64> {
+        let cmd = self.captures.get(graph)?.cmd;
+        // Program order: work recorded before the replay runs before it.
+        if self.batch.as_ref().is_some_and(|b| b.dispatches > 0 || !b.touched.is_empty()) {
+            self.submit_segment(true)?;
+        }
+        let waits = self.transfer_waits();
+        let value = self.compute.submit(&self.dev, cmd, &waits, Keep::default())?;
+        self.transfer_waited = self.transfer_pending;
+        let capture = self.captures.get_mut(graph)?;
+        capture.last_value = value;
+        for &(id, written) in &capture.buffers {
+            if let Some(r) = self.res.get_mut(id) {
+                r.last_use = r.last_use.max(Point::compute(value));
+                if written {
+                    r.last_write = r.last_write.max(Point::compute(value));
+                }
+            }
+        }
+        Ok(value)
+    }
+
+    pub fn destroy_capture(&mut self, graph: f64) -> HeliosResult<()> {
+        let capture = self.captures.remove(graph)?;
+        for &(id, _) in &capture.buffers {
+            if let Some(r) = self.res.get_mut(id) {
+                r.pins = r.pins.saturating_sub(1);
+            }
+        }
+        let done = self.completed()?;
+        if capture.last_value <= done.compute {
+            self.drop_capture_now(capture);
+        } else {
+            let keep = Keep { owned_cmd: Some(capture.cmd), ..capture.keep };
+            self.compute.keep_until(capture.last_value, keep);
+        }
+        self.free_zombies(done);
+        Ok(())
+    }
+
+    /// Frees a capture whose replays completed (or at teardown after wait-idle).
+    pub fn drop_capture_now(&mut self, capture: Capture) {
+        command::free(&self.dev, self.compute.pool, capture.cmd);
+        for b in capture.keep.staging {
+            memory::destroy_buffer(&self.dev, &mut self.alloc, b);
+        }
+        for p in capture.keep.desc_pools {
+            command::reset_descriptor_pool(&self.dev, p);
+            self.desc_free.push(p);
+        }
+        for q in capture.keep.queries {
+            command::destroy_query_pool(&self.dev, q);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The one global runtime behind a lock, and the plain-Rust entry points other modules use
+//! (`device_caps`, `create_pipeline`). Every access checks that a device exists, refuses
+//! work after a device loss, and records a loss when a call reports one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::caps::{DeviceCaps, PipelineLayoutDesc};
+use crate::error::{ErrorCode, HeliosError, HeliosResult};
+use crate::runtime::context::{InitOptions, Runtime};
+use crate::vk::adapter::AdapterInfo;
+use crate::vk::device::Device;
+use crate::vk::instance::MessageSink;
+
+static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
+/// Validation messages of the current (or last) device, readable even after destroy().
+static MESSAGES: Mutex<Option<MessageSink>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Runs `f` on the live runtime (ERR_HELIOS_DESTROYED when there is none).
+pub fn with<T>(f: impl FnOnce(&mut Runtime) -> HeliosResult<T>) -> HeliosResult<T> {
+    let mut guard = RUNTIME.lock();
+    let rt = guard
+        .as_mut()
+        .ok_or_else(|| HeliosError::destroyed("no device: call initDevice() first (or again after destroy())"))?;
+    if rt.lost {
+        return Err(HeliosError::device_lost("the GPU device was lost; call destroy() and initDevice() to recover"));
+    }
+    let result = f(rt);
+    if let Err(e) = &result {
+        if e.code == ErrorCode::DeviceLost {
+            rt.lost = true;
+        }
+    }
+    result
+}
+
+/// Device facts plus whether validation is on.
+pub fn info() -> HeliosResult<(AdapterInfo, DeviceCaps, DeviceFlags)> {
+    with(|rt| Ok((rt.info().clone(), rt.caps().clone(), flags(rt))))
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceFlags {
+    pub validation: bool,
+    pub has_async_transfer: bool,
+    pub has_push_descriptors: bool,
+    pub has_bda: bool,
+}
+
+fn flags(rt: &Runtime) -> DeviceFlags {
+    DeviceFlags {
+        validation: rt.dev.instance.validation,
+        has_async_transfer: rt.dev.has_async_transfer(),
+        has_push_descriptors: rt.use_push_descriptors,
+        has_bda: rt.dev.enabled.bda,
+    }
+}
+
+/// Creates the runtime if there is none (idempotent).
+pub fn init(opts: &InitOptions) -> HeliosResult<(AdapterInfo, DeviceCaps, DeviceFlags)> {
+    let mut guard = RUNTIME.lock();
+    if guard.is_none() {
+        let rt = Runtime::new(opts, NEXT_ID.fetch_add(1, Ordering::Relaxed))?;
+        *MESSAGES.lock() = Some(rt.messages());
+        *guard = Some(rt);
+    }
+    let rt = guard.as_ref().ok_or_else(|| HeliosError::internal("runtime vanished"))?;
+    Ok((rt.info().clone(), rt.caps().clone(), flags(rt)))
+}
+
+/// Waits idle and frees everything (idempotent).
+pub fn destroy() {
+    let rt = RUNTIME.lock().take();
+    drop(rt);
+}
+
+pub fn take_messages() -> Vec<String> {
+    MESSAGES.lock().as_ref().map(|m| std::mem::take(&mut *m.lock())).unwrap_or_default()
+}
+
+/// The device (for waits off the JS thread, without holding the lock).
+pub fn device() -> HeliosResult<(Arc<Device>, u64)> {
+    with(|rt| Ok((rt.dev.clone(), rt.id)))
+}
+
+/// Runs `f` only if the runtime `id` is still the live one.
+pub fn with_same<T>(id: u64, f: impl FnOnce(&mut Runtime) -> HeliosResult<T>) -> HeliosResult<T> {
+    with(|rt| {
+        if rt.id != id {
+            return Err(HeliosError::destroyed("the device was destroyed while the call was pending"));
+        }
+        f(rt)
+    })
+}
+
+/// The device's capabilities, for the kernel assembler.
+pub fn device_caps() -> HeliosResult<DeviceCaps> {
+    with(|rt| Ok(rt.caps().clone()))
+}
+
+/// Builds a compute pipeline from assembled SPIR-V; returns the JS pipeline handle.
+pub fn create_pipeline(spirv: &[u32], layout: &PipelineLayoutDesc) -> HeliosResult<f64> {
+    with(|rt| rt.create_pipeline(spirv, layout))
+}

@@ -1,0 +1,172 @@
+//! Reads in program order. A buffer the open segment writes is copied inside the batch and
+//! the work recorded so far is submitted (the batch continues in a new segment); otherwise
+//! the read waits only for the buffer's last write: a direct memcpy for host-visible memory,
+//! or chunked copies through the staging ring. `readBufferAsync` snapshots into a dedicated
+//! staging buffer at call time and a libuv worker waits for it.
+
+use std::collections::VecDeque;
+
+use crate::error::{HeliosError, HeliosResult};
+use crate::runtime::context::Runtime;
+use crate::runtime::lane::Keep;
+use crate::runtime::ring::Region;
+use crate::runtime::timeline::Point;
+use crate::runtime::transfer::check_range;
+use crate::vk::command;
+use crate::vk::memory::{self, GpuBuffer, Placement};
+use crate::vk::raw as vk;
+
+/// What a worker thread waits for before `finish_readback`.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingRead {
+    pub runtime_id: u64,
+    pub readback: u64,
+    pub compute: bool,
+    pub value: u64,
+    pub len: u64,
+}
+
+pub enum ReadTicket {
+    Ready(Vec<u8>),
+    Pending(PendingRead),
+}
+
+impl Runtime {
+    fn read_range(&self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<(u32, u64, u64)> {
+        let (id, r) = self.buffer(handle)?;
+        let offset = offset.unwrap_or(0.0);
+        let len = len.unwrap_or((r.len as f64 - offset).max(0.0));
+        let (o, n) = check_range(offset, len, r.len)?;
+        Ok((id, o, n))
+    }
+
+    fn written_by_open_segment(&self, id: u32) -> bool {
+        self.res.get(id).is_some_and(|r| self.open_seg() == Some(r.seg_write))
+    }
+
+    /// Records a copy of `id` into `staging` in the open batch and submits what was recorded.
+    fn snapshot_in_batch(&mut self, id: u32, off: u64, len: u64, staging: &GpuBuffer) -> HeliosResult<u64> {
+        let src = self.res.get(id).map(|r| r.gpu.raw).ok_or_else(|| HeliosError::internal("read source vanished"))?;
+        let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("no open batch")) };
+        self.apply_access(batch.cmd, &[(id, true, false)], &mut batch.touched);
+        command::copy(&self.dev, batch.cmd, src, staging.raw, vk::BufferCopy { src_offset: off, dst_offset: 0, size: len });
+        self.batch = Some(batch);
+        self.submit_segment(true)
+    }
+
+    pub fn read(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<Vec<u8>> {
+        let (id, off, len) = self.read_range(handle, offset, len)?;
+        let mut out = vec![0u8; len as usize];
+        if len == 0 {
+            return Ok(out);
+        }
+        if self.written_by_open_segment(id) {
+            let staging = self.allocate_buffer(len, Placement::Staging)?;
+            let result = self.snapshot_in_batch(id, off, len, &staging).and_then(|v| self.wait_compute(v, u64::MAX));
+            let copied = result.and_then(|_| staging.read(0, &mut out));
+            memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
+            return copied.map(|_| out);
+        }
+        let (direct, last_write) = self.res.get(id).map(|r| (r.direct, r.last_write)).unwrap_or((false, Point::ZERO));
+        if direct {
+            self.wait_point(last_write)?;
+            let r = self.res.get(id).ok_or_else(|| HeliosError::internal("read source vanished"))?;
+            r.gpu.read(off, &mut out)?;
+            return Ok(out);
+        }
+        self.read_via_ring(id, off, &mut out)?;
+        Ok(out)
+    }
+
+    /// Chunked copies into the ring; each chunk is copied out as soon as its DMA finished.
+    fn read_via_ring(&mut self, id: u32, off: u64, out: &mut [u8]) -> HeliosResult<()> {
+        let (src, after) = self
+            .res
+            .get(id)
+            .map(|r| (r.gpu.raw, r.last_write.compute))
+            .ok_or_else(|| HeliosError::internal("read source vanished"))?;
+        let ring_raw = self.ring_buf.as_ref().map(|b| b.raw).ok_or_else(|| HeliosError::internal("no staging ring"))?;
+        let chunk = self.chunk_bytes();
+        let total = out.len() as u64;
+        let mut pending: VecDeque<(Region, u64, u64, u64)> = VecDeque::new();
+        let mut pos = 0u64;
+        let result = (|| {
+            while pos < total || !pending.is_empty() {
+                let n = chunk.min(total - pos);
+                let region = if pos < total { self.ring.alloc(n) } else { None };
+                if let Some(region) = region {
+                    let copy = vk::BufferCopy { src_offset: off + pos, dst_offset: region.offset, size: n };
+                    let value = self.transfer_copy(src, ring_raw, copy, after, Keep::default())?;
+                    pending.push_back((region, value, pos, n));
+                    pos += n;
+                } else if let Some((region, value, at, n)) = pending.pop_front() {
+                    self.wait_point(Point::transfer(value))?;
+                    let ring = self.ring_buf.as_ref().ok_or_else(|| HeliosError::internal("no staging ring"))?;
+                    ring.read(region.offset, &mut out[at as usize..(at + n) as usize])?;
+                    self.ring.set_point(region.offset, Point::ZERO);
+                    self.ring.reclaim(self.completed_cached());
+                } else {
+                    // The ring is full of earlier uploads: wait for the oldest, then retry.
+                    let region = self.ring_alloc(n)?;
+                    self.ring.set_point(region.offset, Point::ZERO);
+                    self.ring.reclaim(self.completed_cached());
+                }
+            }
+            Ok(())
+        })();
+        // On error, release held regions once their copies finish (never reuse them early).
+        for (region, value, _, _) in pending {
+            self.ring.set_point(region.offset, Point::transfer(value));
+        }
+        result
+    }
+
+    /// Starts an asynchronous read: a snapshot now, the wait and memcpy on a worker.
+    pub fn read_async(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<ReadTicket> {
+        let (id, off, len) = self.read_range(handle, offset, len)?;
+        if len == 0 {
+            return Ok(ReadTicket::Ready(Vec::new()));
+        }
+        let open_write = self.written_by_open_segment(id);
+        let r = self.res.get(id).ok_or_else(|| HeliosError::internal("read source vanished"))?;
+        let (direct, last_write, src) = (r.direct, r.last_write, r.gpu.raw);
+        if !open_write && direct && last_write.reached_by(self.completed()?) {
+            return self.read(handle, Some(off as f64), Some(len as f64)).map(ReadTicket::Ready);
+        }
+        let staging = self.allocate_buffer(len, Placement::Staging)?;
+        let submitted = if open_write {
+            self.snapshot_in_batch(id, off, len, &staging).map(|v| (true, v))
+        } else {
+            let copy = vk::BufferCopy { src_offset: off, dst_offset: 0, size: len };
+            self.transfer_copy(src, staging.raw, copy, last_write.compute, Keep::default()).map(|v| (false, v))
+        };
+        let (compute, value) = match submitted {
+            Ok(x) => x,
+            Err(e) => {
+                self.compute.keep_until(self.compute.submitted, Keep { staging: vec![staging], ..Keep::default() });
+                return Err(e);
+            }
+        };
+        let readback = self.next_readback;
+        self.next_readback += 1;
+        self.readbacks.insert(readback, staging);
+        Ok(ReadTicket::Pending(PendingRead { runtime_id: self.id, readback, compute, value, len }))
+    }
+
+    /// Called (under the lock) by the worker after the copy completed.
+    pub fn finish_readback(&mut self, p: &PendingRead) -> HeliosResult<Vec<u8>> {
+        let staging = self
+            .readbacks
+            .remove(&p.readback)
+            .ok_or_else(|| HeliosError::destroyed("the device was destroyed while the read was pending"))?;
+        if p.compute {
+            self.compute.completed = self.compute.completed.max(p.value);
+        } else {
+            self.transfer.completed = self.transfer.completed.max(p.value);
+        }
+        let mut out = vec![0u8; p.len as usize];
+        let result = staging.read(0, &mut out);
+        memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
+        result.map(|_| out)
+    }
+}

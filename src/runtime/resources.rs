@@ -1,0 +1,111 @@
+//! The buffer resource table. A resource is the GPU buffer plus its tracking state; JS
+//! handles point at resources (a leased buffer gets a fresh handle per lease), so a
+//! resource can outlive its handle until the GPU, the open batch and captures are done.
+
+use crate::runtime::timeline::Point;
+use crate::runtime::tracker::AccessState;
+use crate::vk::memory::GpuBuffer;
+
+/// Who holds a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// createBuffer; freed by destroyBuffer.
+    Handle,
+    /// Leased from the pool (bucket size); releaseBuffer returns it.
+    Leased(u64),
+    /// Idle in the pool (bucket size).
+    Pooled(u64),
+    /// Destroyed by the user; freed once idle.
+    Dead,
+}
+
+pub struct BufferRes {
+    pub gpu: GpuBuffer,
+    /// The byte length the user asked for (a lease may be smaller than its bucket).
+    pub len: u64,
+    /// Range bound to descriptors (clamped to maxStorageBufferRange).
+    pub bind_range: u64,
+    /// Host may memcpy directly (mapped, coherent, and not forced through staging).
+    pub direct: bool,
+    pub access: AccessState,
+    pub last_use: Point,
+    pub last_write: Point,
+    /// Segment that last touched / wrote it (== Runtime::seg while the open segment uses it).
+    pub seg: u64,
+    pub seg_write: u64,
+    /// Captures that reference it.
+    pub pins: u32,
+    pub owner: Owner,
+}
+
+impl BufferRes {
+    pub fn new(gpu: GpuBuffer, len: u64, bind_range: u64, direct: bool, owner: Owner) -> BufferRes {
+        BufferRes {
+            gpu,
+            len,
+            bind_range,
+            direct,
+            access: AccessState::default(),
+            last_use: Point::ZERO,
+            last_write: Point::ZERO,
+            seg: 0,
+            seg_write: 0,
+            pins: 0,
+            owner,
+        }
+    }
+
+    /// Not used by the open segment, not pinned, and its last GPU use completed.
+    pub fn idle(&self, open_seg: Option<u64>, completed: Point) -> bool {
+        self.pins == 0 && open_seg != Some(self.seg) && self.last_use.reached_by(completed)
+    }
+}
+
+#[derive(Default)]
+pub struct Resources {
+    slots: Vec<Option<BufferRes>>,
+    free: Vec<u32>,
+    /// Dead resources waiting for the GPU (checked on maintenance).
+    pub zombies: Vec<u32>,
+}
+
+impl Resources {
+    pub fn insert(&mut self, r: BufferRes) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(r);
+                i
+            }
+            None => {
+                self.slots.push(Some(r));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    pub fn get(&self, id: u32) -> Option<&BufferRes> {
+        self.slots.get(id as usize).and_then(|s| s.as_ref())
+    }
+
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut BufferRes> {
+        self.slots.get_mut(id as usize).and_then(|s| s.as_mut())
+    }
+
+    pub fn take(&mut self, id: u32) -> Option<BufferRes> {
+        let r = self.slots.get_mut(id as usize)?.take();
+        if r.is_some() {
+            self.free.push(id);
+        }
+        r
+    }
+
+    pub fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    pub fn drain_all(&mut self) -> Vec<GpuBuffer> {
+        self.zombies.clear();
+        self.free.clear();
+        self.slots.drain(..).flatten().map(|r| r.gpu).collect()
+    }
+}

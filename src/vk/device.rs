@@ -1,0 +1,244 @@
+//! The logical device: every supported feature that compute kernels can use is enabled
+//! (minus robustness features that cost speed), one compute queue, one transfer queue
+//! (the DMA family when there is one), and one timeline semaphore per queue.
+
+use std::ffi::CStr;
+
+use ash::{ext as ash_ext, khr, vk};
+
+use crate::caps::DeviceCaps;
+use crate::error::{HeliosError, HeliosResult};
+use crate::vk::adapter::Adapter;
+use crate::vk::ext;
+use crate::vk::instance::Instance;
+
+/// What was enabled at device creation (a subset of what the adapter supports).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Enabled {
+    pub push_descriptor: bool,
+    pub bda: bool,
+    pub coop_mat: bool,
+    pub coop_mat2: bool,
+    pub bf16: bool,
+    pub atomic_float: bool,
+    pub pipeline_executable_info: bool,
+    pub subgroup_size_control: bool,
+}
+
+pub struct Device {
+    pub raw: ash::Device,
+    pub adapter: Adapter,
+    pub caps: DeviceCaps,
+    pub enabled: Enabled,
+    pub push_desc: Option<khr::push_descriptor::Device>,
+    pub compute_queue: vk::Queue,
+    pub transfer_queue: vk::Queue,
+    pub transfer_family: u32,
+    pub compute_sem: vk::Semaphore,
+    pub transfer_sem: vk::Semaphore,
+    /// Dropped after the device (field order), see Drop.
+    pub instance: Instance,
+}
+
+/// Every feature struct we query and then enable, kept together so the chain can be built twice.
+#[derive(Default)]
+struct Features {
+    v11: vk::PhysicalDeviceVulkan11Features<'static>,
+    v12: vk::PhysicalDeviceVulkan12Features<'static>,
+    v13: vk::PhysicalDeviceVulkan13Features<'static>,
+    coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR<'static>,
+    coop2: ext::CooperativeMatrix2FeaturesNV,
+    bf16: ext::ShaderBfloat16FeaturesKHR,
+    atomic: vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT<'static>,
+    exec: vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR<'static>,
+}
+
+fn optional_extensions(adapter: &Adapter) -> Vec<&'static CStr> {
+    let wanted: [&'static CStr; 6] = [
+        khr::push_descriptor::NAME,
+        khr::cooperative_matrix::NAME,
+        ext::NV_COOPMAT2,
+        ext::KHR_BFLOAT16,
+        ash_ext::shader_atomic_float::NAME,
+        khr::pipeline_executable_properties::NAME,
+    ];
+    wanted.into_iter().filter(|n| adapter.has(n)).collect()
+}
+
+/// Links the feature structs for the enabled extensions into `base` (query or create).
+macro_rules! chain_features {
+    ($base:expr, $f:expr, $exts:expr) => {{
+        let mut base = $base.push_next(&mut $f.v11).push_next(&mut $f.v12).push_next(&mut $f.v13);
+        if $exts.contains(&khr::cooperative_matrix::NAME) {
+            base = base.push_next(&mut $f.coop);
+        }
+        if $exts.contains(&ext::NV_COOPMAT2) {
+            base = base.push_next(&mut $f.coop2);
+        }
+        if $exts.contains(&ext::KHR_BFLOAT16) {
+            base = base.push_next(&mut $f.bf16);
+        }
+        if $exts.contains(&ash_ext::shader_atomic_float::NAME) {
+            base = base.push_next(&mut $f.atomic);
+        }
+        if $exts.contains(&khr::pipeline_executable_properties::NAME) {
+            base = base.push_next(&mut $f.exec);
+        }
+        base
+    }};
+}
+
+impl Features {
+    /// Clears the `p_next` links left by a previous chain so the structs can be chained again.
+    fn unlink(&mut self) {
+        self.v11.p_next = std::ptr::null_mut();
+        self.v12.p_next = std::ptr::null_mut();
+        self.v13.p_next = std::ptr::null_mut();
+        self.coop.p_next = std::ptr::null_mut();
+        self.coop2.p_next = std::ptr::null_mut();
+        self.bf16.p_next = std::ptr::null_mut();
+        self.atomic.p_next = std::ptr::null_mut();
+        self.exec.p_next = std::ptr::null_mut();
+    }
+}
+
+/// Features that cost speed or need extra setup; never enabled.
+fn sanitize(core: &mut vk::PhysicalDeviceFeatures, f: &mut Features) {
+    core.robust_buffer_access = vk::FALSE;
+    f.v11.protected_memory = vk::FALSE;
+    f.v12.buffer_device_address_capture_replay = vk::FALSE;
+    f.v12.buffer_device_address_multi_device = vk::FALSE;
+    f.v13.robust_image_access = vk::FALSE;
+    f.v13.inline_uniform_block = vk::FALSE;
+    f.v13.descriptor_binding_inline_uniform_block_update_after_bind = vk::FALSE;
+    f.coop.cooperative_matrix_robust_buffer_access = vk::FALSE;
+}
+
+fn fill_caps(adapter: &Adapter, core: &vk::PhysicalDeviceFeatures, f: &Features) -> DeviceCaps {
+    let l = &adapter.limits;
+    DeviceCaps {
+        f16: f.v12.shader_float16 != 0,
+        bf16: f.bf16.shader_bfloat16_type != 0,
+        int16: core.shader_int16 != 0,
+        int64: core.shader_int64 != 0,
+        storage_16bit: f.v11.storage_buffer16_bit_access != 0,
+        coop_mat: f.coop.cooperative_matrix != 0,
+        coop_mat2: f.coop2.workgroup_scope != 0 || f.coop2.flexible_dimensions != 0,
+        coop_mat_shapes: if f.coop.cooperative_matrix != 0 { adapter.coop_shapes.clone() } else { Vec::new() },
+        subgroup_size: adapter.subgroup_size,
+        max_workgroup_invocations: l.max_compute_work_group_invocations,
+        max_workgroup_size: l.max_compute_work_group_size,
+        max_shared_memory_bytes: l.max_compute_shared_memory_size,
+        max_push_constant_bytes: l.max_push_constants_size,
+        atomic_float_add: f.atomic.shader_buffer_float32_atomic_add != 0,
+        subgroup_arithmetic: adapter.subgroup_ops.contains(vk::SubgroupFeatureFlags::ARITHMETIC),
+        subgroup_shuffle: adapter.subgroup_ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
+    }
+}
+
+fn create_timeline(raw: &ash::Device) -> HeliosResult<vk::Semaphore> {
+    let mut kind = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut kind);
+    // SAFETY: valid device and create info.
+    unsafe { raw.create_semaphore(&info, None) }.map_err(|e| HeliosError::internal(format!("vkCreateSemaphore: {e}")))
+}
+
+impl Device {
+    pub fn new(instance: Instance, adapter: Adapter, no_push_descriptors: bool) -> HeliosResult<Device> {
+        let mut exts = optional_extensions(&adapter);
+        if no_push_descriptors {
+            exts.retain(|n| *n != khr::push_descriptor::NAME);
+        }
+        let mut f = Features::default();
+        let mut query = chain_features!(vk::PhysicalDeviceFeatures2::default(), f, exts);
+        // SAFETY: the chain only contains structs for supported extensions; all outlive the call.
+        unsafe { instance.raw.get_physical_device_features2(adapter.raw, &mut query) };
+        let mut core = query.features;
+        f.unlink();
+        sanitize(&mut core, &mut f);
+        if f.v12.timeline_semaphore == 0 || f.v13.synchronization2 == 0 {
+            return Err(HeliosError::no_device(format!(
+                "{} lacks timeline semaphores or synchronization2 (Vulkan 1.3 core)",
+                adapter.info.device_name
+            )));
+        }
+        let caps = fill_caps(&adapter, &core, &f);
+        let enabled = Enabled {
+            push_descriptor: exts.contains(&khr::push_descriptor::NAME),
+            bda: f.v12.buffer_device_address != 0,
+            coop_mat: caps.coop_mat,
+            coop_mat2: caps.coop_mat2,
+            bf16: caps.bf16,
+            atomic_float: exts.contains(&ash_ext::shader_atomic_float::NAME),
+            pipeline_executable_info: f.exec.pipeline_executable_info != 0,
+            subgroup_size_control: f.v13.subgroup_size_control != 0,
+        };
+        let priorities = [1.0f32];
+        let mut queues = vec![vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(adapter.compute_family)
+            .queue_priorities(&priorities)];
+        if let Some(tf) = adapter.transfer_family {
+            queues.push(vk::DeviceQueueCreateInfo::default().queue_family_index(tf).queue_priorities(&priorities));
+        }
+        let ext_ptrs: Vec<_> = exts.iter().map(|n| n.as_ptr()).collect();
+        let mut features2 = chain_features!(vk::PhysicalDeviceFeatures2::default().features(core), f, exts);
+        let info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queues)
+            .enabled_extension_names(&ext_ptrs)
+            .push_next(&mut features2);
+        // SAFETY: everything in `info` is supported (queried above) and outlives the call.
+        let raw = unsafe { instance.raw.create_device(adapter.raw, &info, None) }
+            .map_err(|e| HeliosError::no_device(format!("vkCreateDevice on {} failed: {e}", adapter.info.device_name)))?;
+        // SAFETY: the queues were requested in `info`.
+        let compute_queue = unsafe { raw.get_device_queue(adapter.compute_family, 0) };
+        let transfer_family = adapter.transfer_family.unwrap_or(adapter.compute_family);
+        // SAFETY: as above (same queue when there is no transfer family).
+        let transfer_queue = unsafe { raw.get_device_queue(transfer_family, 0) };
+        let push_desc = enabled.push_descriptor.then(|| khr::push_descriptor::Device::new(&instance.raw, &raw));
+        let compute_sem = create_timeline(&raw)?;
+        let transfer_sem = create_timeline(&raw)?;
+        Ok(Device {
+            raw,
+            adapter,
+            caps,
+            enabled,
+            push_desc,
+            compute_queue,
+            transfer_queue,
+            transfer_family,
+            compute_sem,
+            transfer_sem,
+            instance,
+        })
+    }
+
+    pub fn has_async_transfer(&self) -> bool {
+        self.adapter.transfer_family.is_some()
+    }
+
+    /// Both queue families, for CONCURRENT buffers (one entry when they coincide).
+    pub fn families(&self) -> Vec<u32> {
+        let mut f = vec![self.adapter.compute_family];
+        if self.transfer_family != self.adapter.compute_family {
+            f.push(self.transfer_family);
+        }
+        f
+    }
+
+    pub fn wait_idle(&self) {
+        // SAFETY: no other thread submits while the runtime lock is held by the caller.
+        let _ = unsafe { self.raw.device_wait_idle() };
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // SAFETY: nothing is in flight after wait_idle; the semaphores belong to this device.
+        unsafe {
+            let _ = self.raw.device_wait_idle();
+            self.raw.destroy_semaphore(self.compute_sem, None);
+            self.raw.destroy_semaphore(self.transfer_sem, None);
+            self.raw.destroy_device(None);
+        }
+    }
+}

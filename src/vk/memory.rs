@@ -1,0 +1,171 @@
+//! Buffers sub-allocated with gpu-allocator, and host copies into/out of mapped memory.
+
+use std::ptr::NonNull;
+
+use ash::vk;
+use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme, Allocator, AllocatorCreateDesc};
+use gpu_allocator::{AllocationError, MemoryLocation};
+
+use crate::error::{HeliosError, HeliosResult};
+use crate::vk::device::Device;
+use crate::vk::sync::vk_error;
+
+/// Where a buffer lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Device-local; may still be host-visible (UMA, ReBAR).
+    Device,
+    /// Host-visible, preferring device-local (createBuffer `hostVisible`).
+    HostVisible,
+    /// Host memory (cached, coherent) for staging uploads and downloads: CPU copies run at
+    /// memory speed and the DMA engine crosses the bus, instead of CPU writes into the BAR.
+    Staging,
+}
+
+pub struct GpuBuffer {
+    pub raw: vk::Buffer,
+    pub size: u64,
+    alloc: Option<Allocation>,
+    mapped: Option<NonNull<u8>>,
+}
+
+// SAFETY: the mapped pointer refers to persistently mapped device memory that is only
+// accessed through `&self`/`&mut self` methods under the runtime lock or a pinned readback.
+unsafe impl Send for GpuBuffer {}
+// SAFETY: see above; reads of mapped memory do not mutate Rust-visible state.
+unsafe impl Sync for GpuBuffer {}
+
+pub fn create_allocator(device: &Device) -> HeliosResult<Allocator> {
+    Allocator::new(&AllocatorCreateDesc {
+        instance: device.instance.raw.clone(),
+        device: device.raw.clone(),
+        physical_device: device.adapter.raw,
+        debug_settings: Default::default(),
+        buffer_device_address: device.enabled.bda,
+        allocation_sizes: Default::default(),
+    })
+    .map_err(|e| HeliosError::internal(format!("gpu-allocator init: {e}")))
+}
+
+fn location(p: Placement) -> MemoryLocation {
+    match p {
+        Placement::Device => MemoryLocation::GpuOnly,
+        Placement::HostVisible => MemoryLocation::CpuToGpu,
+        Placement::Staging => MemoryLocation::GpuToCpu,
+    }
+}
+
+/// Creates a buffer usable as storage and as copy source/destination on both queues.
+pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placement: Placement) -> HeliosResult<GpuBuffer> {
+    let families = device.families();
+    let mut usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    if device.enabled.bda {
+        usage |= vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+    }
+    let mut info = vk::BufferCreateInfo::default().size(size.max(4)).usage(usage);
+    info = if families.len() > 1 {
+        info.sharing_mode(vk::SharingMode::CONCURRENT).queue_family_indices(&families)
+    } else {
+        info.sharing_mode(vk::SharingMode::EXCLUSIVE)
+    };
+    // SAFETY: valid create info; the buffer is destroyed in `destroy_buffer`.
+    let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(|e| vk_error("vkCreateBuffer", e))?;
+    // SAFETY: `raw` was just created on this device.
+    let requirements = unsafe { device.raw.get_buffer_memory_requirements(raw) };
+    let desc = AllocationCreateDesc {
+        name: "helios",
+        requirements,
+        location: location(placement),
+        linear: true,
+        allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+    };
+    let allocation = match alloc.allocate(&desc) {
+        Ok(a) => a,
+        Err(e) => {
+            // SAFETY: the buffer has no memory bound and is not in use.
+            unsafe { device.raw.destroy_buffer(raw, None) };
+            return Err(match e {
+                AllocationError::OutOfMemory => HeliosError::out_of_memory(format!("out of GPU memory allocating {size} bytes")),
+                e => HeliosError::internal(format!("allocating {size} bytes: {e}")),
+            });
+        }
+    };
+    // SAFETY: the allocation satisfies `requirements` and is bound once.
+    let bound = unsafe { device.raw.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) };
+    if let Err(e) = bound {
+        let _ = alloc.free(allocation);
+        // SAFETY: as above, unused buffer.
+        unsafe { device.raw.destroy_buffer(raw, None) };
+        return Err(vk_error("vkBindBufferMemory", e));
+    }
+    // Direct host access needs coherent memory (no flush/invalidate calls in the hot path).
+    let coherent = allocation.memory_properties().contains(vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT);
+    let mapped = allocation.mapped_ptr().filter(|_| coherent).map(|p| p.cast::<u8>());
+    Ok(GpuBuffer { raw, size, alloc: Some(allocation), mapped })
+}
+
+/// Frees a buffer; the caller guarantees the GPU no longer uses it.
+pub fn destroy_buffer(device: &Device, alloc: &mut Allocator, mut buf: GpuBuffer) {
+    if let Some(a) = buf.alloc.take() {
+        let _ = alloc.free(a);
+    }
+    // SAFETY: no pending GPU use (caller contract); destroyed exactly once.
+    unsafe { device.raw.destroy_buffer(buf.raw, None) };
+}
+
+/// Below this size a single thread copies; above, a few threads share the copy.
+const PARALLEL_COPY_BYTES: usize = 8 << 20;
+
+fn parallel_copy(dst: *mut u8, src: *const u8, len: usize) {
+    struct Span(*mut u8, *const u8, usize);
+    // SAFETY: each span covers a disjoint range of the caller's valid buffers.
+    unsafe impl Send for Span {}
+    let copy = |s: Span| {
+        // SAFETY: the ranges are valid, disjoint and non-overlapping (caller contract).
+        unsafe { std::ptr::copy_nonoverlapping(s.1, s.0, s.2) }
+    };
+    if len < PARALLEL_COPY_BYTES {
+        return copy(Span(dst, src, len));
+    }
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8);
+    let per = len.div_ceil(threads).next_multiple_of(4096);
+    std::thread::scope(|scope| {
+        let mut off = 0;
+        while off < len {
+            let n = per.min(len - off);
+            // SAFETY: `off + n <= len`, so both pointers stay inside their buffers.
+            let span = unsafe { Span(dst.add(off), src.add(off), n) };
+            scope.spawn(move || copy(span));
+            off += n;
+        }
+    });
+}
+
+impl GpuBuffer {
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    /// Copies `data` into mapped memory at `offset`; the caller ensures no GPU access overlaps.
+    pub fn write(&self, offset: u64, data: &[u8]) -> HeliosResult<()> {
+        let ptr = self.mapped_range(offset, data.len() as u64)?;
+        parallel_copy(ptr, data.as_ptr(), data.len());
+        Ok(())
+    }
+
+    /// Copies mapped memory at `offset` into `out`; the caller ensures GPU writes completed.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> HeliosResult<()> {
+        let ptr = self.mapped_range(offset, out.len() as u64)?;
+        parallel_copy(out.as_mut_ptr(), ptr, out.len());
+        Ok(())
+    }
+
+    fn mapped_range(&self, offset: u64, len: u64) -> HeliosResult<*mut u8> {
+        let base = self.mapped.ok_or_else(|| HeliosError::internal("buffer is not host-visible".to_string()))?;
+        if offset.checked_add(len).is_none_or(|end| end > self.size) {
+            return Err(HeliosError::internal(format!("mapped range {offset}+{len} beyond {}", self.size)));
+        }
+        // SAFETY: the range was checked against the allocation size above.
+        Ok(unsafe { base.as_ptr().add(offset as usize) })
+    }
+}

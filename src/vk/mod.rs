@@ -1,0 +1,22 @@
+//! The Vulkan layer: the only module with `unsafe`. Every function here is safe to call
+//! given the runtime's invariants (the runtime lock serialises queue and pool access, and
+//! objects are destroyed only after the timeline value of their last use completed).
+//!
+//! - `instance`: loader (dlopen), VkInstance, validation messenger.
+//! - `adapter`: device choice and capability probing.
+//! - `device`: logical device, enabled features, queues, timeline semaphores.
+//! - `memory`: gpu-allocator buffers and host copies.
+//! - `pipeline`: compute pipelines and the VkPipelineCache.
+//! - `command`: command pools and recorded commands.
+//! - `sync`: timeline waits and queue submission.
+
+pub mod adapter;
+pub mod command;
+pub mod device;
+pub mod ext;
+pub mod instance;
+pub mod memory;
+pub mod pipeline;
+pub mod sync;
+
+pub use ash::vk as raw;

@@ -1,0 +1,71 @@
+//! Timeline-semaphore waits, counters and queue submission (synchronization2).
+
+use ash::vk;
+
+use crate::error::{HeliosError, HeliosResult};
+use crate::vk::device::Device;
+
+fn map_err(call: &str, e: vk::Result) -> HeliosError {
+    match e {
+        vk::Result::ERROR_DEVICE_LOST => HeliosError::device_lost(format!("{call}: the GPU device was lost")),
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+            HeliosError::out_of_memory(format!("{call}: {e}"))
+        }
+        e => HeliosError::internal(format!("{call}: {e}")),
+    }
+}
+
+/// Maps a `vk::Result` from anywhere in the Vulkan layer to our error type.
+pub fn vk_error(call: &str, e: vk::Result) -> HeliosError {
+    map_err(call, e)
+}
+
+/// Current value of a timeline semaphore (the highest completed submission).
+pub fn counter(device: &Device, sem: vk::Semaphore) -> HeliosResult<u64> {
+    // SAFETY: `sem` is a timeline semaphore of `device`.
+    unsafe { device.raw.get_semaphore_counter_value(sem) }.map_err(|e| map_err("vkGetSemaphoreCounterValue", e))
+}
+
+/// Waits until `sem` reaches `value`; `Ok(false)` on timeout.
+pub fn wait(device: &Device, sem: vk::Semaphore, value: u64, timeout_ns: u64) -> HeliosResult<bool> {
+    let sems = [sem];
+    let values = [value];
+    let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
+    // SAFETY: `sem` belongs to `device`; waiting is thread-safe for semaphores.
+    match unsafe { device.raw.wait_semaphores(&info, timeout_ns) } {
+        Ok(()) => Ok(true),
+        Err(vk::Result::TIMEOUT) => Ok(false),
+        Err(e) => Err(map_err("vkWaitSemaphores", e)),
+    }
+}
+
+/// One submission: a command buffer that waits on timeline points and signals one.
+pub struct Submit<'a> {
+    pub queue: vk::Queue,
+    pub cmd: vk::CommandBuffer,
+    pub waits: &'a [(vk::Semaphore, u64)],
+    pub signal: (vk::Semaphore, u64),
+}
+
+pub fn submit(device: &Device, s: &Submit<'_>) -> HeliosResult<()> {
+    let mut waits = [vk::SemaphoreSubmitInfo::default(); 2];
+    let n = s.waits.len().min(2);
+    for (slot, &(sem, value)) in waits.iter_mut().zip(s.waits) {
+        *slot = vk::SemaphoreSubmitInfo::default()
+            .semaphore(sem)
+            .value(value)
+            .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS);
+    }
+    let signals = [vk::SemaphoreSubmitInfo::default()
+        .semaphore(s.signal.0)
+        .value(s.signal.1)
+        .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
+    let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(s.cmd)];
+    let info = vk::SubmitInfo2::default()
+        .wait_semaphore_infos(&waits[..n])
+        .command_buffer_infos(&cmds)
+        .signal_semaphore_infos(&signals);
+    // SAFETY: the caller holds the runtime lock (external queue synchronisation); the command
+    // buffer is fully recorded and every referenced object stays alive until `signal` completes.
+    unsafe { device.raw.queue_submit2(s.queue, &[info], vk::Fence::null()) }.map_err(|e| map_err("vkQueueSubmit2", e))
+}
