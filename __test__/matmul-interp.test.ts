@@ -58,3 +58,18 @@ test("coopmat direct-from-global variants (aligned shapes)", () => {
   run(["cmd_64x64_w2x2", "cmd_128x128_w4x2"], [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }], aligned);
   run(["cmd_64x64_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [{ name: "splitk", problem: { m: 16, n: 32, k: 96 }, full: true }]);
 });
+
+test("workgroup-scope coopmat2 variant (aligned shapes, plain epilogue)", () => {
+  const rt = new InterpRuntime({ ...new InterpRuntime().info, coopMat2Supported: true });
+  const rows = checkVariants(rt, { ...rt.info }, {
+    variants: ["cm2_64x64x32", "cm2_64x64x32_sk2"].map(variantByName),
+    modes: [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }],
+    cases: [
+      { name: "64x128x96", problem: { m: 64, n: 128, k: 96 }, full: true },
+      { name: "TT_batched", problem: { m: 128, n: 64, k: 64, batch: 2, transA: true, transB: true }, full: true },
+      { name: "unaligned_skipped", problem: { m: 60, n: 64, k: 64 }, full: true },
+    ],
+  });
+  assert.deepEqual(rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`), []);
+  assert.ok(rows.filter((r) => !r.skipped).length >= 8);
+});

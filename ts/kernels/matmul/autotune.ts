@@ -65,6 +65,7 @@ function writeCache(dir: string, data: CacheData): void {
 export function capsOf(dev: MatmulDeviceInfo): MatmulCaps {
   return {
     coopMatSupported: dev.coopMatSupported,
+    coopMat2Supported: dev.coopMat2Supported,
     coopMatShapes: dev.coopMatShapes,
     f16Supported: dev.f16Supported,
     bf16Supported: dev.bf16Supported,

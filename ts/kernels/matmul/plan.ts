@@ -4,6 +4,7 @@
 import type { KernelDesc } from "../../ir/index.js";
 import { ceilDiv, packPush, pushValues, type BindingRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
+import { coop2Kernel } from "./coopmat2.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
@@ -12,6 +13,7 @@ import { VARIANTS, variantByName, withSplits, type VariantSpec } from "./variant
 /** The device facts the planner needs (a subset of the native DeviceInfo). */
 export interface MatmulCaps {
   coopMatSupported: boolean;
+  coopMat2Supported?: boolean;
   coopMatShapes?: readonly { m: number; n: number; k: number; a: string; b: string; c: string; result: string; scope?: string }[];
   f16Supported?: boolean;
   bf16Supported?: boolean;
@@ -74,6 +76,15 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
     if (p.dtype === "bf16") return "the SIMT path does not read bf16";
     return null;
   }
+  if (v.kind === "coop2") {
+    if (!caps.coopMat2Supported) return "no VK_NV_cooperative_matrix2 on this device";
+    if (p.dtype === "f32") return "the coopmat2 variant needs 16-bit inputs";
+    if (p.outDtype === "bf16") return "the coopmat2 variant does not write bf16";
+    if (p.m % v.cfg.bm || p.n % v.cfg.bn || p.k % v.cfg.bk) return `the coopmat2 variant needs M % ${v.cfg.bm}, N % ${v.cfg.bn}, K % ${v.cfg.bk} == 0`;
+    const e = p.epilogue;
+    if (e.bias || e.residual || e.act !== "none" || e.scale !== 1) return "the coopmat2 variant has no fused epilogue";
+    return null;
+  }
   const elem = p.dtype === "f32" ? "f16" : p.dtype;
   if (!hasShape(caps, elem, p.accF16 ? "f16" : "f32")) return `no 16x16x16 ${elem} cooperative matrix on this device`;
   if (v.cfg.direct) {
@@ -87,6 +98,7 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
 }
 
 function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
+  if (v.kind === "coop2") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: v.cfg.bk };
   if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk({ ...v.cfg, vecA: false, vecB: false, vecOut: false }) };
   const t = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
   return { bm: t.bm, bn: t.bn, bk: v.cfg.bk };
@@ -125,7 +137,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
   for (const v of VARIANTS.values()) {
     if (v.splits !== 1) continue;
-    if (v.kind === "coop" && !coop) continue;
+    if (v.kind !== "simt" && !coop) continue;
     if (unsupported(v, p, caps)) continue;
     const s = defaultSplits(p, v, units);
     out.push(v);
@@ -177,6 +189,9 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   if (spec.kind === "simt") {
     const cfg = simtConfig(p, spec);
     desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
+  } else if (spec.kind === "coop2") {
+    const cfg = spec.cfg;
+    desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
     const cfg = coopConfig(p, spec, caps, split);
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
@@ -206,6 +221,6 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     problem: p,
     steps,
     workspaceBytes: split ? splits * p.batch * p.m * p.n * 4 : 0,
-    lowPrecision: p.dtype === "f32" && spec.kind === "coop",
+    lowPrecision: p.dtype === "f32" && spec.kind !== "simt",
   };
 }

@@ -7,6 +7,7 @@ import { VARIANTS } from "./variants.js";
 
 const CAPS: MatmulCaps = {
   coopMatSupported: true,
+  coopMat2Supported: true,
   bf16Supported: true,
   f16Supported: true,
   subgroupSize: 32,
@@ -23,6 +24,8 @@ function problems(): MatmulProblem[] {
   }
   out.push({ m: 512, n: 512, k: 512, dtype: "f16", accF16: true, epilogue: { act: "relu" } });
   out.push({ m: 128, n: 128, k: 128, dtype: "f16", outDtype: "f32" });
+  out.push({ m: 256, n: 256, k: 256, dtype: "f16", transB: true });
+  out.push({ m: 256, n: 256, k: 4096, dtype: "bf16", outDtype: "f32", transA: true });
   return out;
 }
 
@@ -46,6 +49,7 @@ export function matmulKernelVariants(): KernelVariant[] {
         if (p.dtype !== "f32" || p.outDtype === "f16") needs.push("f16");
         if (p.dtype === "bf16") needs.push("bf16");
         if (v.kind === "coop" && !s.desc.name.includes("reduce")) needs.push("coopmat", "subgroup");
+        if (v.kind === "coop2" && !s.desc.name.includes("reduce")) needs.push("coopmat2");
         const desc = s.desc;
         out.push({ id: desc.name, needs, build: () => desc });
       }

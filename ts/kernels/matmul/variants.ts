@@ -2,11 +2,13 @@
 // factor); its name is only a key for humans, HELIOS_MATMUL_VARIANT and the tuning cache — looked
 // up in this table, never parsed.
 import type { CoopConfig } from "./coopmat.js";
+import type { Coop2Config } from "./coopmat2.js";
 import type { SimtConfig } from "./simt.js";
 
 export type VariantSpec =
   | { kind: "simt"; name: string; base: string; cfg: Omit<SimtConfig, "vecA" | "vecB" | "vecOut">; splits: number }
-  | { kind: "coop"; name: string; base: string; cfg: Omit<CoopConfig, "vecA" | "vecB">; splits: number };
+  | { kind: "coop"; name: string; base: string; cfg: Omit<CoopConfig, "vecA" | "vecB">; splits: number }
+  | { kind: "coop2"; name: string; base: string; cfg: Coop2Config; splits: number };
 
 const SIMT_BASES: [string, Omit<SimtConfig, "vecA" | "vecB" | "vecOut">][] = [
   ["simt_128x128_8x8", { bm: 128, bn: 128, tm: 8, tn: 8 }],
@@ -30,6 +32,13 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cmd_64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 16, direct: true }],
 ];
 
+// Workgroup-scope (NV coopmat2) tiles, aligned shapes only.
+const COOP2_BASES: [string, Coop2Config][] = [
+  ["cm2_128x128x32", { bm: 128, bn: 128, bk: 32, threads: 256 }],
+  ["cm2_128x256x32", { bm: 128, bn: 256, bk: 32, threads: 256 }],
+  ["cm2_64x64x32", { bm: 64, bn: 64, bk: 32, threads: 128 }],
+];
+
 export const SPLITS = [1, 2, 4, 8, 16] as const;
 
 function build(): Map<string, VariantSpec> {
@@ -38,6 +47,7 @@ function build(): Map<string, VariantSpec> {
     const suffix = s === 1 ? "" : `_sk${s}`;
     for (const [n, cfg] of SIMT_BASES) m.set(n + suffix, { kind: "simt", name: n + suffix, base: n, cfg, splits: s });
     for (const [n, cfg] of COOP_BASES) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
+    for (const [n, cfg] of COOP2_BASES) m.set(n + suffix, { kind: "coop2", name: n + suffix, base: n, cfg, splits: s });
   }
   return m;
 }
