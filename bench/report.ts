@@ -94,8 +94,12 @@ export function makeRow(
 }
 
 function fmt(x: number | null | undefined, digits: number): string {
-  return x === null || x === undefined || !Number.isFinite(x) ? "-" : x.toFixed(digits);
+  if (x === null || x === undefined || !Number.isFinite(x)) return "-";
+  // tiny values (a CPU device's TFLOP/s) keep three significant digits instead of printing 0.0
+  return Math.abs(x) > 0 && Math.abs(x) < 10 ** -digits * 10 ? x.toPrecision(3) : x.toFixed(digits);
 }
+
+export const fmtNum = fmt;
 
 export function formatTable(rows: readonly BenchRow[]): string {
   const head = ["shape", "helios ms", "p95", "cv", "TFLOP/s", "cuda ms", "TFLOP/s", "ratio", "variant"];

@@ -6,7 +6,7 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CudaSuiteOptions, EpilogueArg, Shape } from "./args.js";
 import { shapeName } from "./args.js";
-import { formatTable, makeRow, type BenchMeta, type BenchReport, type BenchRow, type CheckResult } from "./report.js";
+import { fmtNum, formatTable, makeRow, type BenchMeta, type BenchReport, type BenchRow, type CheckResult } from "./report.js";
 import { summarize } from "./stats.js";
 import { renderSvg } from "./svg.js";
 import { runTorchReference, type TorchResult } from "./torch.js";
@@ -122,7 +122,7 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
       const row = makeRow(s, 1, o.dtype, plan.variant, summarize(reps), torch.byShape.get(shapeName(s)) ?? null);
       if (o.check) row.spotCheckRelErr = fx.spotError(64);
       rows.push(row);
-      log(`  ${row.heliosMs.toFixed(4)} ms = ${row.heliosTflops.toFixed(1)} TFLOP/s` + (row.ratio !== null ? `, cuda ${row.cudaMs?.toFixed(4)} ms, ratio ${row.ratio.toFixed(3)}` : ""));
+      log(`  ${row.heliosMs.toFixed(4)} ms = ${fmtNum(row.heliosTflops, 1)} TFLOP/s` + (row.ratio !== null ? `, cuda ${row.cudaMs?.toFixed(4)} ms, ratio ${row.ratio.toFixed(3)}` : ""));
     } finally {
       fx.destroy();
     }
