@@ -32,11 +32,13 @@ export interface CoopMatShape {
   m: number
   n: number
   k: number
-  a: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
-  b: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
-  c: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
-  result: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
-  scope: 'subgroup' | 'workgroup'
+  /** Component type names: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'. */
+  a: string
+  b: string
+  c: string
+  result: string
+  /** 'subgroup' | 'workgroup'. */
+  scope: string
   saturating: boolean
 }
 
@@ -71,7 +73,8 @@ export interface DeviceInfo {
   deviceName: string
   vendorId: number
   deviceId: number
-  deviceType: 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'
+  /** 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'. */
+  deviceType: string
   driverName: string
   driverInfo: string
   driverVersion: string
@@ -127,8 +130,8 @@ export interface InitOptions {
 export declare function leaseBuffer(byteLength: number): number
 
 export interface PipelineLayout {
-  /** Access per binding i (the storage buffer at set 0, binding i). */
-  bindings: Array<'read' | 'write' | 'readwrite'>
+  /** Access per binding i (storage buffer at set 0, binding i): 'read' | 'write' | 'readwrite'. */
+  bindings: Array<string>
   pushConstantBytes?: number
   entryPoint?: string
   label?: string

@@ -1,0 +1,89 @@
+// GPU timestamps: a profiled batch reports one {label, gpuNs} per dispatch, in order.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import {
+  assertThrowsCode, bufferWith, groupsFor, packDispatches, pipeline, randomF32, randomU32, rng, rt, runBatch,
+  slowShapeFor, useDevice,
+} from "./helpers.js";
+import { push } from "./kernels/index.js";
+
+const info = useDevice();
+
+test("the device reports a positive timestamp period", () => {
+  assert.ok(info.timestampPeriodNs > 0, `timestampPeriodNs ${info.timestampPeriodNs}`);
+});
+
+test("a profiled batch gives one entry per dispatch with the pipeline labels and gpuNs > 0", () => {
+  const n = 4096;
+  const r = rng(501);
+  const hx = bufferWith(randomF32(n, r));
+  const hy = bufferWith(randomF32(n, r));
+  const hu = bufferWith(randomU32(n, r));
+  const shape = slowShapeFor(20);
+  const hs = bufferWith(randomU32(shape.n, r));
+  const order = ["axpb", "inc", "copy", "slow", "inc"];
+  const v = runBatch(() => {
+    rt.recordDispatch(pipeline("axpb"), [hx, hy], [groupsFor(n)], push([["u", n], ["f", 1], ["f", 2]]));
+    rt.recordDispatch(pipeline("inc"), [hu], [groupsFor(n)], push([["u", n]]));
+    rt.recordDispatch(pipeline("copy"), [hu, hx], [groupsFor(n)], push([["u", n]]));
+    rt.recordDispatch(pipeline("slow"), [hs], [groupsFor(shape.n)], Uint32Array.of(shape.n, shape.iters));
+    rt.recordDispatchMany(packDispatches([{ pipeline: pipeline("inc"), buffers: [hu], groups: [groupsFor(n)], push: Uint32Array.of(n) }]), 1);
+  }, { profile: true });
+  const profile = rt.batchProfile(v);
+  assert.deepEqual(profile.map((p) => p.label), order);
+  for (const p of profile) {
+    assert.ok(Number.isFinite(p.gpuNs) && p.gpuNs > 0, `${p.label}: gpuNs ${p.gpuNs}`);
+  }
+  const slow = profile[3].gpuNs;
+  const inc = profile[1].gpuNs;
+  assert.ok(slow > inc, `the slow kernel (${slow} ns) should take longer than inc (${inc} ns)`);
+});
+
+test("an unprofiled batch has no profile", () => {
+  const h = bufferWith(randomU32(64, rng(502)));
+  const v = runBatch(() => rt.recordDispatch(pipeline("inc"), [h], [1], push([["u", 64]])));
+  let profile: Array<{ label: string; gpuNs: number }> = [];
+  try {
+    profile = rt.batchProfile(v);
+  } catch (err) {
+    assert.equal((err as { code?: string }).code, "ERR_HELIOS_INVALID_ARGUMENT", String(err));
+  }
+  assert.deepEqual(profile, []);
+});
+
+test("profiles of several batches in flight stay separate", () => {
+  const n = 256;
+  const h = bufferWith(randomU32(n, rng(503)));
+  const values: number[] = [];
+  for (let k = 1; k <= 4; k++) {
+    rt.beginBatch({ profile: true });
+    for (let i = 0; i < k; i++) rt.recordDispatch(pipeline("inc"), [h], [groupsFor(n)], push([["u", n]]));
+    values.push(rt.submitBatch());
+  }
+  rt.waitTimeline(values[3]);
+  values.forEach((v, i) => {
+    const profile = rt.batchProfile(v);
+    assert.equal(profile.length, i + 1, `batch ${i}`);
+    assert.ok(profile.every((p) => p.label === "inc" && p.gpuNs > 0));
+  });
+});
+
+test("batchProfile of a running batch is refused or waits; of a value never submitted, refused", () => {
+  const shape = slowShapeFor(200);
+  const h = bufferWith(randomU32(shape.n, rng(504)));
+  rt.beginBatch({ profile: true });
+  rt.recordDispatch(pipeline("slow"), [h], [groupsFor(shape.n)], Uint32Array.of(shape.n, shape.iters));
+  const v = rt.submitBatch();
+  if (rt.getCompleted() < v) {
+    // Either refused, or answered after waiting for the batch: never a partial profile.
+    try {
+      assert.equal(rt.batchProfile(v).length, 1);
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? "";
+      assert.ok(["ERR_HELIOS_INVALID_ARGUMENT", "ERR_HELIOS_OUT_OF_RANGE"].includes(code), String(err));
+    }
+  }
+  rt.waitTimeline(v);
+  assert.equal(rt.batchProfile(v).length, 1);
+  assertThrowsCode(() => rt.batchProfile(v + 1000), ["ERR_HELIOS_INVALID_ARGUMENT", "ERR_HELIOS_OUT_OF_RANGE"], { call: "batchProfile" });
+});

@@ -1,0 +1,285 @@
+// bench/dispatch: what one dispatch costs the host and the stream, and how fast
+// buffers move. Prints a table with each target and PASS/FAIL, and writes JSON.
+//
+//   npm run bench:dispatch -- [--out=bench/dispatch.json] [--transfer-mib=256]
+//                             [--dispatches=1000] [--iters=20] [--reps=3] [--validation]
+//
+// Method: one warm-up pass, then `reps` repetitions of the whole measurement set; each
+// figure is the median over `iters` timed iterations within a repetition, and the
+// reported value is the median of those per-repetition medians. Targets are for the
+// NVIDIA GPU host (issue 2); on lavapipe they are printed for reference only.
+import { writeFileSync } from "node:fs";
+import os from "node:os";
+import { native } from "../ts/native.js";
+import type { HeliosNative } from "../__test__/api.js";
+import { KERNELS } from "../__test__/kernels/index.js";
+
+const rt = native as unknown as HeliosNative;
+
+interface Options {
+  out?: string;
+  transferMiB: number;
+  dispatches: number;
+  iters: number;
+  reps: number;
+  validation: boolean;
+}
+
+function parseArgs(argv: string[]): Options {
+  const opts: Options = { transferMiB: 256, dispatches: 1000, iters: 20, reps: 3, validation: false };
+  for (const arg of argv) {
+    const [key, value] = arg.replace(/^--/, "").split("=", 2);
+    const num = () => {
+      const n = Number(value);
+      if (!Number.isInteger(n) || n <= 0) throw new Error(`bench/dispatch: --${key} needs a positive integer, got ${value}`);
+      return n;
+    };
+    if (key === "out") opts.out = value;
+    else if (key === "transfer-mib") opts.transferMiB = num();
+    else if (key === "dispatches") opts.dispatches = num();
+    else if (key === "iters") opts.iters = num();
+    else if (key === "reps") opts.reps = num();
+    else if (key === "validation") opts.validation = true;
+    else throw new Error(`bench/dispatch: unknown option ${arg}`);
+  }
+  return opts;
+}
+
+interface Target {
+  /** "max": the figure must be at most `value`; "min": at least. */
+  kind: "max" | "min";
+  value: number;
+}
+
+interface Measurement {
+  name: string;
+  unit: string;
+  /** One call = one timed iteration; returns the figure for that iteration. */
+  run: () => number;
+  target?: Target;
+}
+
+interface Result {
+  name: string;
+  unit: string;
+  value: number;
+  perRep: number[];
+  target?: Target;
+  pass?: boolean;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+/** Microseconds per unit for `units` units done by `fn`. */
+function usPer(units: number, fn: () => void): number {
+  const t0 = performance.now();
+  fn();
+  return ((performance.now() - t0) * 1000) / units;
+}
+
+function gbPerS(bytes: number, fn: () => void): number {
+  const t0 = performance.now();
+  fn();
+  return bytes / ((performance.now() - t0) / 1000) / 1e9;
+}
+
+function measurements(opts: Options): { list: Measurement[]; cleanup: () => void } {
+  const n = opts.dispatches;
+  const noop = rt.createPipeline(KERNELS.noop.spirv, KERNELS.noop.layout);
+  const inc = rt.createPipeline(KERNELS.inc.spirv, KERNELS.inc.layout);
+  const small = rt.createBuffer(256);
+  rt.uploadBuffer(small, new Uint32Array(64).map((_, i) => i + 1));
+  const push = Uint32Array.of(64);
+  const recordNoops = () => {
+    for (let i = 0; i < n; i++) rt.recordDispatch(noop, [small], [1], push);
+  };
+  const recordChain = () => {
+    for (let i = 0; i < n; i++) rt.recordDispatch(inc, [small], [1], push);
+  };
+  const pack = (pipeline: number) => {
+    const entry = [pipeline >>> 0, Math.floor(pipeline / 2 ** 32), 1, 1, 1, 1, 1, small >>> 0, Math.floor(small / 2 ** 32), 64];
+    const words = new Uint32Array(entry.length * n);
+    for (let i = 0; i < n; i++) words.set(entry, i * entry.length);
+    return words;
+  };
+  const packedNoops = pack(noop);
+  const packedChain = pack(inc);
+  const capture = (record: () => void) => {
+    rt.beginBatch();
+    record();
+    return rt.captureBatch();
+  };
+  const graphNoops = capture(recordNoops);
+  const graphChain = capture(recordChain);
+  const graphOne = capture(() => rt.recordDispatch(noop, [small], [1], push));
+
+  const bytes = opts.transferMiB * 1024 * 1024;
+  const big = rt.createBuffer(bytes);
+  const host = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i += 4096) host[i] = (i >>> 12) & 0xff || 1;
+
+  const us = "µs/dispatch";
+  const list: Measurement[] = [
+    {
+      name: "recordDispatch host cost",
+      unit: us,
+      run: () => {
+        rt.beginBatch();
+        const t = usPer(n, recordNoops);
+        rt.waitTimeline(rt.submitBatch());
+        return t;
+      },
+    },
+    {
+      name: "recordDispatchMany host cost per entry",
+      unit: us,
+      run: () => {
+        rt.beginBatch();
+        const t = usPer(n, () => rt.recordDispatchMany(packedNoops, n));
+        rt.waitTimeline(rt.submitBatch());
+        return t;
+      },
+    },
+    {
+      name: `batched end to end, ${n} independent (recordDispatch)`,
+      unit: us,
+      target: { kind: "max", value: 2 },
+      run: () => usPer(n, () => {
+        rt.beginBatch();
+        recordNoops();
+        rt.waitTimeline(rt.submitBatch());
+      }),
+    },
+    {
+      name: `batched end to end, ${n} dependent (recordDispatch)`,
+      unit: us,
+      target: { kind: "max", value: 2 },
+      run: () => usPer(n, () => {
+        rt.beginBatch();
+        recordChain();
+        rt.waitTimeline(rt.submitBatch());
+      }),
+    },
+    {
+      name: `batched end to end, ${n} dependent (recordDispatchMany)`,
+      unit: us,
+      target: { kind: "max", value: 2 },
+      run: () => usPer(n, () => {
+        rt.beginBatch();
+        rt.recordDispatchMany(packedChain, n);
+        rt.waitTimeline(rt.submitBatch());
+      }),
+    },
+    {
+      name: `replay, ${n} independent`,
+      unit: us,
+      target: { kind: "max", value: 1 },
+      run: () => usPer(n, () => rt.waitTimeline(rt.replayBatch(graphNoops))),
+    },
+    {
+      name: `replay, ${n} dependent`,
+      unit: us,
+      target: { kind: "max", value: 1 },
+      run: () => usPer(n, () => rt.waitTimeline(rt.replayBatch(graphChain))),
+    },
+    {
+      name: "submit+wait round trip, 1 dispatch",
+      unit: "µs",
+      target: { kind: "max", value: 20 },
+      run: () => usPer(1, () => {
+        rt.beginBatch();
+        rt.recordDispatch(noop, [small], [1], push);
+        rt.waitTimeline(rt.submitBatch());
+      }),
+    },
+    {
+      name: "replay+wait round trip, 1 dispatch",
+      unit: "µs",
+      target: { kind: "max", value: 20 },
+      run: () => usPer(1, () => rt.waitTimeline(rt.replayBatch(graphOne))),
+    },
+    {
+      name: `upload ${opts.transferMiB} MiB`,
+      unit: "GB/s",
+      target: { kind: "min", value: 20 },
+      // The 4-byte read afterwards returns only once the upload has landed (program order).
+      run: () => gbPerS(bytes, () => {
+        rt.uploadBuffer(big, host);
+        rt.readBuffer(big, 0, 4);
+      }),
+    },
+    {
+      name: `download ${opts.transferMiB} MiB`,
+      unit: "GB/s",
+      target: { kind: "min", value: 20 },
+      run: () => gbPerS(bytes, () => void rt.readBuffer(big)),
+    },
+  ];
+  const cleanup = () => {
+    for (const g of [graphNoops, graphChain, graphOne]) rt.destroyCapture(g);
+    for (const b of [small, big]) rt.destroyBuffer(b);
+    rt.destroyPipeline(noop);
+    rt.destroyPipeline(inc);
+  };
+  return { list, cleanup };
+}
+
+function passes(value: number, t: Target): boolean {
+  return t.kind === "max" ? value <= t.value : value >= t.value;
+}
+
+function fmt(x: number): string {
+  return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
+}
+
+function printTable(results: Result[], device: string): void {
+  const rows = results.map((r) => [
+    r.name,
+    `${fmt(r.value)} ${r.unit}`,
+    r.perRep.map(fmt).join(" / "),
+    r.target ? `${r.target.kind === "max" ? "≤" : "≥"} ${r.target.value} ${r.unit}` : "",
+    r.target ? (r.pass ? "PASS" : "FAIL") : "",
+  ]);
+  const header = ["measurement", "median", "per repetition", "target (GPU host)", ""];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+  console.log(`bench/dispatch on ${device}`);
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const row of rows) console.log(line(row));
+}
+
+function main(): void {
+  const opts = parseArgs(process.argv.slice(2));
+  const info = rt.initDevice({ validation: opts.validation });
+  const { list, cleanup } = measurements(opts);
+  for (const m of list) m.run(); // warm-up: pipelines, pools, staging, caches
+  const perRep = list.map(() => [] as number[]);
+  for (let rep = 0; rep < opts.reps; rep++) {
+    list.forEach((m, i) => {
+      const iters = m.unit === "GB/s" ? Math.max(3, Math.ceil(opts.iters / 4)) : opts.iters;
+      const samples = Array.from({ length: iters }, () => m.run());
+      perRep[i].push(median(samples));
+    });
+  }
+  const results: Result[] = list.map((m, i) => {
+    const value = median(perRep[i]);
+    return { name: m.name, unit: m.unit, value, perRep: perRep[i], target: m.target, pass: m.target && passes(value, m.target) };
+  });
+  cleanup();
+  const messages = opts.validation ? rt.takeValidationMessages() : [];
+  rt.destroy();
+  printTable(results, `${info.deviceName} (${info.driverName})`);
+  if (messages.length > 0) console.log(`${messages.length} validation messages, first: ${messages[0]}`);
+  if (opts.out) {
+    const machine = { device: info, cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()} ${os.release()}` };
+    writeFileSync(opts.out, JSON.stringify({ bench: "dispatch", date: new Date().toISOString(), options: opts, machine, results }, null, 2) + "\n");
+    console.log(`wrote ${opts.out}`);
+  }
+}
+
+main();
