@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 apt_pkgs=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools
-          build-essential pkg-config curl ca-certificates xz-utils git python3)
+          build-essential pkg-config curl ca-certificates xz-utils git python3 python3-venv)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -41,6 +41,9 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "setup: npm ci"
   npm ci --ignore-scripts --no-audit --no-fund >/dev/null
 fi
+
+echo "setup: SPIRV-Tools with cooperative-matrix support (.tools/spirv)"
+bash scripts/install-spirv-tools.sh
 
 echo "setup: building the native addon (release)"
 npx napi build --platform --release --output-dir native --js index.cjs --dts ../index.d.ts >/dev/null

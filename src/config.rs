@@ -8,6 +8,7 @@
 //! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
+//! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 
 use std::path::PathBuf;
 
@@ -45,7 +46,7 @@ impl Config {
 }
 
 /// `$HELIOS_CACHE_DIR`, else `$XDG_CACHE_HOME/helios`, else `$HOME/.cache/helios`; `off` disables.
-fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     if let Some(dir) = env("HELIOS_CACHE_DIR") {
         return (dir != "off").then(|| PathBuf::from(dir));
     }
@@ -53,4 +54,10 @@ fn cache_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(xdg).join("helios"));
     }
     env("HOME").map(|home| PathBuf::from(home).join(".cache").join("helios"))
+}
+
+/// `HELIOS_DUMP_SPIRV=<dir>`: write every newly compiled kernel module there
+/// (`<name>-<hash>.spv`). Read per compile so tests and tools can set it at any time.
+pub fn dump_spirv_dir() -> Option<PathBuf> {
+    env("HELIOS_DUMP_SPIRV").map(PathBuf::from)
 }

@@ -5,9 +5,13 @@ pub mod ast;
 pub mod decode;
 pub mod limits;
 pub mod path;
+pub mod presets;
 pub mod types;
 
 pub use decode::{decode, decode_value};
 
 /// The description format version this build reads.
 pub const IR_VERSION: u32 = 1;
+
+#[cfg(test)]
+mod tests;

@@ -229,9 +229,10 @@ impl Compiler<'_> {
             ExecScope::Workgroup => spirv::Scope::Workgroup,
             ExecScope::Subgroup => spirv::Scope::Subgroup,
         };
-        // Storage-buffer writes must be visible to the whole workgroup, which may span several
-        // subgroups: their memory scope is Device when storage memory is included.
-        let memscope = if mem.storage && scope == ExecScope::Workgroup { spirv::Scope::Device } else { exec };
+        // The barrier orders memory among the invocations it synchronizes, so the memory scope
+        // is the execution scope, for storage buffers too (Device scope would need the
+        // vulkanMemoryModelDeviceScope feature in coopmat kernels and buys nothing here).
+        let memscope = exec;
         let mut sem = spirv::MemorySemantics::ACQUIRE_RELEASE;
         if mem.workgroup {
             sem |= spirv::MemorySemantics::WORKGROUP_MEMORY;

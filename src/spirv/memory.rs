@@ -118,6 +118,9 @@ impl Compiler<'_> {
         let t = self.ty(ty);
         let scope = self.u32_const(match sc {
             StorageClass::Workgroup => spirv::Scope::Workgroup as u32,
+            // Device scope needs vulkanMemoryModelDeviceScope under the Vulkan memory model
+            // (coopmat kernels); QueueFamily covers every invocation of the dispatch there.
+            _ if self.k.uses.coopmat => spirv::Scope::QueueFamily as u32,
             _ => spirv::Scope::Device as u32,
         });
         // Relaxed: atomics here are counters and accumulators; ordering comes from barriers.

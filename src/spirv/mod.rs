@@ -3,6 +3,7 @@
 //! plus the pipeline layout the runtime needs.
 
 mod arith;
+pub mod cache;
 mod compiler;
 mod control;
 mod convert;
@@ -56,3 +57,13 @@ pub fn layout_of(k: &Kernel) -> PipelineLayoutDesc {
         required_subgroup_size: k.subgroup_size,
     }
 }
+
+/// Human-readable SPIR-V (rspirv's disassembler).
+pub fn disassemble(words: &[u32]) -> HeliosResult<String> {
+    use rspirv::binary::Disassemble;
+    let module = rspirv::dr::load_words(words).map_err(|e| HeliosError::internal(format!("reloading SPIR-V: {e}")))?;
+    Ok(module.disassemble())
+}
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,10 @@ pub fn assemble(k: &Kernel) -> HeliosResult<Vec<u32>> {
     if k.uses.glsl {
         c.glsl = c.ext_inst_import("GLSL.std.450");
     }
-    c.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::GLSL450);
+    // Cooperative matrices require the Vulkan memory model; everything else keeps GLSL450,
+    // which needs no device feature.
+    let model = if k.uses.coopmat { spirv::MemoryModel::Vulkan } else { spirv::MemoryModel::GLSL450 };
+    c.memory_model(spirv::AddressingModel::Logical, model);
     declare_spec_constants(&mut c, k);
 
     let void = c.void;
@@ -70,6 +73,7 @@ fn declare_capabilities(c: &mut Compiler, k: &Kernel) {
         c.capability(Capability::GroupNonUniformShuffle);
     }
     if u.coopmat {
+        c.capability(Capability::VulkanMemoryModel);
         c.capability(Capability::CooperativeMatrixKHR);
         c.extension("SPV_KHR_cooperative_matrix");
     }

@@ -39,6 +39,7 @@ export class KernelBuilder {
   private readonly sharedArrays: SharedDesc[] = [];
   private readonly blocks: Stmt[][] = [[]];
   private readonly used = new Map<string, number>();
+  private readonly names = new Set<string>();
   private loopDepth = 0;
   private popped: Stmt[] = [];
 
@@ -260,10 +261,17 @@ export class KernelBuilder {
     }
   }
 
+  /** A name no other value of this kernel uses (the IR forbids shadowing). */
   private fresh(hint: string): string {
-    const n = this.used.get(hint) ?? 0;
-    this.used.set(hint, n + 1);
-    return n === 0 ? hint : `${hint}_${n}`;
+    let n = this.used.get(hint) ?? 0;
+    let name: string;
+    do {
+      name = n === 0 ? hint : `${hint}_${n}`;
+      n++;
+    } while (this.names.has(name));
+    this.used.set(hint, n);
+    this.names.add(name);
+    return name;
   }
 }
 

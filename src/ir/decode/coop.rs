@@ -70,7 +70,7 @@ impl Decoder<'_> {
                 CoopUse::B => e.b == comp,
                 CoopUse::Acc => e.c == comp || e.result == comp,
             };
-            comp_ok && r > 0 && k > 0 && c.rows % r == 0 && c.cols % k == 0
+            comp_ok && r > 0 && k > 0 && c.rows.is_multiple_of(r) && c.cols.is_multiple_of(k)
         };
         match c.scope {
             CoopScope::Subgroup => {
@@ -113,7 +113,7 @@ impl Decoder<'_> {
             CoopScope::Subgroup => {
                 e.scope == CoopScope::Subgroup && e.m == m && e.n == n && e.k == k && e.a == ca && e.b == cb && e.c == cc && e.result == cc && (!sat || e.saturating)
             }
-            CoopScope::Workgroup => e.a == ca && e.b == cb && e.c == cc && m % e.m == 0 && n % e.n == 0 && k % e.k == 0,
+            CoopScope::Workgroup => e.a == ca && e.b == cb && e.c == cc && m.is_multiple_of(e.m) && n.is_multiple_of(e.n) && k.is_multiple_of(e.k),
         });
         if !listed {
             return Err(self.err(path, format!("this device lists no cooperative-matrix multiply {}x{}x{} with {} × {} + {}", m, n, k, ta.elem.name(), tb.elem.name(), tc.elem.name())));

@@ -218,8 +218,8 @@ impl Decoder<'_> {
         }
         match (from, to) {
             (Type::CoopMat(f), Type::CoopMat(g)) => {
-                if f.rows != g.rows || f.cols != g.cols || f.scope != g.scope || (f.use_ != g.use_ && !self.caps.coop_mat2) {
-                    return Err(self.err(path, format!("cast {from} -> {to} must keep shape and scope (and use, without coopmat2)")));
+                if f.rows != g.rows || f.cols != g.cols || f.scope != g.scope || f.use_ != g.use_ {
+                    return Err(self.err(path, format!("cast {from} -> {to} must keep shape, scope and use")));
                 }
                 if !(f.elem.is_float() == g.elem.is_float() || (f.elem.is_numeric() && g.elem.is_numeric())) {
                     return Err(self.err(path, format!("cast {from} -> {to} is not defined")));

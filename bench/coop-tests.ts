@@ -1,0 +1,103 @@
+// Cooperative-matrix execution tests, for the GPU host (lavapipe has no cooperative matrices, so
+// CI only runs spirv-val on these modules). Runs the IR's sample coopmat matmul on odd and
+// regular shapes against an fp64 CPU reference and exits non-zero on any mismatch; skips
+// cleanly, exit 0, when the device has no cooperative matrices.
+//
+//   node dist/bench/coop-tests.js
+import { coopMatmulSample, type CoopMatmulOptions } from "../ts/kernels/ir-samples-coop.js";
+import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
+
+function f16Bits(x: number): number {
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer)[0];
+  const sign = (u >>> 16) & 0x8000;
+  const exp = ((u >>> 23) & 0xff) - 127 + 15;
+  let mant = u & 0x7fffff;
+  if (exp <= 0) {
+    if (exp < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - exp;
+    const r = (mant >>> shift) + ((mant >>> (shift - 1)) & 1);
+    return sign | r;
+  }
+  if (exp >= 31) return sign | 0x7c00;
+  const r = (exp << 10) | (mant >>> 13);
+  return sign | (r + ((mant >>> 12) & 1));
+}
+
+function f16Value(h: number): number {
+  const s = h & 0x8000 ? -1 : 1, e = (h >>> 10) & 31, m = h & 1023;
+  if (e === 31) return m ? NaN : s * Infinity;
+  return e === 0 ? s * m * 2 ** -24 : s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+function bf16Bits(x: number): number {
+  const u = new Uint32Array(new Float32Array([x]).buffer)[0];
+  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+function bf16Value(h: number): number {
+  return new Float32Array(new Uint32Array([h << 16]).buffer)[0];
+}
+
+function runCase(o: CoopMatmulOptions, m: number, n: number, k: number): string | undefined {
+  const enc = o.elem === "f16" ? f16Bits : bf16Bits;
+  const dec = o.elem === "f16" ? f16Value : bf16Value;
+  const A = Uint16Array.from(randF32(m * k, -1, 1, m * 31 + k), enc);
+  const B = Uint16Array.from(randF32(k * n, -1, 1, n * 17 + k), enc);
+  const outBytes = m * n * (o.acc === "f32" ? 4 : 2);
+  const desc = coopMatmulSample(o);
+  const [, , out] = runKernel(desc, {
+    buffers: [A, B, Math.max(4, (outBytes + 3) & ~3)],
+    groups: [Math.ceil(n / 64), Math.ceil(m / 64)],
+    push: pushBytes([["u32", m], ["u32", n], ["u32", k]]),
+  });
+  const got = o.acc === "f32" ? new Float32Array(out, 0, m * n) : Array.from(new Uint16Array(out, 0, m * n), f16Value);
+  let num = 0, den = 0;
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let q = 0; q < k; q++) s += dec(A[i * k + q]) * dec(B[q * n + j]);
+      num += (got[i * n + j] - s) ** 2;
+      den += s * s;
+    }
+  }
+  const rel = Math.sqrt(num / Math.max(den, 1e-30));
+  const tol = o.acc === "f32" ? 1e-2 : 2e-2;
+  return rel <= tol ? undefined : `relative Frobenius error ${rel.toExponential(2)} > ${tol}`;
+}
+
+function main(): number {
+  const why = deviceSkipReason();
+  if (why) {
+    console.log(`coop-tests: skipped (${why})`);
+    return 0;
+  }
+  const variants: CoopMatmulOptions[] = [
+    { elem: "f16", acc: "f32" },
+    { elem: "f16", acc: "f16" },
+    { elem: "bf16", acc: "f32" },
+  ];
+  const shapes: [number, number, number][] = [[1, 1, 1], [17, 33, 65], [64, 64, 64], [128, 96, 80], [100, 200, 300], [1000, 1000, 1000]];
+  let failed = 0, ran = 0;
+  for (const v of variants) {
+    const label = `${v.elem}->${v.acc}`;
+    try {
+      native.compileKernel(coopMatmulSample(v));
+    } catch (e) {
+      console.log(`coop-tests: ${label} skipped: ${(e as Error).message}`);
+      continue;
+    }
+    for (const [m, n, k] of shapes) {
+      const err = runCase(v, m, n, k);
+      ran++;
+      if (err) failed++;
+      console.log(`${err ? "FAIL" : "ok  "} ${label} ${m}x${n}x${k}${err ? `: ${err}` : ""}`);
+    }
+  }
+  if (ran === 0) console.log("coop-tests: skipped (the device supports none of the variants: no cooperative matrices)");
+  console.log(`${ran - failed} passed, ${failed} failed`);
+  return failed ? 1 : 0;
+}
+
+process.exitCode = main();

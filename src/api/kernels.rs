@@ -1,0 +1,152 @@
+//! Kernel IR exports: compileKernel, kernelSpirv, kernelDisassembly, kernelLayout.
+//! Each parses the description (string, or object via JSON.stringify), then calls `crate::spirv`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use napi::bindgen_prelude::{Either, JsObjectValue, Object, Uint32Array};
+use napi::{Env, JsGlobal, JSON};
+use napi_derive::napi;
+
+use crate::caps::DeviceCaps;
+use crate::api::guard;
+use crate::error::{ErrorCode, HeliosError, HeliosResult};
+use crate::runtime::global as runtime;
+use crate::spirv::cache::KernelCache;
+use crate::spirv::CompiledKernel;
+
+fn cache() -> &'static KernelCache {
+    static CACHE: OnceLock<KernelCache> = OnceLock::new();
+    CACHE.get_or_init(KernelCache::new)
+}
+
+/// The description as JSON text: strings pass through, objects go through JSON.stringify (which
+/// throws on cycles; that becomes an InvalidKernel error).
+fn desc_json(env: &Env, desc: Either<String, Object>) -> HeliosResult<String> {
+    match desc {
+        Either::A(s) => Ok(s),
+        Either::B(obj) => {
+            let stringify = || -> napi::Result<String> {
+                let global: JsGlobal = env.get_global()?;
+                let json: JSON = global.get_named_property_unchecked("JSON")?;
+                json.stringify(obj)
+            };
+            stringify().map_err(|e| HeliosError::invalid_kernel(format!("kernel description cannot be serialized: {}", e.reason)))
+        }
+    }
+}
+
+/// Caps of the initialized device, or the permissive validation caps when there is none.
+fn caps_or_permissive() -> DeviceCaps {
+    match runtime::device_caps() {
+        Ok(c) => c,
+        Err(_) => crate::ir::presets::permissive_caps(),
+    }
+}
+
+/// The pipeline for a compiled kernel, created once per (content hash, device instance): a
+/// re-initialized device gets new pipelines, never another device's handles.
+fn pipeline_for(key: u64, k: &CompiledKernel) -> HeliosResult<f64> {
+    static PIPELINES: OnceLock<Mutex<HashMap<(u64, u64), f64>>> = OnceLock::new();
+    let device = runtime::device()?.1;
+    let map = PIPELINES.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(&h) = map.lock().get(&(key, device)) {
+        return Ok(h);
+    }
+    let h = runtime::create_pipeline(&k.words, &k.layout)?;
+    let mut m = map.lock();
+    m.retain(|(_, d), _| *d == device);
+    m.insert((key, device), h);
+    Ok(h)
+}
+
+fn compiled(env: &Env, desc: Either<String, Object>) -> HeliosResult<Arc<CompiledKernel>> {
+    let json = desc_json(env, desc)?;
+    Ok(cache().get_or_compile(&json, &caps_or_permissive(), false)?.1)
+}
+
+/// Options of kernelSpirv.
+#[napi(object)]
+pub struct KernelSpirvOptions {
+    /// Skip the in-memory memo: validate and assemble every time (the compile benchmark).
+    pub no_cache: Option<bool>,
+}
+
+/// Validates and assembles a kernel description and creates its pipeline on the device.
+/// Returns the pipeline handle; the same description returns the same handle (memoized, so the
+/// handle belongs to the memo: do not destroyPipeline it).
+#[napi]
+pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f64, ErrorCode> {
+    let json = guard("compileKernel", || desc_json(&env, desc))?;
+    guard("compileKernel", || {
+        let caps = runtime::device_caps()?;
+        let (key, k) = cache().get_or_compile(&json, &caps, true)?;
+        pipeline_for(key, &k)
+    })
+}
+
+/// SPIR-V words of a description (validated against the device, or permissive caps without one).
+#[napi]
+pub fn kernel_spirv(
+    env: Env,
+    desc: Either<String, Object>,
+    opts: Option<KernelSpirvOptions>,
+) -> napi::Result<Uint32Array, ErrorCode> {
+    let run = || -> HeliosResult<Uint32Array> {
+        if opts.and_then(|o| o.no_cache).unwrap_or(false) {
+            let json = desc_json(&env, desc)?;
+            let k = crate::spirv::compile(&json, &caps_or_permissive())?;
+            return Ok(Uint32Array::new(k.words));
+        }
+        Ok(Uint32Array::new(compiled(&env, desc)?.words.clone()))
+    };
+    guard("kernelSpirv", run)
+}
+
+/// Human-readable SPIR-V of a description.
+#[napi]
+pub fn kernel_disassembly(env: Env, desc: Either<String, Object>) -> napi::Result<String, ErrorCode> {
+    let run = || -> HeliosResult<String> {
+        let k = compiled(&env, desc)?;
+        crate::spirv::disassemble(&k.words)
+    };
+    guard("kernelDisassembly", run)
+}
+
+
+/// The pipeline layout of a description: binding accesses, push-constant bytes, spec constants.
+#[napi(object)]
+pub struct KernelLayout {
+    pub name: String,
+    pub bindings: Vec<String>,
+    pub push_constant_bytes: u32,
+    pub specialization: Vec<Vec<u32>>,
+    pub required_subgroup_size: Option<u32>,
+}
+
+#[napi]
+pub fn kernel_layout(env: Env, desc: Either<String, Object>) -> napi::Result<KernelLayout, ErrorCode> {
+    let run = || -> HeliosResult<KernelLayout> {
+        let k = compiled(&env, desc)?;
+        let l = &k.layout;
+        Ok(KernelLayout {
+            name: k.name.clone(),
+            bindings: l
+                .bindings
+                .iter()
+                .map(|a| match a {
+                    crate::caps::Access::Read => "read",
+                    crate::caps::Access::Write => "write",
+                    crate::caps::Access::ReadWrite => "readwrite",
+                })
+                .map(String::from)
+                .collect(),
+            push_constant_bytes: l.push_constant_bytes,
+            specialization: l.specialization.iter().map(|(a, b)| vec![*a, *b]).collect(),
+            required_subgroup_size: l.required_subgroup_size,
+        })
+    };
+    guard("kernelLayout", run)
+}

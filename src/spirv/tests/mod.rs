@@ -1,0 +1,4 @@
+//! Lowering tests: modules pass spirv-val; malformed descriptions are rejected.
+
+mod common;
+mod lowering;
