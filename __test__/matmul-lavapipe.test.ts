@@ -5,15 +5,14 @@ import { test } from "node:test";
 import { checkVariants, type CheckCase } from "../bench/matmul-check.js";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
+import { nativeMatmulRuntime } from "../bench/native-runtime.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 
 async function device(): Promise<MatmulRuntime | null> {
   try {
-    const { native } = await import("../ts/native.js");
-    const rt = native as unknown as Partial<MatmulRuntime>;
-    if (typeof rt.compileKernel !== "function" || typeof rt.beginBatch !== "function" || typeof rt.initDevice !== "function") return null;
+    const rt = await nativeMatmulRuntime();
     rt.initDevice();
-    return rt as MatmulRuntime;
+    return rt;
   } catch {
     return null;
   }
@@ -46,4 +45,6 @@ test("matmul variants on the device vs fp64", { timeout: 300_000 }, async (t) =>
   const bad = rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`);
   assert.deepEqual(bad, []);
   assert.ok(rows.filter((r) => !r.skipped).length >= 14);
+  const take = (rt as unknown as { takeValidationMessages?: () => string[] }).takeValidationMessages;
+  if (take) assert.deepEqual(take().filter((m) => !/loader|ICD/i.test(m)).slice(0, 5), []);
 });

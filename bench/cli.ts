@@ -2,12 +2,7 @@
 // The `helios` command (package bin). `helios bench --suite=cuda ...`; see USAGE in args.ts.
 import { ArgError, parseBenchArgs, USAGE } from "./args.js";
 import { CheckFailed, formatTable, runCudaSuite } from "./suite-cuda.js";
-import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
-
-async function loadRuntime(): Promise<MatmulRuntime> {
-  const { native } = await import("../ts/native.js");
-  return native as unknown as MatmulRuntime;
-}
+import { nativeMatmulRuntime } from "./native-runtime.js";
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -30,7 +25,7 @@ export async function main(argv: string[]): Promise<number> {
     throw err;
   }
   try {
-    const report = await runCudaSuite(opts, { runtime: await loadRuntime() });
+    const report = await runCudaSuite(opts, { runtime: await nativeMatmulRuntime() });
     process.stdout.write(formatTable(report.rows) + "\n");
     if (report.meta.note) process.stdout.write(`note: ${report.meta.note}\n`);
     if (opts.out) process.stdout.write(`wrote ${opts.out}\n`);

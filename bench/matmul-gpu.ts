@@ -18,6 +18,7 @@ import { pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul
 import { candidateVariants } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { biasActKernel } from "./bias-act.js";
+import { nativeMatmulRuntime } from "./native-runtime.js";
 
 export interface GpuRunOptions {
   outDir: string;
@@ -213,8 +214,7 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const dir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
   process.env.HELIOS_CACHE_DIR ??= join(dir, "cache");
-  const { native } = await import("../ts/native.js");
-  return runMatmulGpu(native as unknown as MatmulRuntime, { outDir: dir, quick: args.includes("--quick") });
+  return runMatmulGpu(await nativeMatmulRuntime(), { outDir: dir, quick: args.includes("--quick") });
 }
 
 const invoked = process.argv[1] ?? "";
