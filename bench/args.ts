@@ -113,6 +113,9 @@ export function parseBenchArgs(argv: readonly string[]): CudaSuiteOptions {
     const eq = a.indexOf("=");
     let key: string;
     let val: string;
+    const KNOWN = ["suite", "iters", "warmup", "repeats", "dtype", "shapes", "check", "checkShape", "check-shape", "out", "plot", "torch", "python", "accF16", "acc-f16", "epilogue", "variant", "quiet"];
+    const name = eq >= 0 ? a.slice(2, eq) : a.slice(2);
+    if (!KNOWN.includes(name)) throw new ArgError(`unknown option --${name}`);
     if (eq >= 0) {
       key = a.slice(2, eq);
       val = a.slice(eq + 1);

@@ -35,7 +35,8 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`helios bench: ${err.message}\n`);
       return 1;
     }
-    process.stderr.write(`helios bench: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    const detail = err instanceof Error ? (process.env.HELIOS_DEBUG ? err.stack ?? err.message : err.message) : String(err);
+    process.stderr.write(`helios bench: ${detail}\n`);
     return 1;
   }
 }

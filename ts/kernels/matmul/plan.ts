@@ -118,6 +118,9 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
   const units = caps.computeUnits ?? 132;
   const coopOk = (name: string) => unsupported(variantByName(name), p, caps) === null;
   const useCoop = (p.dtype !== "f32" || opts.allowLowPrecisionF32) && coopOk("cm_64x64x32_w2x2");
+  if (p.dtype === "bf16" && !useCoop) {
+    throw new Error(`bf16 matmul needs bf16 cooperative matrices (${unsupported(variantByName("cm_64x64x32_w2x2"), p, caps)}); convert to f16 or f32 on this device`);
+  }
   let base: VariantSpec;
   if (useCoop) {
     const wgs128 = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
