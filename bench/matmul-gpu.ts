@@ -2,7 +2,7 @@
 // f16 / bf16 / f32 (+ f16 accumulation, + f32 on tensor cores), fused vs unfused bias+gelu, and
 // the per-variant timings behind the tuner's choices. Everything lands as JSON under $OUT (or
 // argv[2]); progress on stderr. Exit code 1 if any variant fails its correctness gate.
-//   node dist/bench/matmul-gpu.js [outDir] [--quick]
+//   node dist/bench/matmul-gpu.js [outDir] [--phase=check|perf|all] [--quick]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseBenchArgs } from "./args.js";
@@ -24,6 +24,8 @@ export interface GpuRunOptions {
   outDir: string;
   /** Fewer shapes (about half the time). */
   quick?: boolean;
+  /** check = correctness + variant sweep; perf = parity suites + fused; all = both. */
+  phase?: "check" | "perf" | "all";
   /** Test mode: tiny shapes everywhere, subset of checks (for the CPU interpreter). */
   tiny?: boolean;
   checks?: Parameters<typeof checkVariants>[2];
@@ -48,15 +50,31 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
   const caps = capsOf(info);
   let failed = false;
 
-  // 1. correctness of every variant
-  const checks = checkVariants(rt, caps, { log, ...o.checks });
-  save("check.json", { summary: summarizeChecks(checks), rows: checks });
-  if (checks.some((r) => !r.pass)) failed = true;
-  log(`checks: ${JSON.stringify(summarizeChecks(checks))}`);
+  const phase = o.phase ?? "all";
+  const summary: Record<string, unknown> = { device: info.deviceName, driver: info.driverInfo ?? info.driverVersion, phase };
+  if (phase !== "perf") {
+    // 1. correctness of every variant
+    const checks = checkVariants(rt, caps, { log, ...o.checks });
+    save("check.json", { summary: summarizeChecks(checks), rows: checks });
+    if (checks.some((r) => !r.pass)) failed = true;
+    summary.checks = summarizeChecks(checks);
+    log(`checks: ${JSON.stringify(summarizeChecks(checks))}`);
 
-  // 2. per-variant timings at 4096³ f16 (the evidence behind tile choices)
-  const sweep = variantSweep(rt, caps, quick, tiny);
-  save("variant-sweep.json", sweep);
+    // 2. per-variant timings (the evidence behind tile choices)
+    try {
+      const sweep = variantSweep(rt, caps, quick, tiny);
+      save("variant-sweep.json", sweep);
+      summary.sweepBest = bestOfSweep(sweep);
+    } catch (err) {
+      failed = true;
+      log(`variant sweep failed: ${String(err)}`);
+    }
+  }
+  if (phase === "check") {
+    save("summary.json", summary);
+    log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    return failed ? 1 : 0;
+  }
 
   // 3. parity suites
   const shapes = tiny ? "32x48x64" : quick ? "2048x2048x2048,4096x4096x4096" : "2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192";
@@ -75,6 +93,7 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
     ]);
     try {
       const rep = await runCudaSuite(so, { runtime: rt, log });
+      summary[`suite_${name}`] = rep.rows.map((r) => ({ shape: r.shape, tflops: +r.heliosTflops.toFixed(1), cudaTflops: r.cudaTflops === null ? null : +r.cudaTflops.toFixed(1), ratio: r.ratio === null ? null : +r.ratio.toFixed(3), variant: r.variant }));
       log(`suite ${name}: ${rep.rows.map((r) => `${r.shape} ${r.heliosTflops.toFixed(0)} TF (${r.variant}) ratio ${r.ratio?.toFixed(2) ?? "-"}`).join("; ")}`);
     } catch (err) {
       failed = true;
@@ -84,9 +103,23 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
   }
 
   // 4. fused matmul+bias+gelu vs matmul then bias-gelu
-  save("fused.json", fusedVsUnfused(rt, caps, quick, tiny));
+  const fused = fusedVsUnfused(rt, caps, quick, tiny);
+  save("fused.json", fused);
+  summary.fused = fused;
+  save("summary.json", summary);
+  log(`summary: ${JSON.stringify(summary)}`);
   log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   return failed ? 1 : 0;
+}
+
+function bestOfSweep(rows: unknown[]): Record<string, { variant: string; tflops: number }> {
+  const best: Record<string, { variant: string; tflops: number }> = {};
+  for (const r of rows as { problem: MatmulProblem; variant: string; tflops?: number; pass?: boolean }[]) {
+    if (r.tflops === undefined || !r.pass) continue;
+    const key = `${r.problem.m}x${r.problem.n}x${r.problem.k}${r.problem.accF16 ? "_acc16" : ""}`;
+    if (!best[key] || best[key].tflops < r.tflops) best[key] = { variant: r.variant, tflops: +r.tflops.toFixed(1) };
+  }
+  return best;
 }
 
 function summarizeChecks(rows: ReturnType<typeof checkVariants>) {
@@ -214,7 +247,9 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const dir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
   process.env.HELIOS_CACHE_DIR ??= join(dir, "cache");
-  return runMatmulGpu(await nativeMatmulRuntime(), { outDir: dir, quick: args.includes("--quick") });
+  const phaseArg = args.find((a) => a.startsWith("--phase="))?.slice(8) ?? "all";
+  if (phaseArg !== "check" && phaseArg !== "perf" && phaseArg !== "all") throw new Error(`--phase=${phaseArg}: expected check, perf or all`);
+  return runMatmulGpu(await nativeMatmulRuntime(), { outDir: dir, quick: args.includes("--quick"), phase: phaseArg });
 }
 
 const invoked = process.argv[1] ?? "";
