@@ -73,3 +73,10 @@ test("workgroup-scope coopmat2 variant (aligned shapes, plain epilogue)", () => 
   assert.deepEqual(rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`), []);
   assert.ok(rows.filter((r) => !r.skipped).length >= 8);
 });
+
+test("f32 on bf16 tensor cores, hi+lo split (exact-f32 gate 1e-4)", () => {
+  const rows = run(["cm3_64x64x32_w2x2", "cm3_128x64x16_w2x2"], [{ name: "f32", dtype: "f32" }], CASES.slice(0, 4));
+  const worst = Math.max(...rows.filter((r) => r.relErr !== null).map((r) => r.relErr as number));
+  assert.ok(worst < 1e-4, `worst ${worst}`);
+  assert.ok(rows.every((r) => r.tolerance === 1e-4));
+});

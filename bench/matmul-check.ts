@@ -2,7 +2,7 @@
 // on lavapipe for the SIMT variants by the tests): odd shapes, batches, transposes, epilogues.
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
-import { planMatmul, unsupported, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
+import { isLowPrecision, planMatmul, unsupported, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
 import { runPlan } from "../ts/kernels/matmul/run.js";
@@ -75,7 +75,7 @@ export function checkVariants(
         const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
         const np = normalize(prob);
         const why = unsupported(v, np, caps);
-        const tol = tolerance(np, v.kind === "coop" && mode.dtype === "f32");
+        const tol = tolerance(np, isLowPrecision(v, np));
         if (why) {
           rows.push({ variant: v.name, mode: mode.name, case: c.name, relErr: null, tolerance: tol, pass: true, skipped: why });
           continue;

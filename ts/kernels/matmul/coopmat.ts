@@ -46,6 +46,12 @@ export interface CoopConfig {
    * k-loop; L1 serves the reuse). Needs M, N, K multiples of 16 and 16-bit inputs.
    */
   direct?: boolean;
+  /**
+   * f32 inputs on bf16 tensor cores, accurately: each element is split into bf16 hi + lo parts
+   * (x ≈ hi + lo, 16 mantissa bits) and acc += Alo·Bhi + Ahi·Blo + Ahi·Bhi. Relative error ~1e-5
+   * (passes the exact-f32 1e-4 gate), f32 range, 3 MMAs per product and twice the shared memory.
+   */
+  split3?: boolean;
 }
 
 export const CM = 16;
@@ -60,7 +66,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
   const e = p.epilogue;
   const epi = split ? "_split" : `${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
-  const input = p.dtype === "f32" ? "f32tc16" : p.dtype;
+  const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${epi}`;
 }
 
@@ -68,14 +74,17 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
 export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: boolean }, c: CoopConfig): number {
   const { bm, bn } = coopTile(c);
   if (c.direct) return 4 * 256 * c.wm * c.wn;
+  const copies = c.split3 ? 2 : 1;
   const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
-  return 2 * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
+  return copies * 2 * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
 }
 
 interface Stage {
   buf: Buffer;
   sh: Shared;
+  /** bf16x3 mode: the low parts go here (sh holds the high parts). */
+  shLo?: Shared;
   rows: number;
   cols: number;
   vw: 1 | 4;
@@ -106,7 +115,7 @@ function zeroOf(t: ValueType): Expr {
 }
 
 /** Loads the chunks of the tile whose moving origin is given, converted to the shared type. */
-function loadChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, shElem: "f16" | "bf16") {
+function loadChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, shElem: "f16" | "bf16" | "f32") {
   for (const sl of slots) {
     const gr = k.let(s.r0.add(sl.r), "gr");
     const gc = k.let(s.c0.add(sl.c), "gc");
@@ -122,6 +131,17 @@ function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkS
   for (const sl of slots) {
     const base = k.let(stageOff.add(sl.shOff), "so");
     const v = read(sl.reg);
+    if (s.shLo) {
+      const t = (s.vw === 1 ? "bf16" : "bf16x4") as ValueType;
+      const tf = (s.vw === 1 ? "f32" : "f32x4") as ValueType;
+      const hi = k.let(v.cast(t), "hi");
+      const lo = k.let(v.sub(hi.cast(tf)).cast(t), "lo");
+      for (const [dst, x] of [[s.sh, hi], [s.shLo, lo]] as const) {
+        if (s.vw === 1) dst.store(base, x);
+        else for (let q = 0; q < 4; q++) dst.store(base.add(q), x.swz("xyzw"[q]));
+      }
+      continue;
+    }
     if (s.vw === 1) s.sh.store(base, v);
     else for (let q = 0; q < 4; q++) s.sh.store(base.add(q), v.swz("xyzw"[q]));
   }
@@ -129,7 +149,10 @@ function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkS
 
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
   const { bm, bn, threads } = coopTile(c);
-  const elem = p.dtype === "f32" ? "f16" : p.dtype;
+  if (c.split3 && p.dtype !== "f32") throw new Error("coopmat: split3 is for f32 inputs");
+  const elem = p.dtype === "f32" ? (c.split3 ? "bf16" : "f16") : p.dtype;
+  /** What the register prefetch holds: raw f32 in split3 mode (split at store time). */
+  const regElem = c.split3 ? "f32" : elem;
   const accElem = p.accF16 ? "f16" : "f32";
   const tA: CoopMatType = coopmat("a", elem, CM, CM);
   const tB: CoopMatType = coopmat("b", elem, CM, CM);
@@ -150,6 +173,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const aLen = aRows * (aCols + PAD), bLen = bRows * (bCols + PAD);
   const shA = c.direct ? undefined : k.shared("sha", elem, 2 * aLen);
   const shB = c.direct ? undefined : k.shared("shb", elem, 2 * bLen);
+  const shALo = c.split3 ? k.shared("shalo", elem, 2 * aLen) : undefined;
+  const shBLo = c.split3 ? k.shared("shblo", elem, 2 * bLen) : undefined;
   const nsg = c.wm * c.wn;
   const stage = k.shared("stage", "f32", 256 * nsg);
 
@@ -180,17 +205,17 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     directLoop(k, p, c, { A, B, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, m: pc.m, n: pc.n, k: pc.k });
   } else {
   const mkA = (k0: Expr): Stage => p.transA
-    ? { buf: A, sh: shA!, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
-    : { buf: A, sh: shA!, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
+    ? { buf: A, sh: shA!, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
+    : { buf: A, sh: shA!, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
   const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: B, sh: shB!, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
-    : { buf: B, sh: shB!, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
+    ? { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
+    : { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
   const sA0 = mkA(kBeg), sB0 = mkB(kBeg);
-  const slotsA = chunkSlots(k, sA0, lid, threads, elem, "a");
-  const slotsB = chunkSlots(k, sB0, lid, threads, elem, "b");
+  const slotsA = chunkSlots(k, sA0, lid, threads, regElem, "a");
+  const slotsB = chunkSlots(k, sB0, lid, threads, regElem, "b");
 
-  loadChunks(k, sA0, slotsA, elem);
-  loadChunks(k, sB0, slotsB, elem);
+  loadChunks(k, sA0, slotsA, regElem);
+  loadChunks(k, sB0, slotsB, regElem);
   storeChunks(k, sA0, slotsA, lit("u32", 0));
   storeChunks(k, sB0, slotsB, lit("u32", 0));
   k.barrier();
@@ -201,25 +226,34 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     const nk = k.let(read(kt).add(c.bk), "nk");
     kt.set(nk);
     const sA = mkA(nk), sB = mkB(nk);
-    loadChunks(k, sA, slotsA, elem);
-    loadChunks(k, sB, slotsB, elem);
+    loadChunks(k, sA, slotsA, regElem);
+    loadChunks(k, sB, slotsB, regElem);
     for (let kk = 0; kk < c.bk / CM; kk++) {
-      const a: Expr[] = [];
+      const a: Expr[] = [], aLo: Expr[] = [];
       for (let i = 0; i < c.sm; i++) {
-        const idx = p.transA
+        const idx = k.let(p.transA
           ? curA.add(kk * CM * (aCols + PAD)).add(sgRow).add(i * CM)
-          : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM);
+          : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM), "ai");
         a.push(shA!.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+        if (shALo) aLo.push(shALo.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
       }
-      const b: Expr[] = [];
+      const b: Expr[] = [], bLo: Expr[] = [];
       for (let j = 0; j < c.sn; j++) {
-        const idx = p.transB
+        const idx = k.let(p.transB
           ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kk * CM)
-          : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM);
+          : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM), "bi");
         b.push(shB!.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+        if (shBLo) bLo.push(shBLo.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
       }
       for (let i = 0; i < c.sm; i++)
-        for (let j = 0; j < c.sn; j++) acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
+        for (let j = 0; j < c.sn; j++) {
+          if (c.split3) {
+            // small terms first: they are below the rounding of the big one
+            acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(acc[i][j])));
+            acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(acc[i][j])));
+          }
+          acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
+        }
     }
     storeChunks(k, sA, slotsA, k.let(t.add(1).band(1).mul(aLen), "nxa"));
     storeChunks(k, sB, slotsB, k.let(t.add(1).band(1).mul(bLen), "nxb"));

@@ -70,6 +70,11 @@ function hasShape(caps: MatmulCaps, elem: string, acc: string): boolean {
     s.c === acc && s.result === acc && (s.scope === undefined || s.scope === "subgroup"));
 }
 
+/** Whether `v` computes f32 inputs through f16 tiles (gate 1e-2 instead of 1e-4). */
+export function isLowPrecision(v: VariantSpec, p: NormalizedProblem): boolean {
+  return p.dtype === "f32" && v.kind !== "simt" && !(v.kind === "coop" && v.cfg.split3);
+}
+
 /** Why `v` cannot run `p` on this device, or null when it can. */
 export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCaps): string | null {
   if (v.kind === "simt") {
@@ -85,7 +90,8 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
     if (e.bias || e.residual || e.act !== "none" || e.scale !== 1) return "the coopmat2 variant has no fused epilogue";
     return null;
   }
-  const elem = p.dtype === "f32" ? "f16" : p.dtype;
+  if (v.cfg.split3 && p.dtype !== "f32") return "the bf16x3 split is for f32 inputs";
+  const elem = p.dtype === "f32" ? (v.cfg.split3 ? "bf16" : "f16") : p.dtype;
   if (!hasShape(caps, elem, p.accF16 ? "f16" : "f32")) return `no 16x16x16 ${elem} cooperative matrix on this device`;
   if (v.cfg.direct) {
     if (p.dtype === "f32") return "direct fragment loads need 16-bit inputs";
@@ -140,7 +146,9 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
   for (const v of VARIANTS.values()) {
     if (v.splits !== 1) continue;
-    if (v.kind !== "simt" && !coop) continue;
+    // f32 inputs: SIMT and the accurate bf16x3 split always; f16 tiles only when allowed
+    const accurateF32 = v.kind === "coop" && !!v.cfg.split3;
+    if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
     const s = defaultSplits(p, v, units);
     out.push(v);
@@ -224,6 +232,6 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     problem: p,
     steps,
     workspaceBytes: split ? splits * p.batch * p.m * p.n * 4 : 0,
-    lowPrecision: p.dtype === "f32" && spec.kind !== "simt",
+    lowPrecision: isLowPrecision(spec, p),
   };
 }

@@ -26,6 +26,10 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_64x128x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 4, bk: 32 }],
   ["cm_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32 }],
   ["cm_64x64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 64 }],
+  // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
+  ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
+  ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
+  ["cm3_64x128x16_w2x2", { wm: 2, wn: 2, sm: 2, sn: 4, bk: 16, split3: true }],
   // Fragments straight from global memory (aligned shapes, 16-bit inputs only).
   ["cmd_128x128_w2x2", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 16, direct: true }],
   ["cmd_128x128_w4x2", { wm: 4, wn: 2, sm: 2, sn: 4, bk: 16, direct: true }],
