@@ -1,6 +1,24 @@
 // The one entry point the backend calls: planMatmul(problem, caps) -> the kernels to dispatch.
 // Pure (no device access): it picks a variant (forced, given, or the default heuristic), builds
 // the kernel descriptions (memoized) and computes dispatch sizes and push constants.
+//
+// Contract for callers (HeliosBackend):
+//   const plan = planMatmul({m, n, k, batch, transA, transB, broadcastB, dtype, outDtype, accF16,
+//                            epilogue: {scale, bias, act, residual}}, caps, {variant?})
+//   (or chooseMatmul(runtime, problem) in autotune.ts: same plan, tuned and cached per shape class)
+//   - layouts: A batch×M×K row-major (K×M when transA), B batch×K×N (N×K when transB; one K×N for
+//     every batch when broadcastB), C batch×M×N row-major; bias length N and residual batch×M×N in
+//     the output dtype; all contiguous, element offsets < 2^32.
+//   - plan.steps: dispatch each in order in one batch: compileKernel(step.desc) (memoize the
+//     handle), buffers = step.bindings.map(role => yours[role]) with roles A, B, C, bias, residual,
+//     workspace, groups = step.groups, push = step.push (40 bytes).
+//   - plan.workspaceBytes > 0 (split-K): bind a scratch buffer of that size as `workspace` (f32,
+//     fully overwritten, may be leased and released after the batch).
+//   - C is fully overwritten (no read of C). plan.variant names the choice (bench rows, tuning
+//     cache, HELIOS_MATMUL_VARIANT).
+//   - bf16 needs a device with bf16 cooperative matrices; f32 is exact (SIMT or bf16x3 split)
+//     unless allowLowPrecisionF32 / a forced cm_* variant computes it on f16 tiles.
+//   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
 import { ceilDiv, packPush, pushValues, type BindingRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
