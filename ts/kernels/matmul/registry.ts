@@ -46,8 +46,9 @@ export function matmulKernelVariants(): KernelVariant[] {
         if (seen.has(s.desc.name)) continue;
         seen.add(s.desc.name);
         const needs: KernelNeed[] = [];
-        if (p.dtype !== "f32" || p.outDtype === "f16") needs.push("f16");
-        if (p.dtype === "bf16") needs.push("bf16");
+        const split3 = v.kind === "coop" && !!v.cfg.split3;
+        if (p.dtype === "f16" || p.outDtype === "f16" || (v.kind === "coop" && p.dtype === "f32" && !split3)) needs.push("f16");
+        if (p.dtype === "bf16" || p.outDtype === "bf16" || split3) needs.push("bf16");
         if (v.kind === "coop" && !s.desc.name.includes("reduce")) needs.push("coopmat", "subgroup");
         if (v.kind === "coop2" && !s.desc.name.includes("reduce")) needs.push("coopmat2");
         const desc = s.desc;
