@@ -59,6 +59,9 @@ test("HELIOS_MATMUL_VARIANT forces, HELIOS_AUTOTUNE=0 uses the default", () => {
   assert.equal(dflt.source, "default");
   assert.equal(rt.dispatches, 0);
   assert.throws(() => chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "nope" }) }), /unknown/);
+  // a forced variant that cannot run this problem (bf16x3 split on f16 inputs) falls back
+  const fb = chooseMatmul(rt, { ...PROB, dtype: "f16" }, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "cm3_64x64x32_w2x2", HELIOS_AUTOTUNE: "0" }) });
+  assert.equal(fb.source, "default");
   assert.throws(() => readMatmulConfig({ HELIOS_AUTOTUNE: "maybe" }), /HELIOS_AUTOTUNE/);
 });
 

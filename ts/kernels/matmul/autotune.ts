@@ -7,12 +7,20 @@ import { join } from "node:path";
 import { readMatmulConfig, type MatmulConfig } from "./config.js";
 import type { MatmulDeviceInfo, MatmulRuntime } from "./device.js";
 import { MatmulFixture } from "./fixture.js";
-import { candidateVariants, planMatmul, type MatmulCaps, type MatmulPlan } from "./plan.js";
+import { candidateVariants, planMatmul, unsupported, type MatmulCaps, type MatmulPlan } from "./plan.js";
+import { variantByName } from "./variants.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { tolerance } from "./reference.js";
 import { runPlan, timePlan } from "./run.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
+
+const warned = new Set<string>();
+function warnOnce(msg: string): void {
+  if (warned.has(msg)) return;
+  warned.add(msg);
+  process.emitWarning(`helios: ${msg}`);
+}
 
 export interface TuneRecord {
   variant: string;
@@ -91,7 +99,14 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
   const dev = rt.getDeviceInfo();
   const caps = capsOf(dev);
   const planOpts = { allowLowPrecisionF32: opts.allowLowPrecisionF32 };
-  if (cfg.variant) return { plan: planMatmul(problem, caps, { ...planOpts, variant: cfg.variant }), source: "forced" };
+  if (cfg.variant) {
+    const forced = variantByName(cfg.variant); // an unknown name is a typo: throw
+    const why = unsupported(forced, normalize(problem), caps);
+    if (!why) return { plan: planMatmul(problem, caps, { ...planOpts, variant: cfg.variant }), source: "forced" };
+    // A forced variant that cannot run this problem (another dtype, unaligned shape) must not break
+    // every other matmul: say so once per reason and choose as if unforced.
+    warnOnce(`HELIOS_MATMUL_VARIANT=${cfg.variant} ignored for ${problem.m}x${problem.n}x${problem.k} ${problem.dtype}: ${why}`);
+  }
   if (!cfg.autotune) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
   const p = normalize(problem);
   const key = tuneKey(dev, p);

@@ -33,6 +33,7 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // Fragments straight from global memory (aligned shapes, 16-bit inputs only).
   ["cmd_128x128_w2x2", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 16, direct: true }],
   ["cmd_128x128_w4x2", { wm: 4, wn: 2, sm: 2, sn: 4, bk: 16, direct: true }],
+  ["cmd_128x256_w2x4", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, direct: true }],
   ["cmd_64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 16, direct: true }],
 ];
 
