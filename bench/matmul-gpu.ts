@@ -127,6 +127,7 @@ function summarizeChecks(rows: ReturnType<typeof checkVariants>) {
   return {
     ran: rows.filter((r) => !r.skipped).length,
     skipped: rows.filter((r) => r.skipped).length,
+    notRunForTime: rows.filter((r) => r.skipped?.startsWith("time budget")).length,
     failed: rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`),
   };
 }
