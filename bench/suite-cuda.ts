@@ -147,7 +147,7 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
     iters: o.iters,
     warmup: o.warmup,
     repeats: o.repeats,
-    protocol: `median of ${o.repeats} per-repeat medians of ${o.iters} iterations after ${o.warmup} warmup; Helios: GPU timestamps per dispatch; CUDA: torch.cuda.Event per iteration`,
+    protocol: `median of ${o.repeats} per-repeat medians of ${o.iters} iterations after ${o.warmup} warmup; Helios: GPU timestamps per dispatch; CUDA: torch.cuda.Event per iteration (torch.matmul, TF32 off for float32)`,
     note: torch.ok ? undefined : `Helios-only rows: ${torch.note ?? "no CUDA reference"}`,
     check: o.check ? checks : undefined,
   };
