@@ -25,6 +25,8 @@ const CASES: CheckCase[] = [
   { name: "batched_NT", problem: { m: 20, n: 36, k: 24, batch: 2, transB: true }, full: true },
   { name: "TN_bias_gelu", problem: { m: 36, n: 20, k: 40, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
   { name: "TT_scale_relu_res", problem: { m: 24, n: 28, k: 20, transA: true, transB: true, epilogue: { scale: 0.5, act: "relu", residual: true } }, full: true },
+  // 16×11 tiles of 64: the grouped workgroup order with a partial last band
+  { name: "grid_1000x700x8", problem: { m: 1000, n: 700, k: 8 }, full: true },
   { name: "splitk_silu", problem: { m: 9, n: 12, k: 1500, epilogue: { bias: true, act: "silu" } }, full: true },
 ];
 

@@ -118,3 +118,27 @@ export function ceilDiv(a: number, b: number): number {
 export function read(v: Var): Expr {
   return new Expr({ op: "get", name: v.name }, v.type);
 }
+
+/** Tile rows per band of the grouped workgroup order (see tileOrigin). */
+export const GROUP_ROWS = 8;
+
+/**
+ * The output tile of this workgroup, in grouped order: consecutive workgroups walk down a band of
+ * GROUP_ROWS tile rows before moving one tile column right, so a wave of workgroups shares a few
+ * A row-panels and B column-panels in L2 instead of streaming all of B (row-major order does that
+ * once the grid is wider than a wave). A bijection on the [nx, ny] grid, partial last band included.
+ */
+export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number): { row0: Expr; col0: Expr } {
+  const nwg = k.let(k.numWorkgroups, "nwg");
+  const nx = k.let(nwg.x, "nx");
+  const ny = k.let(nwg.y, "ny");
+  const pid = k.let(wg.y.mul(nx).add(wg.x), "pid");
+  const perBand = k.let(nx.mul(GROUP_ROWS), "perband");
+  const band = k.let(pid.div(perBand), "band");
+  const firstRow = k.let(band.mul(GROUP_ROWS), "firstrow");
+  const rows = k.let(ny.sub(firstRow).min(GROUP_ROWS), "bandrows");
+  const inBand = k.let(pid.rem(perBand), "inband");
+  const ty = k.let(firstRow.add(inBand.rem(rows)), "tiley");
+  const tx = k.let(inBand.div(rows), "tilex");
+  return { row0: k.let(ty.mul(bm), "row0"), col0: k.let(tx.mul(bn), "col0") };
+}

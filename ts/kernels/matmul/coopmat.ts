@@ -22,7 +22,7 @@ import {
   coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface CoopConfig {
@@ -187,8 +187,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const sp = k.let(z.rem(pc.splits), "sp");
   const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
   const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
-  const row0 = k.let(wg.y.mul(bm), "row0");
-  const col0 = k.let(wg.x.mul(bn), "col0");
+  const { row0, col0 } = tileOrigin(k, wg, bm, bn);
   const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(c.bk - 1).div(c.bk), "nt");
   const kt = k.var("u32", kBeg, "kt");
 

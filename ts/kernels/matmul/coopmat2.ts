@@ -9,7 +9,7 @@
 //   push      PUSH_FIELDS (common.ts)
 //   dispatch  [N/BN, M/BM, batch·splits], workgroup `threads`
 import { coopmat, kernel, type CoopMatType, type KernelDesc } from "../../ir/index.js";
-import { PUSH_FIELDS, read } from "./common.js";
+import { PUSH_FIELDS, read, tileOrigin } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface Coop2Config {
@@ -44,8 +44,7 @@ export function coop2Kernel(p: NormalizedProblem, c: Coop2Config, split: boolean
   const sp = k.let(z.rem(pc.splits), "sp");
   const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
   const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
-  const row0 = k.let(wg.y.mul(c.bm), "row0");
-  const col0 = k.let(wg.x.mul(c.bn), "col0");
+  const { row0, col0 } = tileOrigin(k, wg, c.bm, c.bn);
   const aBase = k.let(bt.mul(pc.strideA), "abase");
   const bBase = k.let(bt.mul(pc.strideB), "bbase");
   const acc = k.var(tC, k.cmFill(tC, 0), "acc");

@@ -175,14 +175,15 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   return out;
 }
 
-function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>): SimtConfig {
+function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>, split: boolean): SimtConfig {
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
   return {
     ...v.cfg,
     vecA: p.transA && contigA % 4 === 0 && p.k % 4 === 0,
     vecB: !p.transB && contigB % 4 === 0,
-    vecOut: p.n % 4 === 0 && (p.outDtype === "f32" || v.splits > 1),
+    // the split-K partials are f32 whatever the output dtype
+    vecOut: p.n % 4 === 0 && (p.outDtype === "f32" || split),
   };
 }
 
@@ -216,7 +217,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   const push = packPush(pushValues(p, splits, kChunk));
   let desc: KernelDesc;
   if (spec.kind === "simt") {
-    const cfg = simtConfig(p, spec);
+    const cfg = simtConfig(p, spec, split);
     desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
   } else if (spec.kind === "coop2") {
     const cfg = spec.cfg;

@@ -40,10 +40,31 @@ export function recordPlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffer
   });
 }
 
+/**
+ * Runs `record` inside its own batch. Pipelines are compiled before the batch opens, and a batch
+ * left open by a failing record is submitted (with what was recorded) so the caller's next batch
+ * can begin.
+ */
+function inBatch(rt: MatmulRuntime, opts: { profile?: boolean } | undefined, record: () => void): number {
+  rt.beginBatch(opts);
+  try {
+    record();
+  } catch (err) {
+    try {
+      rt.waitTimeline(rt.submitBatch());
+    } catch {
+      // the original error is the one to report
+    }
+    throw err;
+  }
+  const tl = rt.submitBatch();
+  rt.waitTimeline(tl);
+  return tl;
+}
+
 export function runPlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers): void {
-  rt.beginBatch();
-  recordPlan(rt, plan, bufs);
-  rt.waitTimeline(rt.submitBatch());
+  pipelinesOf(rt, plan);
+  inBatch(rt, undefined, () => recordPlan(rt, plan, bufs));
 }
 
 export interface TimingOptions {
@@ -58,18 +79,11 @@ export interface TimingOptions {
  */
 export function timePlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers, t: TimingOptions): number[][] {
   pipelinesOf(rt, plan);
-  if (t.warmup > 0) {
-    rt.beginBatch();
-    for (let i = 0; i < t.warmup; i++) recordPlan(rt, plan, bufs);
-    rt.waitTimeline(rt.submitBatch());
-  }
+  if (t.warmup > 0) inBatch(rt, undefined, () => { for (let i = 0; i < t.warmup; i++) recordPlan(rt, plan, bufs); });
   const steps = plan.steps.length;
   const out: number[][] = [];
   for (let r = 0; r < t.repeats; r++) {
-    rt.beginBatch({ profile: true });
-    for (let i = 0; i < t.iters; i++) recordPlan(rt, plan, bufs);
-    const tl = rt.submitBatch();
-    rt.waitTimeline(tl);
+    const tl = inBatch(rt, { profile: true }, () => { for (let i = 0; i < t.iters; i++) recordPlan(rt, plan, bufs); });
     const prof = rt.batchProfile(tl);
     if (prof.length !== t.iters * steps) {
       throw new Error(`matmul timing: batchProfile returned ${prof.length} entries for ${t.iters * steps} dispatches`);

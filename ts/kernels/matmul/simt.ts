@@ -16,7 +16,7 @@ import {
   f32, fma, kernel, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc,
   type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface SimtConfig {
@@ -114,8 +114,7 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
   const sp = k.let(z.rem(pc.splits), "sp");
   const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
   const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
-  const row0 = k.let(wg.y.mul(c.bm), "row0");
-  const col0 = k.let(wg.x.mul(c.bn), "col0");
+  const { row0, col0 } = tileOrigin(k, wg, c.bm, c.bn);
   const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(bk - 1).div(bk), "nt");
 
   const opA: OperandTile = {
