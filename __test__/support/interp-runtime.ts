@@ -4,6 +4,21 @@ import type { KernelDesc } from "../../ts/ir/index.js";
 import type { MatmulDeviceInfo, MatmulRuntime, ProfileEntry } from "../../ts/kernels/matmul/device.js";
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from "../../ts/kernels/matmul/reference.js";
 import { Interp } from "./kernel-interp.js";
+import { createRequire } from "node:module";
+
+/**
+ * The native kernel compiler when the addon is built: every description the interpreter runs is
+ * also validated and assembled for real (permissive caps: no device is initialized in these
+ * processes), so the interpreter cannot accept what the driver would never see.
+ */
+const kernelSpirv: ((d: string) => Uint32Array) | undefined = (() => {
+  try {
+    const n = createRequire(import.meta.url)("../../../native/index.cjs") as { kernelSpirv?: (d: string) => Uint32Array };
+    return typeof n.kernelSpirv === "function" ? n.kernelSpirv : undefined;
+  } catch {
+    return undefined;
+  }
+})();
 
 function decodeBuf(bytes: Uint8Array, elem: string): number[] {
   const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
@@ -48,6 +63,7 @@ export class InterpRuntime implements MatmulRuntime {
   destroyBuffer(h: number) { this.buf(h); this.buffers.delete(h); }
   compileKernel(d: string | KernelDesc) {
     const desc = typeof d === "string" ? (JSON.parse(d) as KernelDesc) : d;
+    kernelSpirv?.(typeof d === "string" ? d : JSON.stringify(d));
     const h = this.next++;
     this.pipes.set(h, { desc, interp: new Interp(desc) });
     return h;
