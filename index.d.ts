@@ -28,17 +28,22 @@ export interface BufferOptions {
 /** Ends the open batch without submitting it and keeps it for replayBatch. */
 export declare function captureBatch(): number
 
+/**
+ * Validates and assembles a kernel description and creates its pipeline on the device.
+ * Returns the pipeline handle; the same description returns the same handle (memoized, so the
+ * handle belongs to the memo: do not destroyPipeline it).
+ */
+export declare function compileKernel(desc: string | object): number
+
 export interface CoopMatShape {
   m: number
   n: number
   k: number
-  /** Component type names: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'. */
-  a: string
-  b: string
-  c: string
-  result: string
-  /** 'subgroup' | 'workgroup'. */
-  scope: string
+  a: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  b: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  c: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  result: 'f16' | 'f32' | 'bf16' | 'f64' | 'i8' | 'u8' | 'i32' | 'u32' | 'other'
+  scope: 'subgroup' | 'workgroup'
   saturating: boolean
 }
 
@@ -73,8 +78,7 @@ export interface DeviceInfo {
   deviceName: string
   vendorId: number
   deviceId: number
-  /** 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'. */
-  deviceType: string
+  deviceType: 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'
   driverName: string
   driverInfo: string
   driverVersion: string
@@ -126,12 +130,35 @@ export interface InitOptions {
   validation?: boolean
 }
 
+/** Human-readable SPIR-V of a description. */
+export declare function kernelDisassembly(desc: string | object): string
+
+export declare function kernelLayout(desc: string | object): KernelLayout
+
+/** The pipeline layout of a description: binding accesses, push-constant bytes, spec constants. */
+export interface KernelLayout {
+  name: string
+  bindings: Array<string>
+  pushConstantBytes: number
+  specialization: Array<Array<number>>
+  requiredSubgroupSize?: number
+}
+
+/** SPIR-V words of a description (validated against the device, or permissive caps without one). */
+export declare function kernelSpirv(desc: string | object, opts?: KernelSpirvOptions | undefined | null): Uint32Array
+
+/** Options of kernelSpirv. */
+export interface KernelSpirvOptions {
+  /** Skip the in-memory memo: validate and assemble every time (the compile benchmark). */
+  noCache?: boolean
+}
+
 /** Leases a buffer of at least `byteLength` bytes from the size-bucketed pool. */
 export declare function leaseBuffer(byteLength: number): number
 
 export interface PipelineLayout {
-  /** Access per binding i (storage buffer at set 0, binding i): 'read' | 'write' | 'readwrite'. */
-  bindings: Array<string>
+  /** Access per binding i (the storage buffer at set 0, binding i). */
+  bindings: Array<'read' | 'write' | 'readwrite'>
   pushConstantBytes?: number
   entryPoint?: string
   label?: string
@@ -167,8 +194,8 @@ export declare function recordDispatch(pipeline: number, buffers: number[], grou
  * `[pipelineLo, pipelineHi, groupsX, groupsY, groupsZ, nBuffers, nPushWords,
  *   (bufLo, bufHi) x nBuffers, push words x nPushWords]`.
  * Handles are JS numbers below 2^53 split into their low and high 32 bits
- * (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). On an error, entries before the
- * failing one stay recorded and the message names the failing entry.
+ * (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). Every entry is validated before any is
+ * recorded, so a rejected call records nothing; the message names the failing entry.
  */
 export declare function recordDispatchMany(packed: Uint32Array, count: number): void
 

@@ -1,6 +1,6 @@
 // Execution tests of IR features on the device (lavapipe in CI), against CPU references on
 // random data. Each test builds a small kernel with the TS builder, runs it once and compares.
-import { test, type TestContext } from "node:test";
+import { after, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import {
   clamp, exp, f16, f32, fma, i32, kernel, lit, log, max, min, roundF16, select, sqrt, tanh, u32, vecOf,
@@ -295,4 +295,30 @@ test("compileKernel memoizes by content", { skip }, () => {
     return k.finish();
   };
   assert.equal(native.compileKernel(mk()), native.compileKernel(JSON.stringify(mk())));
+});
+
+after(() => {
+  // With HELIOS_VALIDATION=1 any validation-layer message is a failure.
+  if (skip || typeof native.takeValidationMessages !== "function") return;
+  assert.deepEqual(native.takeValidationMessages(), []);
+});
+
+test("f32 atomic add where the device supports it", (tc) => {
+  const n = 2048;
+  const k = kernel("t_atomic_f32", { workgroup: [WG] });
+  const a = k.buffer("a", f32, "read"), s = k.buffer("s", f32, "readwrite");
+  const i = k.let(k.globalId.x, "i");
+  s.atomicAdd(i.rem(4), a.load(i));
+  const desc = k.finish();
+  if (!skip && !native.getDeviceInfo().atomicFloatAddSupported) {
+    assert.throws(() => native.compileKernel(desc), (e: Error & { code?: string }) => e.code === "ERR_HELIOS_INVALID_KERNEL");
+    tc.skip("no shaderBufferFloat32AtomicAdd: rejected as InvalidKernel, as it should be");
+    return;
+  }
+  const A = randF32(n, -1, 1, 111);
+  const res = run(tc, desc, { buffers: [A, new Float32Array(4)], groups: [n / WG] });
+  if (!res) return;
+  const [, sums] = res;
+  const want = [0, 1, 2, 3].map((q) => A.filter((_, j) => j % 4 === q).reduce((x, y) => x + y, 0));
+  assert.ok(maxRelErr(new Float32Array(sums), want) < 1e-4);
 });

@@ -72,24 +72,40 @@ function benchKernel(label: string, make: (name: string) => KernelDesc, n: numbe
   push("validate + assemble (native)", assemble);
   push("total: describe..assemble", total);
   push("memo hit (kernelSpirv)", hit);
-  const device = (() => {
-    if (typeof native.initDevice !== "function") return false;
-    try {
-      native.initDevice();
-      return true;
-    } catch {
-      return false;
-    }
-  })();
-  if (device && !label.includes("coop")) {
-    const pipe = time(Math.min(n, 50), (i) => native.compileKernel(make(`${label}_pipe${i}_${Date.now()}`)));
-    push("compileKernel miss (incl. driver pipeline)", pipe);
+}
+
+/** Driver pipeline creation, on a device (initialized only after the assembly timings, which
+ *  validate against the permissive caps while no device exists). */
+function benchPipelines(label: string, make: (name: string) => KernelDesc, n: number, rows: Row[]): void {
+  const stamp = Date.now();
+  const t = time(n, (i) => native.compileKernel(make(`${label}_pipe${i}_${stamp}`)));
+  rows.push({ kernel: label, stage: "compileKernel miss (incl. driver pipeline)", medianMs: t.median, p95Ms: t.p95, iters: n });
+}
+
+function initDevice(): boolean {
+  if (typeof native.initDevice !== "function") return false;
+  try {
+    native.initDevice();
+    return true;
+  } catch {
+    return false;
   }
 }
 
 const rows: Row[] = [];
 benchKernel("fused_elementwise", fusedElementwise, iters, rows);
 benchKernel("coop_matmul_f16", () => coopMatmulSample({ elem: "f16", acc: "f32" }), Math.max(50, iters / 4), rows);
+if (initDevice()) {
+  benchPipelines("fused_elementwise", fusedElementwise, 30, rows);
+  try {
+    // a unique name per iteration defeats both memos
+    benchPipelines("coop_matmul_f16", (name) => ({ ...coopMatmulSample({ elem: "f16", acc: "f32" }), name }), 10, rows);
+  } catch (e) {
+    console.log(`coop_matmul_f16 pipeline: skipped (${(e as Error).message})`);
+  }
+} else {
+  console.log("no device: driver pipeline creation not measured");
+}
 
 console.log("kernel              stage                                        median ms    p95 ms   bytes");
 for (const r of rows) {

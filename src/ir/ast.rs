@@ -91,7 +91,6 @@ pub struct Uses {
     pub subgroup_arith: bool,
     pub subgroup_ballot: bool,
     pub subgroup_shuffle: bool,
-    pub subgroup_shuffle_rel: bool,
     pub atomic_float_add: bool,
     pub glsl: bool,
 }
