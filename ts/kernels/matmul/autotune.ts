@@ -90,6 +90,11 @@ export interface ChooseOptions {
   allowLowPrecisionF32?: boolean;
   /** Re-tune even when the cache has an entry. */
   force?: boolean;
+  /**
+   * false: never time anything now (cache hit or default). Tuning submits its own batches, so a
+   * caller with a batch open (the backend while recording) passes false and tunes later.
+   */
+  tune?: boolean;
   onProgress?: (msg: string) => void;
 }
 
@@ -119,6 +124,7 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
       // a stale entry (variant renamed or no longer supported): tune again
     }
   }
+  if (opts.tune === false) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
   const record = tune(rt, p, caps, opts);
   if (!record) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
   cache[key] = record;

@@ -5,7 +5,9 @@
 // Contract for callers (HeliosBackend):
 //   const plan = planMatmul({m, n, k, batch, transA, transB, broadcastB, dtype, outDtype, accF16,
 //                            epilogue: {scale, bias, act, residual}}, caps, {variant?})
-//   (or chooseMatmul(runtime, problem) in autotune.ts: same plan, tuned and cached per shape class)
+//   (or chooseMatmul(runtime, problem) in autotune.ts: same plan, tuned and cached per shape class;
+//   tuning submits its own batches, so call it with no batch open, or pass {tune: false} to get
+//   the cached winner or the default without timing anything)
 //   - layouts: A batch×M×K row-major (K×M when transA), B batch×K×N (N×K when transB; one K×N for
 //     every batch when broadcastB), C batch×M×N row-major; bias length N and residual batch×M×N in
 //     the output dtype; all contiguous, element offsets < 2^32.
