@@ -70,8 +70,13 @@ export function checkVariants(
   const rows: CheckRow[] = [];
   const deadline = performance.now() + (opts.budgetMs ?? Infinity);
   const variants = opts.variants ?? defaultCheckVariants();
+  // Workgroup-scope (coopmat2) variants run last, after every mode of the others: they exercise
+  // the least-travelled driver path, and a device loss there must not cost the rest of the sweep.
+  const passes = [variants.filter((v) => v.kind !== "coop2"), variants.filter((v) => v.kind === "coop2")];
+  for (const group of passes)
   for (const mode of opts.modes ?? DTYPE_MODES) {
-    for (const v of variants) {
+    if (group.length === 0) continue;
+    for (const v of group) {
       for (const c of opts.cases ?? CHECK_CASES) {
         const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
         const np = normalize(prob);

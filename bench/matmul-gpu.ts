@@ -143,7 +143,9 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
     const np = normalize(prob);
     const fx = new MatmulFixture(rt, np, 9);
     try {
-      for (const v of candidateVariants(np, caps)) {
+      // coopmat2 candidates last (see matmul-check.ts)
+      const cands = candidateVariants(np, caps, { includeCoop2: true });
+      for (const v of [...cands.filter((c) => c.kind !== "coop2"), ...cands.filter((c) => c.kind === "coop2")]) {
         try {
           const plan = planMatmul(prob, caps, { variant: v.name });
           const bufs = fx.buffers(plan);

@@ -69,6 +69,11 @@ export interface PlanOptions {
   variant?: string;
   /** Allow f32 inputs on f16 tensor-core tiles in the default choice. */
   allowLowPrecisionF32?: boolean;
+  /**
+   * Offer the workgroup-scope (NV coopmat2) variants as tuning candidates. Off by default until the
+   * GPU-host sweep shows them correct and competitive (HELIOS_MATMUL_VARIANT=cm2_* still forces).
+   */
+  includeCoop2?: boolean;
 }
 
 const descCache = new Map<string, KernelDesc>();
@@ -168,6 +173,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     if (v.splits !== 1) continue;
     // f32 inputs: SIMT and the accurate bf16x3 split always; f16 tiles only when allowed
     const accurateF32 = v.kind === "coop" && !!v.cfg.split3;
+    if (v.kind === "coop2" && !opts.includeCoop2) continue;
     if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
     const s = defaultSplits(p, v, units);
