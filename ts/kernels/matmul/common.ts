@@ -142,3 +142,8 @@ export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number): 
   const tx = k.let(inBand.div(rows), "tilex");
   return { row0: k.let(ty.mul(bm), "row0"), col0: k.let(tx.mul(bn), "col0") };
 }
+
+/** The epilogue part of a kernel name; every code-changing epilogue choice appears in it. */
+export function epilogueTag(e: NormalizedProblem["epilogue"]): string {
+  return `${e.scale !== 1 ? "_scale" : ""}${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+}

@@ -22,7 +22,7 @@ import {
   coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface CoopConfig {
@@ -65,9 +65,10 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const { bm, bn } = coopTile(c);
   const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
   const e = p.epilogue;
-  const epi = split ? "_split" : `${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+  const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${epi}`;
+  const store = c.directStore ? "" : "_staged";
+  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${store}${epi}`;
 }
 
 /** Shared bytes a config needs (two stages of A and B, plus the epilogue staging tiles). */

@@ -22,7 +22,7 @@
 //     unless allowLowPrecisionF32 / a forced cm_* variant computes it on f16 tiles.
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
-import { ceilDiv, packPush, pushValues, type BindingRole } from "./common.js";
+import { ceilDiv, packPush, pushValues, type BindingRole, type PushValues } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
 import { coop2Kernel } from "./coopmat2.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
@@ -48,6 +48,8 @@ export interface MatmulStep {
   /** Workgroup counts. */
   groups: [number, number, number];
   push: ArrayBuffer;
+  /** The same push constants as a record for PUSH_FIELDS (for callers with their own packing). */
+  pushValues: PushValues;
   /** What to bind at each binding index. */
   bindings: BindingRole[];
 }
@@ -222,7 +224,8 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   const kChunk = Math.max(bk, ceilDiv(ceilDiv(p.k, spec.splits), bk) * bk);
   const splits = ceilDiv(p.k, kChunk);
   const split = splits > 1;
-  const push = packPush(pushValues(p, splits, kChunk));
+  const pv = pushValues(p, splits, kChunk);
+  const push = packPush(pv);
   let desc: KernelDesc;
   if (spec.kind === "simt") {
     const cfg = simtConfig(p, spec, split);
@@ -238,6 +241,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     desc,
     groups: [ceilDiv(p.n, bn), ceilDiv(p.m, bm), p.batch * splits],
     push,
+    pushValues: pv,
     bindings: split
       ? ["A", "B", "workspace"]
       : ["A", "B", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
@@ -250,6 +254,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       desc: memo(`reduce|${problemKey(p)}`, () => reduceKernel(p)),
       groups: [Math.min(65535, ceilDiv(total, REDUCE_THREADS)), 1, 1],
       push,
+      pushValues: pv,
       bindings: ["workspace", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
     });
   }

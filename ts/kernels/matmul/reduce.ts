@@ -6,14 +6,14 @@
 //   push      PUSH_FIELDS (common.ts)
 //   dispatch  [min(ceil(batch·M·N / 256), 65535), 1, 1], workgroup 256; grid-stride loop
 import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, epilogueTag } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export const REDUCE_THREADS = 256;
 
 export function reduceName(p: NormalizedProblem): string {
   const e = p.epilogue;
-  const epi = `${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+  const epi = epilogueTag(e);
   return `mm_splitk_reduce_${p.outDtype}${epi}`;
 }
 

@@ -16,7 +16,7 @@ import {
   f32, fma, kernel, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc,
   type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface SimtConfig {
@@ -41,7 +41,7 @@ export function simtName(p: NormalizedProblem, c: SimtConfig, split: boolean): s
   const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
   const v = `${c.vecA ? "a4" : ""}${c.vecB ? "b4" : ""}${c.vecOut ? "c4" : ""}`;
   const e = p.epilogue;
-  const epi = split ? "_split" : `${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+  const epi = split ? "_split" : epilogueTag(e);
   return `mm_simt_${p.dtype}_${p.outDtype}_${c.bm}x${c.bn}x${simtBk(c)}_${c.tm}x${c.tn}_${t}${v ? "_" + v : ""}${epi}`;
 }
 
