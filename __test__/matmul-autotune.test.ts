@@ -1,0 +1,72 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { CACHE_FILE, chooseMatmul, shapeClass } from "../ts/kernels/matmul/autotune.js";
+import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
+import { normalize } from "../ts/kernels/matmul/problem.js";
+import { InterpRuntime } from "./support/interp-runtime.js";
+
+const PROB = { m: 20, n: 24, k: 40, dtype: "f32" as const };
+
+/** The interpreter with one variant's kernels producing wrong results (to test the gate). */
+class BrokenRuntime extends InterpRuntime {
+  constructor(private readonly broken: string) { super(); }
+  override recordDispatch(p: number, bufs: number[], groups: number[], push?: ArrayBufferView) {
+    super.recordDispatch(p, bufs, groups, push);
+    const name = (this as unknown as { pipes: Map<number, { desc: { name: string } }> }).pipes.get(p)!.desc.name;
+    if (name.includes(this.broken)) this.uploadBuffer(bufs[2], new Float32Array(this.readBuffer(bufs[2]).byteLength / 4).fill(1234));
+  }
+}
+
+test("tunes once, persists, then reuses the cache", () => {
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const cfg = readMatmulConfig({ HELIOS_CACHE_DIR: dir });
+  const rt = new InterpRuntime({ ...new InterpRuntime().info, coopMatSupported: false });
+  const first = chooseMatmul(rt, PROB, { config: cfg, iters: 2, warmup: 0 });
+  assert.equal(first.source, "tuned");
+  assert.ok(first.record && first.record.candidates.length >= 2);
+  assert.ok(existsSync(join(dir, CACHE_FILE)));
+  const cache = JSON.parse(readFileSync(join(dir, CACHE_FILE), "utf8"));
+  const key = Object.keys(cache)[0];
+  assert.ok(key.includes(shapeClass(normalize(PROB))));
+  assert.equal(cache[key].variant, first.plan.variant);
+  const before = rt.dispatches;
+  const second = chooseMatmul(rt, PROB, { config: cfg });
+  assert.equal(second.source, "cache");
+  assert.equal(second.plan.variant, first.plan.variant);
+  assert.equal(rt.dispatches, before, "a cache hit times nothing");
+});
+
+test("a candidate that fails the correctness gate is never chosen", () => {
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const rt = new BrokenRuntime("64x64x16");
+  const info = { ...rt.info, coopMatSupported: false };
+  Object.assign(rt.info, info);
+  const r = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_CACHE_DIR: dir }), iters: 2, warmup: 0 });
+  assert.equal(r.plan.variant, "simt_128x128_8x8");
+  const bad = r.record!.candidates.find((c) => c.variant === "simt_64x64_4x4");
+  assert.ok(bad && bad.ms === null && /gate/.test(bad.error ?? ""), JSON.stringify(r.record));
+});
+
+test("HELIOS_MATMUL_VARIANT forces, HELIOS_AUTOTUNE=0 uses the default", () => {
+  const rt = new InterpRuntime();
+  const forced = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "simt_128x128_8x8", HELIOS_CACHE_DIR: "/nonexistent" }) });
+  assert.equal(forced.source, "forced");
+  assert.equal(forced.plan.variant, "simt_128x128_8x8");
+  const dflt = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_AUTOTUNE: "0" }) });
+  assert.equal(dflt.source, "default");
+  assert.equal(rt.dispatches, 0);
+  assert.throws(() => chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "nope" }) }), /unknown/);
+  // a forced variant that cannot run this problem (bf16x3 split on f16 inputs) falls back
+  const fb = chooseMatmul(rt, { ...PROB, dtype: "f16" }, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "cm3_64x64x32_w2x2", HELIOS_AUTOTUNE: "0" }) });
+  assert.equal(fb.source, "default");
+  assert.throws(() => readMatmulConfig({ HELIOS_AUTOTUNE: "maybe" }), /HELIOS_AUTOTUNE/);
+});
+
+test("config defaults: XDG cache dir", () => {
+  assert.equal(readMatmulConfig({ XDG_CACHE_HOME: "/x" }).cacheDir, "/x/helios");
+  assert.equal(readMatmulConfig({ HELIOS_CACHE_DIR: "/y", XDG_CACHE_HOME: "/x" }).cacheDir, "/y");
+  assert.equal(readMatmulConfig({}).autotune, true);
+});

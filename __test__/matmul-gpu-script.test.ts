@@ -1,0 +1,35 @@
+// The GPU-host script end to end on the interpreter runtime (tiny shapes): every file it promises
+// is written and parses, with no error rows. Guards the one-shot GPU run against harness bugs.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { runMatmulGpu } from "../bench/matmul-gpu.js";
+import { variantByName } from "../ts/kernels/matmul/variants.js";
+import { InterpRuntime } from "./support/interp-runtime.js";
+
+test("matmul-gpu run (tiny, interpreter)", { timeout: 600_000 }, async () => {
+  const out = mkdtempSync(join(tmpdir(), "helios-mm-gpu-"));
+  process.env.HELIOS_CACHE_DIR = join(out, "cache");
+  process.env.HELIOS_AUTOTUNE = "0"; // the tuner is covered by matmul-autotune.test.ts
+  const rt = new InterpRuntime();
+  const code = await runMatmulGpu(rt, {
+    outDir: out, tiny: true, torch: false,
+    checks: {
+      variants: ["cm_64x64x32_w2x2", "simt_64x64_4x4"].map(variantByName),
+      modes: [{ name: "f16", dtype: "f16" }],
+      cases: [{ name: "17x33x65", problem: { m: 17, n: 33, k: 65 }, full: true }],
+    },
+  });
+  for (const f of ["device.json", "check.json", "variant-sweep.json", "fused.json", "suite-f16.json", "suite-bf16.json", "suite-f32.json", "suite-f16acc16.json", "suite-f32tc.json", "suite-f16.svg"]) {
+    assert.ok(existsSync(join(out, f)), f);
+  }
+  const fused = JSON.parse(readFileSync(join(out, "fused.json"), "utf8"));
+  assert.ok(fused.every((r: { error?: string }) => !r.error), JSON.stringify(fused));
+  const sweep = JSON.parse(readFileSync(join(out, "variant-sweep.json"), "utf8"));
+  assert.ok(sweep.length > 0 && sweep.every((r: { error?: string; pass?: boolean }) => !r.error && r.pass), JSON.stringify(sweep).slice(0, 500));
+  const f32tc = JSON.parse(readFileSync(join(out, "suite-f32tc.json"), "utf8"));
+  assert.equal(f32tc.rows[0].variant, "cm_128x128x32_w2x2");
+  assert.equal(code, 0);
+});

@@ -1,0 +1,82 @@
+// Every matmul kernel family executed by the IR interpreter against the fp64 reference: small odd
+// shapes, edge tiles, batches, transposes, epilogues, split-K. (On devices, bench/matmul-gpu.ts
+// runs the same sweep; lavapipe runs the SIMT variants in matmul-lavapipe.test.ts.)
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
+import { variantByName } from "../ts/kernels/matmul/variants.js";
+import { InterpRuntime } from "./support/interp-runtime.js";
+
+const CASES: CheckCase[] = [
+  { name: "1x1x1", problem: { m: 1, n: 1, k: 1 }, full: true },
+  { name: "17x33x65", problem: { m: 17, n: 33, k: 65 }, full: true },
+  { name: "batched_NT", problem: { m: 20, n: 36, k: 24, batch: 2, transB: true }, full: true },
+  { name: "TN_bias_gelu", problem: { m: 36, n: 20, k: 40, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+  { name: "TT_scale_relu_res", problem: { m: 24, n: 28, k: 20, transA: true, transB: true, epilogue: { scale: 0.5, act: "relu", residual: true } }, full: true },
+  { name: "broadcastB_silu", problem: { m: 9, n: 12, k: 33, batch: 3, broadcastB: true, epilogue: { act: "silu" } }, full: true },
+];
+
+function run(variants: string[], modes: DtypeMode[], cases = CASES) {
+  const rt = new InterpRuntime();
+  const rows = checkVariants(rt, { ...rt.info }, { variants: variants.map(variantByName), modes, cases });
+  const bad = rows.filter((r) => !r.pass);
+  assert.deepEqual(bad.map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`), []);
+  assert.ok(rows.some((r) => !r.skipped));
+  return rows;
+}
+
+test("SIMT f32 (exact: 1e-4 gate) and f16", () => {
+  run(["simt_64x64_4x4", "simt_128x128_8x8"], [{ name: "f32", dtype: "f32" }, { name: "f16", dtype: "f16" }]);
+});
+
+test("SIMT split-K", () => {
+  run(["simt_64x64_4x4_sk4"], [{ name: "f32", dtype: "f32" }], [
+    { name: "splitk", problem: { m: 9, n: 13, k: 130, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "splitk_batched", problem: { m: 5, n: 7, k: 70, batch: 2, transA: true }, full: true },
+  ]);
+});
+
+test("coopmat f16 / bf16 / f16-acc / f32-on-f16-tiles, small tile", () => {
+  run(["cm_64x64x32_w2x2"], [
+    { name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "f32", dtype: "f32" },
+  ]);
+});
+
+test("coopmat other tile shapes and split-K", () => {
+  run(["cm_128x128x32_w2x2", "cm_64x128x32_w2x2", "cm_64x64x64_w2x2"], [{ name: "f16", dtype: "f16" }], CASES.slice(1, 3));
+  run(["cm_64x64x32_w2x2_sk4"], [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }], [
+    { name: "splitk", problem: { m: 20, n: 33, k: 200, epilogue: { bias: true, act: "silu" } }, full: true },
+  ]);
+});
+
+test("coopmat direct-from-global variants (aligned shapes)", () => {
+  const aligned: CheckCase[] = [
+    { name: "48x80x64", problem: { m: 48, n: 80, k: 64 }, full: true },
+    { name: "TT_batched", problem: { m: 32, n: 16, k: 48, batch: 2, transA: true, transB: true }, full: true },
+    { name: "TN_bias_gelu", problem: { m: 144, n: 32, k: 32, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+  ];
+  run(["cmd_64x64_w2x2", "cmd_128x128_w4x2"], [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }], aligned);
+  run(["cmd_64x64_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [{ name: "splitk", problem: { m: 16, n: 32, k: 96 }, full: true }]);
+});
+
+test("workgroup-scope coopmat2 variant (aligned shapes, plain epilogue)", () => {
+  const rt = new InterpRuntime({ ...new InterpRuntime().info, coopMat2Supported: true });
+  const rows = checkVariants(rt, { ...rt.info }, {
+    variants: ["cm2_64x64x32", "cm2_64x64x32_sk2"].map(variantByName),
+    modes: [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }],
+    cases: [
+      { name: "64x128x96", problem: { m: 64, n: 128, k: 96 }, full: true },
+      { name: "TT_batched", problem: { m: 128, n: 64, k: 64, batch: 2, transA: true, transB: true }, full: true },
+      { name: "unaligned_skipped", problem: { m: 60, n: 64, k: 64 }, full: true },
+    ],
+  });
+  assert.deepEqual(rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`), []);
+  assert.ok(rows.filter((r) => !r.skipped).length >= 8);
+});
+
+test("f32 on bf16 tensor cores, hi+lo split (exact-f32 gate 1e-4)", () => {
+  const rows = run(["cm3_64x64x32_w2x2", "cm3_128x64x16_w2x2"], [{ name: "f32", dtype: "f32" }], CASES.slice(0, 4));
+  const worst = Math.max(...rows.filter((r) => r.relErr !== null).map((r) => r.relErr as number));
+  assert.ok(worst < 1e-4, `worst ${worst}`);
+  assert.ok(rows.every((r) => r.tolerance === 1e-4));
+});

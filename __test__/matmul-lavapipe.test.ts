@@ -1,0 +1,52 @@
+// Matmul kernels on the real device (lavapipe in CI: SIMT variants only, small sizes) against the
+// fp64 reference; coopmat variants run where the device has cooperative matrices.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { checkVariants, type CheckCase } from "../bench/matmul-check.js";
+import { capsOf } from "../ts/kernels/matmul/autotune.js";
+import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
+import { nativeMatmulRuntime } from "../bench/native-runtime.js";
+import { variantByName } from "../ts/kernels/matmul/variants.js";
+
+async function device(): Promise<MatmulRuntime | null> {
+  try {
+    const rt = await nativeMatmulRuntime();
+    rt.initDevice();
+    return rt;
+  } catch {
+    return null;
+  }
+}
+
+const CASES: CheckCase[] = [
+  { name: "1x1x1", problem: { m: 1, n: 1, k: 1 }, full: true },
+  { name: "17x33x65", problem: { m: 17, n: 33, k: 65 }, full: true },
+  { name: "130x68x36_vec", problem: { m: 130, n: 68, k: 36 }, full: true },
+  { name: "batched_NT", problem: { m: 20, n: 36, k: 24, batch: 2, transB: true }, full: true },
+  { name: "TN_bias_gelu", problem: { m: 36, n: 20, k: 40, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+  { name: "TT_scale_relu_res", problem: { m: 24, n: 28, k: 20, transA: true, transB: true, epilogue: { scale: 0.5, act: "relu", residual: true } }, full: true },
+  // 16×11 tiles of 64: the grouped workgroup order with a partial last band
+  { name: "grid_1000x700x8", problem: { m: 1000, n: 700, k: 8 }, full: true },
+  { name: "splitk_silu", problem: { m: 9, n: 12, k: 1500, epilogue: { bias: true, act: "silu" } }, full: true },
+];
+
+test("matmul variants on the device vs fp64", { timeout: 300_000 }, async (t) => {
+  const rt = await device();
+  if (!rt) {
+    t.skip("native runtime without compileKernel/batches yet");
+    return;
+  }
+  const caps = capsOf(rt.getDeviceInfo());
+  const names = ["simt_64x64_4x4", "simt_128x128_8x8", "simt_64x64_4x4_sk4"];
+  if (caps.coopMatSupported) names.push("cm_64x64x32_w2x2", "cm_128x128x32_w2x2", "cmd_64x64_w2x2");
+  const rows = checkVariants(rt, caps, {
+    variants: names.map(variantByName),
+    modes: [{ name: "f32", dtype: "f32" }, { name: "f16", dtype: "f16" }],
+    cases: CASES,
+  });
+  const bad = rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`);
+  assert.deepEqual(bad, []);
+  assert.ok(rows.filter((r) => !r.skipped).length >= 14);
+  const take = (rt as unknown as { takeValidationMessages?: () => string[] }).takeValidationMessages;
+  if (take) assert.deepEqual(take().filter((m) => !/loader|ICD/i.test(m)).slice(0, 5), []);
+});

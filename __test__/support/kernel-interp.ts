@@ -1,0 +1,439 @@
+// A CPU interpreter for kernel descriptions (docs/kernel-ir.md), test-only: runs matmul kernels,
+// coopmat ones included, where no device can (lavapipe has no cooperative matrices). Every
+// invocation of a workgroup is a generator that yields at barriers; cooperative-matrix ops are
+// evaluated whole by each invocation of the subgroup (redundant but exact), which is what the
+// KHR semantics guarantee. Out-of-bounds buffer or shared accesses throw: the kernels must never
+// issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
+import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
+import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
+
+type Scalar = number | boolean;
+type Value = Scalar | Scalar[] | CoopVal;
+interface CoopVal { t: CoopMatType; d: Float64Array }
+type Env = Map<string, Value>;
+type Fn = (env: Env) => Value;
+
+const f32b = new Float32Array(1);
+const u32b = new Uint32Array(f32b.buffer);
+function roundBf16(x: number): number {
+  f32b[0] = x;
+  const u = u32b[0];
+  u32b[0] = (u + 0x7fff + ((u >>> 16) & 1)) & 0xffff0000;
+  return f32b[0];
+}
+
+function roundTo(s: string, x: number): number {
+  switch (s) {
+    case "f32": return Math.fround(x);
+    case "f16": return roundF16(x);
+    case "bf16": return roundBf16(x);
+    case "u32": return x >>> 0;
+    case "i32": return x | 0;
+    default: return x;
+  }
+}
+
+function convert(s: string, x: Scalar): Scalar {
+  if (s === "bool") return typeof x === "boolean" ? x : x !== 0;
+  const n = typeof x === "boolean" ? (x ? 1 : 0) : x;
+  if (s === "u32") return (n < 0 ? Math.trunc(n) >>> 0 : Math.min(Math.trunc(n), 4294967295)) >>> 0;
+  if (s === "i32") return Math.trunc(n) | 0;
+  return roundTo(s, n);
+}
+
+function isCm(v: Value): v is CoopVal {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function binScalar(op: string, s: string, a: Scalar, b: Scalar): Scalar {
+  const x = a as number, y = b as number;
+  switch (op) {
+    case "add": return roundTo(s, x + y);
+    case "sub": return roundTo(s, x - y);
+    case "mul": return s === "u32" ? Math.imul(x, y) >>> 0 : s === "i32" ? Math.imul(x, y) : roundTo(s, x * y);
+    case "div":
+      if (s === "u32" || s === "i32") { if (y === 0) throw new Error("integer division by zero"); return roundTo(s, Math.trunc(x / y)); }
+      return roundTo(s, x / y);
+    case "rem": if (s === "u32" || s === "i32") { if (y === 0) throw new Error("integer rem by zero"); return roundTo(s, x % y); } return roundTo(s, x % y);
+    case "lt": return x < y;
+    case "le": return x <= y;
+    case "gt": return x > y;
+    case "ge": return x >= y;
+    case "eq": return a === b;
+    case "ne": return a !== b;
+    case "and": return (a as boolean) && (b as boolean);
+    case "or": return (a as boolean) || (b as boolean);
+    case "xor": return a !== b;
+    case "band": return roundTo(s, x & y);
+    case "bor": return roundTo(s, x | y);
+    case "bxor": return roundTo(s, x ^ y);
+    case "shl": return roundTo(s, x << y);
+    case "shr": return s === "u32" ? x >>> y : x >> y;
+    case "min": return Math.min(x, y);
+    case "max": return Math.max(x, y);
+    case "pow": return roundTo(s, Math.pow(x, y));
+    case "step": return x <= y ? 1 : 0;
+    default: throw new Error(`interp: binary op ${op}`);
+  }
+}
+
+const UN: Record<string, (x: number) => number> = {
+  neg: (x) => -x, exp: Math.exp, exp2: (x) => 2 ** x, log: Math.log, log2: Math.log2, sqrt: Math.sqrt,
+  rsqrt: (x) => 1 / Math.sqrt(x), tanh: Math.tanh, sin: Math.sin, cos: Math.cos, abs: Math.abs,
+  floor: Math.floor, ceil: Math.ceil, round: Math.round, trunc: Math.trunc, fract: (x) => x - Math.floor(x),
+  sign: Math.sign,
+};
+
+function lanes(v: Value, w: number): Scalar[] {
+  return Array.isArray(v) ? v : new Array(w).fill(v);
+}
+
+export interface Memory {
+  /** Element values of each binding (numbers already in the binding's type). */
+  bindings: number[][] | Float64Array[];
+}
+
+interface Ctx {
+  desc: KernelDesc;
+  types: Map<string, Type>;
+  push: Map<string, Value>;
+  bindings: ArrayLike<number>[] & { [i: number]: { [j: number]: number; length: number } };
+  shared: Map<string, Value[]>;
+}
+
+export class Interp {
+  private readonly types = new Map<string, Type>();
+  private readonly body: (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined>;
+  constructor(readonly desc: KernelDesc) {
+    for (const p of desc.push ?? []) this.types.set(`push:${p.name}`, p.type as Type);
+    this.body = this.block(desc.body);
+  }
+
+  private typeOf(n: ExprNode): Type {
+    const d = this.desc;
+    switch (n.op) {
+      case "lit": case "vec": return n.t;
+      case "get": {
+        const t = this.types.get(n.name);
+        if (!t) throw new Error(`interp: unknown name ${n.name}`);
+        return n.idx && !isCoopMat(t) && widthOf(t) > 1 ? scalarOf(t) : t;
+      }
+      case "push": return this.types.get(`push:${n.name}`) as Type;
+      case "builtin": return ["global_id", "local_id", "workgroup_id", "num_workgroups"].includes(n.name) ? "u32x3" : "u32";
+      case "load": {
+        const elem = n.b !== undefined ? d.bindings[n.b].elem : (d.shared ?? []).find((s) => s.name === n.sh)!.elem;
+        return (n.vec ? `${elem}x${n.vec}` : elem) as Type;
+      }
+      case "swz": { const s = scalarOf(this.typeOf(n.a)); return (n.c.length === 1 ? s : `${s}x${n.c.length}`) as Type; }
+      case "cast": case "bitcast": case "cmfill": case "cmload": return n.t;
+      case "cmmuladd": return this.typeOf(n.c);
+      case "select": return this.typeOf(n.a);
+      case "lt": case "le": case "gt": case "ge": case "eq": case "ne": {
+        const w = widthOf(this.typeOf(n.a));
+        return (w === 1 ? "bool" : `bool${"x"}${w}`) as Type;
+      }
+      case "mul": case "div": {
+        const ta = this.typeOf(n.a), tb = this.typeOf(n.b);
+        if (isCoopMat(tb) && !isCoopMat(ta)) return tb;
+        if (!isCoopMat(ta) && !isCoopMat(tb) && widthOf(tb) > widthOf(ta)) return tb;
+        return ta;
+      }
+      default:
+        if ("a" in n) return this.typeOf(n.a as ExprNode);
+        throw new Error(`interp: type of ${n.op}`);
+    }
+  }
+
+  private expr(n: ExprNode): (env: Env, ctx: Ctx) => Value {
+    const t = this.typeOf(n);
+    switch (n.op) {
+      case "lit": {
+        const conv = (x: unknown): Scalar => x === "inf" ? Infinity : x === "-inf" ? -Infinity : x === "nan" ? NaN : convert(scalarOf(t), x as Scalar);
+        const v: Value = Array.isArray(n.v) ? n.v.map(conv) : widthOf(t) > 1 ? new Array(widthOf(t)).fill(conv(n.v)) : conv(n.v);
+        return () => v;
+      }
+      case "get": {
+        const name = n.name;
+        if (n.idx) {
+          const idx = this.expr(n.idx);
+          return (env, ctx) => { const v = env.get(name) as Scalar[]; return v[idx(env, ctx) as number]; };
+        }
+        return (env) => { const v = env.get(name); if (v === undefined) throw new Error(`interp: ${name} read before set`); return v; };
+      }
+      case "push": { const name = n.name; return (_e, ctx) => ctx.push.get(name) as Value; }
+      case "builtin": { const name = n.name; return (env) => env.get(`@${name}`) as Value; }
+      case "load": {
+        const idx = this.expr(n.idx);
+        const vec = n.vec ?? 0;
+        if (n.b !== undefined) {
+          const b = n.b;
+          return (env, ctx) => {
+            const buf = ctx.bindings[b];
+            const i = idx(env, ctx) as number;
+            if (vec) {
+              if ((i + 1) * vec > buf.length) throw new Error(`interp: binding ${b} vec${vec} load at ${i} out of bounds (${buf.length})`);
+              return Array.from({ length: vec }, (_, q) => buf[i * vec + q]);
+            }
+            if (i >= buf.length) throw new Error(`interp: binding ${b} load at ${i} out of bounds (${buf.length})`);
+            return buf[i];
+          };
+        }
+        const sh = n.sh as string;
+        return (env, ctx) => {
+          const arr = ctx.shared.get(sh)!;
+          const i = idx(env, ctx) as number;
+          if (i >= arr.length) throw new Error(`interp: shared ${sh} load at ${i} out of bounds (${arr.length})`);
+          const v = arr[i];
+          if (v === undefined) throw new Error(`interp: shared ${sh}[${i}] read before written`);
+          return v;
+        };
+      }
+      case "swz": {
+        const a = this.expr(n.a);
+        const ix = [...n.c].map((ch) => "xyzw".indexOf(ch));
+        return (env, ctx) => { const v = a(env, ctx) as Scalar[]; return ix.length === 1 ? v[ix[0]] : ix.map((i) => v[i]); };
+      }
+      case "vec": {
+        const args = n.args.map((x) => this.expr(x));
+        const w = widthOf(t);
+        return (env, ctx) => { const out = args.flatMap((f) => { const v = f(env, ctx); return Array.isArray(v) ? v : [v]; }); return out.length === 1 ? new Array(w).fill(out[0]) : out; };
+      }
+      case "select": {
+        const c = this.expr(n.c), a = this.expr(n.a), b = this.expr(n.b);
+        return (env, ctx) => { const cv = c(env, ctx); if (Array.isArray(cv)) { const av = a(env, ctx) as Scalar[], bv = b(env, ctx) as Scalar[]; return cv.map((x, i) => (x ? av[i] : bv[i])); } return cv ? a(env, ctx) : b(env, ctx); };
+      }
+      case "cast": {
+        const a = this.expr(n.a);
+        if (isCoopMat(n.t)) { const ct = n.t; return (env, ctx) => { const v = a(env, ctx) as CoopVal; return { t: ct, d: v.d.map((x) => roundTo(ct.elem, x)) }; }; }
+        const s = scalarOf(t);
+        return (env, ctx) => { const v = a(env, ctx) as Value; return Array.isArray(v) ? v.map((x) => convert(s, x)) : convert(s, v as Scalar); };
+      }
+      case "cmfill": {
+        const a = this.expr(n.a); const ct = n.t;
+        return (env, ctx) => ({ t: ct, d: new Float64Array(ct.rows * ct.cols).fill(roundTo(ct.elem, a(env, ctx) as number)) });
+      }
+      case "cmload": {
+        const idx = this.expr(n.idx), stride = this.expr(n.stride); const ct = n.t; const col = n.layout === "col";
+        const b = n.b, sh = n.sh;
+        return (env, ctx) => {
+          const mem: ArrayLike<unknown> = b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!;
+          const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
+          const d = new Float64Array(ct.rows * ct.cols);
+          for (let r = 0; r < ct.rows; r++) for (let c = 0; c < ct.cols; c++) {
+            const i = col ? i0 + c * st + r : i0 + r * st + c;
+            if (i >= mem.length) throw new Error(`interp: cmload ${b ?? sh} at ${i} out of bounds (${mem.length})`);
+            const v = mem[i];
+            if (v === undefined) throw new Error(`interp: cmload ${sh}[${i}] read before written`);
+            d[r * ct.cols + c] = roundTo(ct.elem, v as number);
+          }
+          return { t: ct, d };
+        };
+      }
+      case "cmmuladd": {
+        const a = this.expr(n.a), b = this.expr(n.b), c = this.expr(n.c);
+        return (env, ctx) => {
+          const A = a(env, ctx) as CoopVal, B = b(env, ctx) as CoopVal, C = c(env, ctx) as CoopVal;
+          const M = A.t.rows, K = A.t.cols, N = B.t.cols;
+          const d = new Float64Array(M * N);
+          for (let i = 0; i < M; i++) for (let j = 0; j < N; j++) {
+            let s = C.d[i * N + j];
+            for (let q = 0; q < K; q++) s += A.d[i * K + q] * B.d[q * N + j];
+            d[i * N + j] = roundTo(C.t.elem, s);
+          }
+          return { t: C.t, d };
+        };
+      }
+      case "fma": case "mix": case "clamp": {
+        const a = this.expr(n.a), b = this.expr(n.b), c = this.expr(n.c); const s = scalarOf(t); const w = widthOf(t); const op = n.op;
+        const f = (x: number, y: number, z: number) => op === "fma" ? roundTo(s, x * y + z) : op === "mix" ? roundTo(s, x + (y - x) * z) : Math.min(Math.max(x, y), z);
+        return (env, ctx) => {
+          const av = a(env, ctx), bv = b(env, ctx), cv = c(env, ctx);
+          if (w === 1) return f(av as number, bv as number, cv as number);
+          const A = lanes(av, w), B = lanes(bv, w), C = lanes(cv, w);
+          return A.map((x, i) => f(x as number, B[i] as number, C[i] as number));
+        };
+      }
+      default: {
+        if ("b" in n && "a" in n && n.op !== "shuffle") {
+          const a = this.expr(n.a as ExprNode), b = this.expr(n.b as ExprNode);
+          const s = scalarOf(this.typeOf(n.a as ExprNode)); const w = widthOf(t); const op = n.op;
+          if (isCoopMat(t)) {
+            return (env, ctx) => {
+              const av = a(env, ctx), bv = b(env, ctx);
+              const A = av as CoopVal; const ct = A.t;
+              if (isCm(bv)) return { t: ct, d: A.d.map((x, i) => binScalar(op, ct.elem, x, bv.d[i]) as number) };
+              return { t: ct, d: A.d.map((x) => binScalar(op, ct.elem, x, bv as number) as number) };
+            };
+          }
+          return (env, ctx) => {
+            const av = a(env, ctx), bv = b(env, ctx);
+            if (!Array.isArray(av) && !Array.isArray(bv)) return binScalar(op, s, av as Scalar, bv as Scalar);
+            const wa = Math.max(w, Array.isArray(av) ? av.length : 1, Array.isArray(bv) ? bv.length : 1);
+            const A = lanes(av, wa), B = lanes(bv, wa);
+            return A.map((x, i) => binScalar(op, s, x, B[i]));
+          };
+        }
+        if ("a" in n && UN[n.op]) {
+          const a = this.expr(n.a as ExprNode); const f = UN[n.op]; const s = scalarOf(t);
+          return (env, ctx) => { const v = a(env, ctx); return Array.isArray(v) ? v.map((x) => roundTo(s, f(x as number))) : roundTo(s, f(v as number)); };
+        }
+        if (n.op === "not") { const a = this.expr(n.a); return (env, ctx) => !a(env, ctx); }
+        throw new Error(`interp: unsupported op ${n.op}`);
+      }
+    }
+  }
+
+  private block(stmts: Stmt[]): (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined> {
+    const fns = stmts.map((s) => this.stmt(s));
+    return function* (env, ctx) {
+      for (const f of fns) {
+        const r = yield* f(env, ctx);
+        if (r) return r;
+      }
+      return undefined;
+    };
+  }
+
+  private stmt(s: Stmt): (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined> {
+    switch (s.s) {
+      case "let": {
+        const v = this.expr(s.value); this.types.set(s.name, this.typeOf(s.value)); const name = s.name;
+        return function* (env, ctx) { env.set(name, v(env, ctx)); return undefined; };
+      }
+      case "var": {
+        this.types.set(s.name, s.type);
+        const init = s.init ? this.expr(s.init) : undefined; const name = s.name; const len = s.len;
+        return function* (env, ctx) { env.set(name, len ? new Array(len).fill(0) : init ? init(env, ctx) : (undefined as unknown as Value)); return undefined; };
+      }
+      case "set": {
+        const v = this.expr(s.value); const name = s.name; const idx = s.idx ? this.expr(s.idx) : undefined;
+        return function* (env, ctx) {
+          const val = v(env, ctx);
+          if (idx) { const arr = (env.get(name) as Scalar[]).slice(); arr[idx(env, ctx) as number] = val as Scalar; env.set(name, arr); } else env.set(name, val);
+          return undefined;
+        };
+      }
+      case "store": {
+        const idx = this.expr(s.idx), v = this.expr(s.value);
+        if (s.b !== undefined) {
+          const b = s.b; const elem = this.desc.bindings[b].elem;
+          return function* (env, ctx) {
+            const buf = ctx.bindings[b] as unknown as number[]; const i = idx(env, ctx) as number; const val = v(env, ctx);
+            if (Array.isArray(val)) {
+              if ((i + 1) * val.length > buf.length) throw new Error(`interp: binding ${b} vec store at ${i} out of bounds`);
+              val.forEach((x, q) => { buf[i * val.length + q] = roundTo(elem, x as number); });
+            } else {
+              if (i >= buf.length) throw new Error(`interp: binding ${b} store at ${i} out of bounds (${buf.length})`);
+              buf[i] = roundTo(elem, val as number);
+            }
+            return undefined;
+          };
+        }
+        const sh = s.sh as string; const elem = scalarOf((this.desc.shared ?? []).find((x) => x.name === sh)!.elem);
+        return function* (env, ctx) {
+          const arr = ctx.shared.get(sh)!; const i = idx(env, ctx) as number;
+          if (i >= arr.length) throw new Error(`interp: shared ${sh} store at ${i} out of bounds (${arr.length})`);
+          const val = v(env, ctx);
+          arr[i] = Array.isArray(val) ? val.map((x) => roundTo(elem, x as number)) : roundTo(elem, val as number);
+          return undefined;
+        };
+      }
+      case "cmstore": {
+        const idx = this.expr(s.idx), stride = this.expr(s.stride), v = this.expr(s.value); const col = s.layout === "col";
+        const b = s.b, sh = s.sh;
+        const elem = b !== undefined ? this.desc.bindings[b].elem : scalarOf((this.desc.shared ?? []).find((x) => x.name === sh)!.elem);
+        return function* (env, ctx) {
+          const mem = (b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!) as unknown as number[];
+          const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
+          for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
+            const i = col ? i0 + c * st + r : i0 + r * st + c;
+            if (i >= mem.length) throw new Error(`interp: cmstore ${b ?? sh} at ${i} out of bounds (${mem.length})`);
+            mem[i] = roundTo(elem, m.d[r * m.t.cols + c]);
+          }
+          return undefined;
+        };
+      }
+      case "if": {
+        const c = this.expr(s.cond), th = this.block(s.then), el = s.else ? this.block(s.else) : undefined;
+        return function* (env, ctx) { if (c(env, ctx)) return yield* th(env, ctx); if (el) return yield* el(env, ctx); return undefined; };
+      }
+      case "for": {
+        const from = this.expr(s.from), to = this.expr(s.to), step = s.step ? this.expr(s.step) : undefined;
+        this.types.set(s.var, this.typeOf(s.from));
+        const body = this.block(s.body); const name = s.var;
+        return function* (env, ctx) {
+          const end = to(env, ctx) as number; const st = step ? (step(env, ctx) as number) : 1;
+          for (let i = from(env, ctx) as number; i < end; i += st) {
+            env.set(name, i);
+            const r = yield* body(env, ctx);
+            if (r === "brk") break;
+            if (r === "ret") return r;
+          }
+          return undefined;
+        };
+      }
+      case "while": {
+        const c = this.expr(s.cond), body = this.block(s.body);
+        return function* (env, ctx) { while (c(env, ctx)) { const r = yield* body(env, ctx); if (r === "brk") break; if (r === "ret") return r; } return undefined; };
+      }
+      case "loop": {
+        const body = this.block(s.body);
+        return function* (env, ctx) { for (;;) { const r = yield* body(env, ctx); if (r === "brk") break; if (r === "ret") return r; } return undefined; };
+      }
+      case "break": return function* () { return "brk"; };
+      case "continue": return function* () { return "cont"; };
+      case "return": return function* () { return "ret"; };
+      case "barrier": return function* () { yield; return undefined; };
+      case "fence": case "eval": return function* () { return undefined; };
+      default: throw new Error(`interp: statement ${(s as Stmt).s}`);
+    }
+  }
+
+  /** Runs the kernel over `groups` workgroups; `bindings[i]` are element values, mutated in place. */
+  run(bindings: number[][], groups: [number, number, number], push: ArrayBuffer): void {
+    const d = this.desc;
+    const pushVals = new Map<string, Value>();
+    const dv = new DataView(push);
+    let off = 0;
+    for (const p of d.push ?? []) {
+      const w = p.type.includes("x") ? Number(p.type.slice(-1)) : 1;
+      const align = w === 1 ? 4 : w === 2 ? 8 : 16;
+      off = Math.ceil(off / align) * align;
+      const rd = (o: number) => p.type.startsWith("f32") ? dv.getFloat32(o, true) : p.type.startsWith("i32") ? dv.getInt32(o, true) : dv.getUint32(o, true);
+      pushVals.set(p.name, w === 1 ? rd(off) : Array.from({ length: w }, (_, i) => rd(off + 4 * i)));
+      off += 4 * w;
+    }
+    const wgSize = d.workgroup.map((x) => Number(x));
+    while (wgSize.length < 3) wgSize.push(1);
+    const nInv = wgSize[0] * wgSize[1] * wgSize[2];
+    const sgSize = d.subgroupSize ?? 32;
+    for (let gz = 0; gz < groups[2]; gz++) for (let gy = 0; gy < groups[1]; gy++) for (let gx = 0; gx < groups[0]; gx++) {
+      const shared = new Map<string, Value[]>();
+      for (const s of d.shared ?? []) shared.set(s.name, new Array(s.len));
+      const ctx: Ctx = { desc: d, types: this.types, push: pushVals, bindings: bindings as never, shared };
+      const gens: Generator[] = [];
+      for (let li = 0; li < nInv; li++) {
+        const env: Env = new Map();
+        const lx = li % wgSize[0], ly = Math.floor(li / wgSize[0]) % wgSize[1], lz = Math.floor(li / (wgSize[0] * wgSize[1]));
+        env.set("@local_index", li);
+        env.set("@local_id", [lx, ly, lz]);
+        env.set("@workgroup_id", [gx, gy, gz]);
+        env.set("@num_workgroups", [...groups]);
+        env.set("@global_id", [gx * wgSize[0] + lx, gy * wgSize[1] + ly, gz * wgSize[2] + lz]);
+        env.set("@subgroup_id", Math.floor(li / sgSize));
+        env.set("@subgroup_invocation", li % sgSize);
+        env.set("@subgroup_size", sgSize);
+        env.set("@num_subgroups", Math.ceil(nInv / sgSize));
+        gens.push(this.body(env, ctx));
+      }
+      let live = gens.length;
+      const done = new Array(gens.length).fill(false);
+      while (live > 0) {
+        for (let i = 0; i < gens.length; i++) {
+          if (done[i]) continue;
+          if (gens[i].next().done) { done[i] = true; live--; }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,115 @@
+// The correctness sweep of every matmul variant (run on the GPU host by bench/matmul-gpu.ts, and
+// on lavapipe for the SIMT variants by the tests): odd shapes, batches, transposes, epilogues.
+import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
+import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
+import { isLowPrecision, planMatmul, unsupported, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
+import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { tolerance } from "../ts/kernels/matmul/reference.js";
+import { runPlan } from "../ts/kernels/matmul/run.js";
+import { VARIANTS, type VariantSpec } from "../ts/kernels/matmul/variants.js";
+
+export interface CheckCase {
+  name: string;
+  problem: Omit<MatmulProblem, "dtype" | "accF16">;
+  /** Full fp64 comparison (small) or sampled (large). */
+  full: boolean;
+}
+
+export const CHECK_CASES: CheckCase[] = [
+  { name: "1x1x1", problem: { m: 1, n: 1, k: 1 }, full: true },
+  { name: "17x33x65", problem: { m: 17, n: 33, k: 65 }, full: true },
+  { name: "1000x1000x1000", problem: { m: 1000, n: 1000, k: 1000 }, full: false },
+  { name: "128x128x128", problem: { m: 128, n: 128, k: 128 }, full: true },
+  { name: "batched3_70x50x40", problem: { m: 70, n: 50, k: 40, batch: 3 }, full: true },
+  { name: "broadcastB_4x33x31x29", problem: { m: 33, n: 31, k: 29, batch: 4, broadcastB: true }, full: true },
+  { name: "NT_65x47x33", problem: { m: 65, n: 47, k: 33, transB: true }, full: true },
+  { name: "TN_65x47x33", problem: { m: 65, n: 47, k: 33, transA: true }, full: true },
+  { name: "TT_64x48x96", problem: { m: 64, n: 48, k: 96, transA: true, transB: true }, full: true },
+  { name: "bias_gelu_77x129x96", problem: { m: 77, n: 129, k: 96, epilogue: { bias: true, act: "gelu" } }, full: true },
+  { name: "scale_relu_res_64x64x80", problem: { m: 64, n: 64, k: 80, epilogue: { scale: 0.25, act: "relu", residual: true } }, full: true },
+  { name: "bias_silu_T_40x72x2048", problem: { m: 40, n: 72, k: 2048, transA: true, epilogue: { bias: true, act: "silu" } }, full: true },
+];
+
+export interface DtypeMode {
+  name: string;
+  dtype: "f16" | "bf16" | "f32";
+  accF16?: boolean;
+}
+
+export const DTYPE_MODES: DtypeMode[] = [
+  { name: "f16", dtype: "f16" },
+  { name: "bf16", dtype: "bf16" },
+  { name: "f32", dtype: "f32" },
+  { name: "f16acc16", dtype: "f16", accF16: true },
+];
+
+export interface CheckRow {
+  variant: string;
+  mode: string;
+  case: string;
+  relErr: number | null;
+  tolerance: number;
+  pass: boolean;
+  skipped?: string;
+  error?: string;
+  ms?: number;
+}
+
+/** Every base variant, plus split-K on one SIMT and two coopmat tiles. */
+export function defaultCheckVariants(): VariantSpec[] {
+  const extra = new Set(["simt_64x64_4x4_sk4", "cm_64x64x32_w2x2_sk4", "cm_128x128x32_w2x2_sk4"]);
+  return [...VARIANTS.values()].filter((v) => v.splits === 1 || extra.has(v.name));
+}
+
+/** Runs `variants × modes × cases`; never throws (failures are rows). */
+export function checkVariants(
+  rt: MatmulRuntime,
+  caps: MatmulCaps,
+  opts: { variants?: VariantSpec[]; modes?: DtypeMode[]; cases?: CheckCase[]; log?: (m: string) => void; budgetMs?: number } = {},
+): CheckRow[] {
+  const rows: CheckRow[] = [];
+  const deadline = performance.now() + (opts.budgetMs ?? Infinity);
+  const variants = opts.variants ?? defaultCheckVariants();
+  // Workgroup-scope (coopmat2) variants run last, after every mode of the others: they exercise
+  // the least-travelled driver path, and a device loss there must not cost the rest of the sweep.
+  const passes = [variants.filter((v) => v.kind !== "coop2"), variants.filter((v) => v.kind === "coop2")];
+  for (const group of passes)
+  for (const mode of opts.modes ?? DTYPE_MODES) {
+    if (group.length === 0) continue;
+    for (const v of group) {
+      for (const c of opts.cases ?? CHECK_CASES) {
+        const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
+        const np = normalize(prob);
+        const why = unsupported(v, np, caps);
+        const tol = tolerance(np, isLowPrecision(v, np));
+        if (why) {
+          rows.push({ variant: v.name, mode: mode.name, case: c.name, relErr: null, tolerance: tol, pass: true, skipped: why });
+          continue;
+        }
+        if (performance.now() > deadline) {
+          rows.push({ variant: v.name, mode: mode.name, case: c.name, relErr: null, tolerance: tol, pass: true, skipped: "time budget exhausted (not run)" });
+          continue;
+        }
+        const t0 = performance.now();
+        let fx: MatmulFixture | undefined;
+        try {
+          const plan = planMatmul(prob, caps, { variant: v.name });
+          fx = new MatmulFixture(rt, plan.problem, 17);
+          fx.poisonC();
+          runPlan(rt, plan, fx.buffers(plan));
+          const relErr = c.full ? fx.fullError() : fx.spotError(256);
+          const pass = relErr <= tol;
+          rows.push({ variant: v.name, mode: mode.name, case: c.name, relErr, tolerance: tol, pass, ms: performance.now() - t0 });
+          if (!pass) opts.log?.(`FAIL ${v.name} ${mode.name} ${c.name}: ${relErr}`);
+        } catch (err) {
+          rows.push({ variant: v.name, mode: mode.name, case: c.name, relErr: null, tolerance: tol, pass: false, error: err instanceof Error ? err.message : String(err) });
+          opts.log?.(`ERROR ${v.name} ${mode.name} ${c.name}: ${err instanceof Error ? err.message : String(err)}`);
+        } finally {
+          fx?.destroy();
+        }
+      }
+    }
+    opts.log?.(`checked mode ${mode.name}: ${rows.filter((r) => r.mode === mode.name && !r.skipped && r.pass).length} pass, ${rows.filter((r) => r.mode === mode.name && !r.pass).length} fail`);
+  }
+  return rows;
+}

@@ -1,0 +1,265 @@
+// The GPU-host matmul run (issue 5): correctness of every variant, then the CUDA parity suite for
+// f16 / bf16 / f32 (+ f16 accumulation, + f32 on tensor cores), fused vs unfused bias+gelu, and
+// the per-variant timings behind the tuner's choices. Everything lands as JSON under $OUT (or
+// argv[2]); progress on stderr. Exit code 1 if any variant fails its correctness gate.
+//   node dist/bench/matmul-gpu.js [outDir] [--phase=check|perf|all] [--quick]
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseBenchArgs } from "./args.js";
+import { checkVariants } from "./matmul-check.js";
+import { runCudaSuite } from "./suite-cuda.js";
+import { summarize, tflops } from "./stats.js";
+import { capsOf } from "../ts/kernels/matmul/autotune.js";
+import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
+import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
+import { planMatmul } from "../ts/kernels/matmul/plan.js";
+import { tolerance } from "../ts/kernels/matmul/reference.js";
+import { pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
+import { candidateVariants } from "../ts/kernels/matmul/plan.js";
+import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { biasActKernel } from "./bias-act.js";
+import { nativeMatmulRuntime } from "./native-runtime.js";
+
+export interface GpuRunOptions {
+  outDir: string;
+  /** Fewer shapes (about half the time). */
+  quick?: boolean;
+  /** check = correctness + variant sweep; perf = parity suites + fused; all = both. */
+  phase?: "check" | "perf" | "all";
+  /** Test mode: tiny shapes everywhere, subset of checks (for the CPU interpreter). */
+  tiny?: boolean;
+  checks?: Parameters<typeof checkVariants>[2];
+  torch?: boolean;
+}
+
+let t0 = Date.now();
+let outDir = "perf/gpu";
+const log = (m: string) => process.stderr.write(`[matmul-gpu +${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}\n`);
+const save = (name: string, data: unknown) => writeFileSync(join(outDir, name), JSON.stringify(data, null, 1) + "\n");
+
+/** The whole GPU-host run; returns 0 when every gate passed. */
+export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise<number> {
+  t0 = Date.now();
+  outDir = o.outDir;
+  mkdirSync(outDir, { recursive: true });
+  const quick = !!o.quick;
+  const tiny = !!o.tiny;
+  const info = rt.initDevice();
+  save("device.json", info);
+  log(`device ${info.deviceName}, coopmat ${info.coopMatSupported}, subgroup ${info.subgroupSize}, shared ${info.maxSharedMemoryBytes}`);
+  const caps = capsOf(info);
+  let failed = false;
+
+  const phase = o.phase ?? "all";
+  const summary: Record<string, unknown> = { device: info.deviceName, driver: info.driverInfo ?? info.driverVersion, phase };
+  if (phase !== "perf") {
+    // 1. correctness of every variant
+    // Modes in order of importance, so a slow driver compile eats into the least important last.
+    const checks = checkVariants(rt, caps, { log, budgetMs: tiny ? undefined : 200_000, ...o.checks });
+    save("check.json", { summary: summarizeChecks(checks), rows: checks });
+    if (checks.some((r) => !r.pass)) failed = true;
+    summary.checks = summarizeChecks(checks);
+    log(`checks: ${JSON.stringify(summarizeChecks(checks))}`);
+
+    // 2. per-variant timings (the evidence behind tile choices)
+    try {
+      const sweep = variantSweep(rt, caps, quick, tiny);
+      save("variant-sweep.json", sweep);
+      summary.sweepBest = bestOfSweep(sweep);
+    } catch (err) {
+      failed = true;
+      log(`variant sweep failed: ${String(err)}`);
+    }
+  }
+  if (phase === "check") {
+    save("summary.json", summary);
+    log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    return failed ? 1 : 0;
+  }
+
+  // 3. parity suites
+  const shapes = tiny ? "32x48x64" : quick ? "2048x2048x2048,4096x4096x4096" : "2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192";
+  const suites: [string, string[]][] = [
+    ["f16", ["--dtype=float16"]],
+    ["bf16", ["--dtype=bfloat16"]],
+    ["f32", ["--dtype=float32"]],
+    ["f16acc16", ["--dtype=float16", "--accF16=true"]],
+    ["f32tc", ["--dtype=float32", "--variant=cm_128x128x32_w2x2"]],
+  ];
+  for (const [name, extra] of suites) {
+    const so = parseBenchArgs([
+      "--suite=cuda", tiny ? "--iters=2" : "--iters=40", tiny ? "--warmup=1" : "--warmup=8", `--shapes=${shapes}`, "--check=true",
+      tiny ? "--checkShape=24x40x32" : "--checkShape=384x384x384", `--torch=${o.torch ?? true}`,
+      `--out=${join(outDir, `suite-${name}.json`)}`, `--plot=${join(outDir, `suite-${name}.svg`)}`, ...extra,
+    ]);
+    try {
+      const rep = await runCudaSuite(so, { runtime: rt, log });
+      summary[`suite_${name}`] = rep.rows.map((r) => ({ shape: r.shape, tflops: +r.heliosTflops.toFixed(1), cudaTflops: r.cudaTflops === null ? null : +r.cudaTflops.toFixed(1), ratio: r.ratio === null ? null : +r.ratio.toFixed(3), variant: r.variant }));
+      log(`suite ${name}: ${rep.rows.map((r) => `${r.shape} ${r.heliosTflops.toFixed(0)} TF (${r.variant}) ratio ${r.ratio?.toFixed(2) ?? "-"}`).join("; ")}`);
+    } catch (err) {
+      failed = true;
+      log(`suite ${name} failed: ${err instanceof Error ? err.message : String(err)}`);
+      save(`suite-${name}.error.json`, { error: String(err) });
+    }
+  }
+
+  // 4. fused matmul+bias+gelu vs matmul then bias-gelu
+  const fused = fusedVsUnfused(rt, caps, quick, tiny);
+  save("fused.json", fused);
+  summary.fused = fused;
+  save("summary.json", summary);
+  log(`summary: ${JSON.stringify(summary)}`);
+  log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  return failed ? 1 : 0;
+}
+
+function bestOfSweep(rows: unknown[]): Record<string, { variant: string; tflops: number }> {
+  const best: Record<string, { variant: string; tflops: number }> = {};
+  for (const r of rows as { problem: MatmulProblem; variant: string; tflops?: number; pass?: boolean }[]) {
+    if (r.tflops === undefined || !r.pass) continue;
+    const key = `${r.problem.m}x${r.problem.n}x${r.problem.k}${r.problem.accF16 ? "_acc16" : ""}`;
+    if (!best[key] || best[key].tflops < r.tflops) best[key] = { variant: r.variant, tflops: +r.tflops.toFixed(1) };
+  }
+  return best;
+}
+
+function summarizeChecks(rows: ReturnType<typeof checkVariants>) {
+  return {
+    ran: rows.filter((r) => !r.skipped).length,
+    skipped: rows.filter((r) => r.skipped).length,
+    notRunForTime: rows.filter((r) => r.skipped?.startsWith("time budget")).length,
+    failed: rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`),
+  };
+}
+
+function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean) {
+  const out: unknown[] = [];
+  const probs: MatmulProblem[] = tiny ? [{ m: 32, n: 32, k: 64, dtype: "f16" }] : [
+    { m: 4096, n: 4096, k: 4096, dtype: "f16" },
+    { m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true },
+    ...(quick ? [] : [{ m: 2048, n: 2048, k: 2048, dtype: "f16" } as MatmulProblem, { m: 4096, n: 512, k: 14336, dtype: "f16" } as MatmulProblem]),
+  ];
+  for (const prob of probs) {
+    const np = normalize(prob);
+    const fx = new MatmulFixture(rt, np, 9);
+    try {
+      // coopmat2 candidates last (see matmul-check.ts)
+      const cands = candidateVariants(np, caps, { includeCoop2: true });
+      for (const v of [...cands.filter((c) => c.kind !== "coop2"), ...cands.filter((c) => c.kind === "coop2")]) {
+        try {
+          const plan = planMatmul(prob, caps, { variant: v.name });
+          const bufs = fx.buffers(plan);
+          fx.poisonC();
+          runPlan(rt, plan, bufs);
+          const relErr = fx.spotError(64);
+          const s = summarize(timePlan(rt, plan, bufs, tiny ? { warmup: 0, iters: 1, repeats: 1 } : { warmup: 5, iters: 20, repeats: 3 }));
+          const row = { problem: prob, variant: v.name, ms: s.ms, cv: s.cv, tflops: tflops(np.m, np.n, np.k, s.ms), relErr, pass: relErr <= tolerance(np, false) };
+          out.push(row);
+          log(`sweep ${np.m}x${np.n}x${np.k}${np.accF16 ? " acc16" : ""} ${v.name}: ${row.tflops.toFixed(1)} TF/s, err ${relErr.toExponential(2)}`);
+        } catch (err) {
+          out.push({ problem: prob, variant: v.name, error: err instanceof Error ? err.message : String(err) });
+        }
+      }
+    } finally {
+      fx.destroy();
+    }
+  }
+  return out;
+}
+
+function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean) {
+  const out: unknown[] = [];
+  for (const size of tiny ? [32] : quick ? [4096] : [2048, 4096, 8192]) {
+    for (const dtype of ["f16", "f32"] as const) {
+      const fusedProb: MatmulProblem = { m: size, n: size, k: size, dtype, epilogue: { bias: true, act: "gelu" } };
+      const plainProb: MatmulProblem = { m: size, n: size, k: size, dtype };
+      try {
+        const fused = planMatmul(fusedProb, caps);
+        const plain = planMatmul(plainProb, caps, { variant: fused.variant });
+        const fx = new MatmulFixture(rt, fused.problem, 21);
+        try {
+          const bufs = fx.buffers(fused);
+          fx.poisonC();
+          runPlan(rt, fused, bufs);
+          const relErr = fx.spotError(64);
+          const tf = summarize(timePlan(rt, fused, bufs, { warmup: tiny ? 1 : 5, iters: tiny ? 2 : 20, repeats: tiny ? 1 : 3 }));
+          // unfused: plain matmul into C, then (a) one bias+gelu kernel, (b) a bias kernel and a gelu kernel
+          pipelinesOf(rt, plain);
+          const n2 = size * size;
+          const c2 = rt.createBuffer(n2 * (dtype === "f32" ? 4 : 2));
+          const c3 = rt.createBuffer(n2 * (dtype === "f32" ? 4 : 2));
+          const push = new Uint32Array([n2, size]);
+          const one = biasActKernel(dtype, "gelu");
+          const biasOnly = biasActKernel(dtype, "none");
+          const geluOnly = biasActKernel(dtype, "gelu", false);
+          const [pOne, pBias, pGelu] = [one, biasOnly, geluOnly].map((x) => rt.compileKernel(JSON.stringify(x.desc)));
+          const g = one.groups(n2);
+          const variants: [string, () => void, number][] = [
+            ["oneKernel", () => { recordPlan(rt, plain, bufs); rt.recordDispatch(pOne, [bufs.C as number, bufs.bias as number, c2], g, push); }, plain.steps.length + 1],
+            ["twoKernels", () => {
+              recordPlan(rt, plain, bufs);
+              rt.recordDispatch(pBias, [bufs.C as number, bufs.bias as number, c2], g, push);
+              rt.recordDispatch(pGelu, [c2, bufs.bias as number, c3], g, push);
+            }, plain.steps.length + 2],
+          ];
+          const unfused: Record<string, number> = {};
+          for (const [name, record, per] of variants) {
+            rt.beginBatch();
+            const iters = tiny ? 2 : 20;
+            for (let i = 0; i < (tiny ? 1 : 5); i++) record();
+            rt.waitTimeline(rt.submitBatch());
+            const reps: number[][] = [];
+            for (let r = 0; r < (tiny ? 1 : 3); r++) {
+              rt.beginBatch({ profile: true });
+              for (let i = 0; i < iters; i++) record();
+              const tl = rt.submitBatch();
+              rt.waitTimeline(tl);
+              const prof = rt.batchProfile(tl);
+              if (prof.length !== iters * per) throw new Error(`batchProfile: ${prof.length} entries for ${iters * per} dispatches`);
+              const ms: number[] = [];
+              for (let i = 0; i < iters; i++) {
+                let ns = 0;
+                for (let s = 0; s < per; s++) ns += prof[i * per + s].gpuNs;
+                ms.push(ns / 1e6);
+              }
+              reps.push(ms);
+            }
+            unfused[name] = summarize(reps).ms;
+          }
+          rt.destroyBuffer(c2);
+          rt.destroyBuffer(c3);
+          const row = {
+            size, dtype, variant: fused.variant, fusedMs: tf.ms,
+            unfusedOneKernelMs: unfused.oneKernel, unfusedTwoKernelsMs: unfused.twoKernels,
+            speedupVsOne: unfused.oneKernel / tf.ms, speedupVsTwo: unfused.twoKernels / tf.ms, fusedRelErr: relErr,
+          };
+          out.push(row);
+          log(`fused ${size}³ ${dtype}: fused ${tf.ms.toFixed(4)} ms, unfused ${unfused.oneKernel.toFixed(4)} / ${unfused.twoKernels.toFixed(4)} ms, speedup ${row.speedupVsOne.toFixed(2)}x / ${row.speedupVsTwo.toFixed(2)}x, err ${relErr.toExponential(2)}`);
+        } finally {
+          fx.destroy();
+        }
+      } catch (err) {
+        out.push({ size, dtype, error: err instanceof Error ? err.message : String(err) });
+        log(`fused ${size} ${dtype} failed: ${String(err)}`);
+      }
+    }
+  }
+  return out;
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  const dir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
+  process.env.HELIOS_CACHE_DIR ??= join(dir, "cache");
+  const phaseArg = args.find((a) => a.startsWith("--phase="))?.slice(8) ?? "all";
+  if (phaseArg !== "check" && phaseArg !== "perf" && phaseArg !== "all") throw new Error(`--phase=${phaseArg}: expected check, perf or all`);
+  return runMatmulGpu(await nativeMatmulRuntime(), { outDir: dir, quick: args.includes("--quick"), phase: phaseArg });
+}
+
+const invoked = process.argv[1] ?? "";
+if (invoked.endsWith("matmul-gpu.js") || invoked.endsWith("matmul-gpu.ts")) {
+  main().then((code) => { process.exitCode = code; }, (err) => {
+    process.stderr.write(`matmul-gpu: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,173 @@
+// The matmul auto-tuner. Per (device, driver, dtype, shape class) it times the candidate variants
+// with GPU timestamps, drops any that fail the correctness gate (sampled fp64 check on the tuned
+// shape), and persists the winner in <cacheDir>/matmul-tune-v1.json. HELIOS_MATMUL_VARIANT forces
+// a variant; HELIOS_AUTOTUNE=0 uses the default heuristic.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { readMatmulConfig, type MatmulConfig } from "./config.js";
+import type { MatmulDeviceInfo, MatmulRuntime } from "./device.js";
+import { MatmulFixture } from "./fixture.js";
+import { candidateVariants, planMatmul, unsupported, type MatmulCaps, type MatmulPlan } from "./plan.js";
+import { variantByName } from "./variants.js";
+import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
+import { tolerance } from "./reference.js";
+import { runPlan, timePlan } from "./run.js";
+
+export const CACHE_FILE = "matmul-tune-v1.json";
+
+const warned = new Set<string>();
+function warnOnce(msg: string): void {
+  if (warned.has(msg)) return;
+  warned.add(msg);
+  process.emitWarning(`helios: ${msg}`);
+}
+
+export interface TuneRecord {
+  variant: string;
+  ms: number;
+  tunedShape: string;
+  at: string;
+  candidates: { variant: string; ms: number | null; relErr: number | null; error?: string }[];
+}
+
+type CacheData = Record<string, TuneRecord>;
+
+/** Shapes in one class share a winner: log2 buckets of M, N, K, plus layout and batching. */
+export function shapeClass(p: NormalizedProblem): string {
+  const b = (x: number) => Math.min(14, Math.max(4, Math.round(Math.log2(x))));
+  const e = p.epilogue;
+  return [
+    `m${b(p.m)}n${b(p.n)}k${b(p.k)}`,
+    p.batch > 1 ? "batched" : "single",
+    `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`,
+    e.bias || e.act !== "none" || e.residual || e.scale !== 1 ? "epi" : "plain",
+  ].join("/");
+}
+
+export function tuneKey(dev: MatmulDeviceInfo, p: NormalizedProblem): string {
+  const driver = String(dev.driverVersion ?? dev.driverInfo ?? "?");
+  const dt = `${p.dtype}${p.accF16 ? "+acc16" : ""}->${p.outDtype}`;
+  return `${dev.deviceName}|${driver}|${dt}|${shapeClass(p)}`;
+}
+
+function readCache(dir: string): CacheData {
+  try {
+    const j = JSON.parse(readFileSync(join(dir, CACHE_FILE), "utf8"));
+    return j && typeof j === "object" ? (j as CacheData) : {};
+  } catch {
+    return {};
+  }
+}
+
+function writeCache(dir: string, data: CacheData): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    const tmp = join(dir, `${CACHE_FILE}.${process.pid}.tmp`);
+    writeFileSync(tmp, JSON.stringify(data, null, 1));
+    renameSync(tmp, join(dir, CACHE_FILE));
+  } catch (err) {
+    process.emitWarning(`helios: could not write the matmul tuning cache in ${dir}: ${String(err)}`);
+  }
+}
+
+export function capsOf(dev: MatmulDeviceInfo): MatmulCaps {
+  return {
+    coopMatSupported: dev.coopMatSupported,
+    coopMat2Supported: dev.coopMat2Supported,
+    coopMatShapes: dev.coopMatShapes,
+    f16Supported: dev.f16Supported,
+    bf16Supported: dev.bf16Supported,
+    subgroupSize: dev.subgroupSize,
+    maxSharedMemoryBytes: dev.maxSharedMemoryBytes,
+  };
+}
+
+export interface ChooseOptions {
+  config?: MatmulConfig;
+  /** Timing per candidate (kept small: tuning happens on first use). */
+  warmup?: number;
+  iters?: number;
+  allowLowPrecisionF32?: boolean;
+  /** Re-tune even when the cache has an entry. */
+  force?: boolean;
+  /**
+   * false: never time anything now (cache hit or default). Tuning submits its own batches, so a
+   * caller with a batch open (the backend while recording) passes false and tunes later.
+   */
+  tune?: boolean;
+  onProgress?: (msg: string) => void;
+}
+
+/** Picks the plan for `problem`: forced variant, cached winner, fresh tuning, or the default. */
+export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: ChooseOptions = {}): { plan: MatmulPlan; source: "forced" | "cache" | "tuned" | "default"; record?: TuneRecord } {
+  const cfg = opts.config ?? readMatmulConfig();
+  const dev = rt.getDeviceInfo();
+  const caps = capsOf(dev);
+  const planOpts = { allowLowPrecisionF32: opts.allowLowPrecisionF32 };
+  if (cfg.variant) {
+    const forced = variantByName(cfg.variant); // an unknown name is a typo: throw
+    const why = unsupported(forced, normalize(problem), caps);
+    if (!why) return { plan: planMatmul(problem, caps, { ...planOpts, variant: cfg.variant }), source: "forced" };
+    // A forced variant that cannot run this problem (another dtype, unaligned shape) must not break
+    // every other matmul: say so once per reason and choose as if unforced.
+    warnOnce(`HELIOS_MATMUL_VARIANT=${cfg.variant} ignored for ${problem.m}x${problem.n}x${problem.k} ${problem.dtype}: ${why}`);
+  }
+  if (!cfg.autotune) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
+  const p = normalize(problem);
+  const key = tuneKey(dev, p);
+  const cache = readCache(cfg.cacheDir);
+  const hit = cache[key];
+  if (hit && !opts.force) {
+    try {
+      return { plan: planMatmul(problem, caps, { ...planOpts, variant: hit.variant }), source: "cache", record: hit };
+    } catch {
+      // a stale entry (variant renamed or no longer supported): tune again
+    }
+  }
+  if (opts.tune === false) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
+  const record = tune(rt, p, caps, opts);
+  if (!record) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
+  cache[key] = record;
+  writeCache(cfg.cacheDir, { ...readCache(cfg.cacheDir), [key]: record });
+  return { plan: planMatmul(problem, caps, { ...planOpts, variant: record.variant }), source: "tuned", record };
+}
+
+function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: ChooseOptions): TuneRecord | null {
+  const cands = candidateVariants(p, caps, { allowLowPrecisionF32: opts.allowLowPrecisionF32 });
+  if (cands.length <= 1) return null;
+  const fx = new MatmulFixture(rt, p, 11);
+  const results: TuneRecord["candidates"] = [];
+  try {
+    for (const v of cands) {
+      try {
+        const plan = planMatmul(p, caps, { variant: v.name });
+        const bufs = fx.buffers(plan);
+        fx.poisonC();
+        runPlan(rt, plan, bufs);
+        const relErr = fx.spotError(32);
+        const tol = tolerance(p, plan.lowPrecision);
+        if (!(relErr <= tol)) {
+          results.push({ variant: v.name, ms: null, relErr, error: `failed the gate (${relErr.toExponential(2)} > ${tol})` });
+          continue;
+        }
+        const t = timePlan(rt, plan, bufs, { warmup: opts.warmup ?? 3, iters: opts.iters ?? 10, repeats: 1 });
+        const ms = [...t[0]].sort((a, b) => a - b)[t[0].length >> 1];
+        results.push({ variant: v.name, ms, relErr });
+        opts.onProgress?.(`tune ${p.m}x${p.n}x${p.k} ${v.name}: ${ms.toFixed(4)} ms`);
+      } catch (err) {
+        results.push({ variant: v.name, ms: null, relErr: null, error: err instanceof Error ? err.message : String(err) });
+      }
+    }
+  } finally {
+    fx.destroy();
+  }
+  const ok = results.filter((r) => r.ms !== null).sort((a, b) => (a.ms as number) - (b.ms as number));
+  if (ok.length === 0) return null;
+  return {
+    variant: ok[0].variant,
+    ms: ok[0].ms as number,
+    tunedShape: `${p.batch}x${p.m}x${p.n}x${p.k}`,
+    at: new Date().toISOString(),
+    candidates: results,
+  };
+}

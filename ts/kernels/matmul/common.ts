@@ -1,0 +1,149 @@
+// What every matmul kernel shares: the push-constant block (declared once, used by the generators
+// and by the dispatcher), binding roles, and the fused epilogue.
+import {
+  Expr, exp, f32, select, tanh, type Buffer, type KernelBuilder, type Var,
+} from "../../ir/index.js";
+import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
+
+/**
+ * Push constants of every matmul kernel (u32 sizes, f32 scalars; std430 order):
+ * m, n, k           problem sizes
+ * kChunk            K range of one split (== k without split-K; a multiple of the k-tile)
+ * strideA/B/C       elements between batches (strideB = 0 broadcasts B)
+ * splits            split-K factor (workgroup z = batch·splits + split)
+ * batch             batch count
+ * scale             epilogue scale (f32)
+ */
+export const PUSH_FIELDS = {
+  m: "u32", n: "u32", k: "u32", kChunk: "u32",
+  strideA: "u32", strideB: "u32", strideC: "u32", splits: "u32",
+  batch: "u32", scale: "f32",
+} as const;
+
+export const PUSH_BYTES = 40;
+
+export interface PushValues {
+  m: number; n: number; k: number; kChunk: number;
+  strideA: number; strideB: number; strideC: number; splits: number;
+  batch: number; scale: number;
+}
+
+export function packPush(v: PushValues): ArrayBuffer {
+  const buf = new ArrayBuffer(PUSH_BYTES);
+  const u = new Uint32Array(buf);
+  const f = new Float32Array(buf);
+  u[0] = v.m; u[1] = v.n; u[2] = v.k; u[3] = v.kChunk;
+  u[4] = v.strideA; u[5] = v.strideB; u[6] = v.strideC; u[7] = v.splits;
+  u[8] = v.batch; f[9] = v.scale;
+  return buf;
+}
+
+export function pushValues(p: NormalizedProblem, splits: number, kChunk: number): PushValues {
+  return {
+    m: p.m, n: p.n, k: p.k, kChunk,
+    strideA: p.m * p.k,
+    strideB: p.broadcastB ? 0 : p.k * p.n,
+    strideC: p.m * p.n,
+    splits, batch: p.batch, scale: p.epilogue.scale,
+  };
+}
+
+/** What the caller binds at each binding index of a step. */
+export type BindingRole = "A" | "B" | "C" | "bias" | "residual" | "workspace";
+
+/** The IR element type a buffer of `d` is declared with. */
+export function irElem(d: MatmulDtype): "f32" | "f16" | "bf16" {
+  return d;
+}
+
+function activate(k: KernelBuilder, act: Activation, x: Expr): Expr {
+  switch (act) {
+    case "relu":
+      return x.max(0);
+    case "gelu": {
+      // tanh form, as Alpha's CPU reference
+      const inner = k.let(x.mul(x).mul(x).mul(0.044715).add(x).mul(0.7978845608028654), "gi");
+      return k.let(x.mul(0.5).mul(tanh(inner).add(1)), "gelu");
+    }
+    case "silu":
+      return k.let(x.div(exp(x.neg()).add(1)), "silu");
+    default:
+      return x;
+  }
+}
+
+export interface EpilogueRefs {
+  scale: Expr;
+  bias?: Buffer;
+  residual?: Buffer;
+  /** Dtype of bias/residual buffers (the output dtype). */
+  dtype: MatmulDtype;
+}
+
+/**
+ * y = act(scale·acc + bias[col]) + residual[outIdx], in f32. Reads are only issued by callers
+ * for in-bounds elements (they wrap this in the bounds check).
+ */
+export function applyEpilogue(
+  k: KernelBuilder,
+  p: NormalizedProblem,
+  refs: EpilogueRefs,
+  acc: Expr,
+  col: Expr,
+  outIdx: Expr,
+): Expr {
+  const e = p.epilogue;
+  let y = e.scale === 1 ? acc : acc.mul(refs.scale);
+  if (e.bias && refs.bias) y = y.add(refs.bias.load(col).cast(f32));
+  y = activate(k, e.act, k.let(y, "y"));
+  if (e.residual && refs.residual) y = y.add(refs.residual.load(outIdx).cast(f32));
+  return y;
+}
+
+/** Clamped index + zero for out-of-range loads (no out-of-bounds access ever reaches memory). */
+export function guardedLoad(k: KernelBuilder, buf: Buffer, idx: Expr, valid: Expr): Expr {
+  const safe = k.let(select(valid, idx, 0), "gi");
+  const v = buf.load(safe);
+  return select(valid, v.cast(f32), 0);
+}
+
+export function ceilDiv(a: number, b: number): number {
+  return Math.floor((a + b - 1) / b);
+}
+
+/**
+ * The current value of a var, read where the enclosing statement executes. (Var.get() binds a let
+ * whose generated name can collide with a later var of the same hint: 'areg_1'.)
+ */
+export function read(v: Var): Expr {
+  return new Expr({ op: "get", name: v.name }, v.type);
+}
+
+/** Tile rows per band of the grouped workgroup order (see tileOrigin). */
+export const GROUP_ROWS = 8;
+
+/**
+ * The output tile of this workgroup, in grouped order: consecutive workgroups walk down a band of
+ * GROUP_ROWS tile rows before moving one tile column right, so a wave of workgroups shares a few
+ * A row-panels and B column-panels in L2 instead of streaming all of B (row-major order does that
+ * once the grid is wider than a wave). A bijection on the [nx, ny] grid, partial last band included.
+ */
+export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number): { row0: Expr; col0: Expr } {
+  const nwg = k.let(k.numWorkgroups, "nwg");
+  const nx = k.let(nwg.x, "nx");
+  const ny = k.let(nwg.y, "ny");
+  const pid = k.let(wg.y.mul(nx).add(wg.x), "pid");
+  const perBand = k.let(nx.mul(GROUP_ROWS), "perband");
+  const band = k.let(pid.div(perBand), "band");
+  const firstRow = k.let(band.mul(GROUP_ROWS), "firstrow");
+  const rows = k.let(ny.sub(firstRow).min(GROUP_ROWS), "bandrows");
+  const inBand = k.let(pid.rem(perBand), "inband");
+  const ty = k.let(firstRow.add(inBand.rem(rows)), "tiley");
+  const tx = k.let(inBand.div(rows), "tilex");
+  return { row0: k.let(ty.mul(bm), "row0"), col0: k.let(tx.mul(bn), "col0") };
+}
+
+/** The epilogue part of a kernel name; every code-changing epilogue choice appears in it. */
+export function epilogueTag(e: NormalizedProblem["epilogue"]): string {
+  return `${e.scale !== 1 ? "_scale" : ""}${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+}

@@ -1,0 +1,327 @@
+// Tensor-core matmul through subgroup-scope cooperative matrices (SPV_KHR_cooperative_matrix).
+//
+// Contract
+//   bindings  0 A (read), 1 B (read), 2 C (write; f32 workspace under split-K),
+//             then bias (read) and residual (read) when the epilogue uses them (not under split-K)
+//   push      PUSH_FIELDS (common.ts)
+//   dispatch  [ceil(N/BN), ceil(M/BM), batch·splits], workgroup 32·wm·wn (subgroup size 32)
+// Tiling: a workgroup owns a BM×BN tile (BM = wm·sm·16, BN = wn·sn·16); each of its wm×wn subgroups
+// owns sm×sn 16×16 accumulators. K advances in bk-deep tiles staged in shared memory in the
+// operand's own layout (so global→shared copies are straight, coalesced vector copies: 64-bit for
+// 16-bit inputs, 128-bit for f32), rows padded by 8 elements (16 bytes) so that the 8 rows an
+// ldmatrix-style load touches fall in distinct banks. Two shared stages plus a register prefetch:
+// tile t+1 is read from global while tile t is multiplied; one barrier per k-tile.
+// Edges: out-of-range elements are staged as zeros (clamped addresses, never an out-of-bounds
+// read); output blocks fully inside C with a plain epilogue are stored directly, others go through a
+// per-subgroup 16×16 f32 staging tile where each lane applies the epilogue to 8 elements and
+// bounds-checks its stores.
+// Numerics: f16/bf16 inputs, f32 accumulation (or f16 with accF16). f32 inputs are rounded to f16
+// when staged ("tc-f16" path): relative Frobenius error ~5e-4 on unit-scale data, so it is not the
+// default f32 path (the gate for exact f32 is 1e-4); values beyond ±65504 overflow.
+import {
+  coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
+  type KernelDesc, type Shared, type ValueType, type Var,
+} from "../../ir/index.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
+import type { NormalizedProblem } from "./problem.js";
+
+export interface CoopConfig {
+  /** Subgroups along M and N. */
+  wm: number;
+  wn: number;
+  /** 16×16 accumulators per subgroup along M and N. */
+  sm: number;
+  sn: number;
+  bk: 16 | 32 | 64;
+  /** Global load width in elements for A and B (4 needs the contiguous dimension % 4 == 0). */
+  vecA: 1 | 4;
+  vecB: 1 | 4;
+  /**
+   * Store full, plain-epilogue blocks straight from the accumulator (converted to the output type),
+   * which needs an accumulator coopmat of the output type on the device (never bf16).
+   */
+  directStore?: boolean;
+  /**
+   * Load A and B fragments straight from global memory (no shared staging, no barriers in the
+   * k-loop; L1 serves the reuse). Needs M, N, K multiples of 16 and 16-bit inputs.
+   */
+  direct?: boolean;
+  /**
+   * f32 inputs on bf16 tensor cores, accurately: each element is split into bf16 hi + lo parts
+   * (x ≈ hi + lo, 16 mantissa bits) and acc += Alo·Bhi + Ahi·Blo + Ahi·Bhi. Relative error ~1e-5
+   * (passes the exact-f32 1e-4 gate), f32 range, 3 MMAs per product and twice the shared memory.
+   */
+  split3?: boolean;
+}
+
+export const CM = 16;
+const PAD = 8;
+
+export function coopTile(c: CoopConfig): { bm: number; bn: number; threads: number } {
+  return { bm: c.wm * c.sm * CM, bn: c.wn * c.sn * CM, threads: 32 * c.wm * c.wn };
+}
+
+export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): string {
+  const { bm, bn } = coopTile(c);
+  const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
+  const e = p.epilogue;
+  const epi = split ? "_split" : epilogueTag(e);
+  const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
+  const store = c.directStore ? "" : "_staged";
+  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${store}${epi}`;
+}
+
+/** Shared bytes a config needs (two stages of A and B, plus the epilogue staging tiles). */
+export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: boolean }, c: CoopConfig): number {
+  const { bm, bn } = coopTile(c);
+  if (c.direct) return 4 * 256 * c.wm * c.wn;
+  const copies = c.split3 ? 2 : 1;
+  const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
+  const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
+  return copies * 2 * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
+}
+
+interface Stage {
+  buf: Buffer;
+  sh: Shared;
+  /** bf16x3 mode: the low parts go here (sh holds the high parts). */
+  shLo?: Shared;
+  rows: number;
+  cols: number;
+  vw: 1 | 4;
+  /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
+  r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
+}
+
+interface Chunk { reg: Var; shIdx: Expr }
+
+/** Per-thread chunk coordinates of one tile (fixed across k-tiles), and their registers. */
+function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, elem: ValueType, tag: string) {
+  const perRow = s.cols / s.vw;
+  const total = s.rows * perRow;
+  if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
+  const out: { r: Expr; c: Expr; reg: Var; shOff: Expr }[] = [];
+  const regT = (s.vw === 1 ? elem : `${elem}x${s.vw}`) as ValueType;
+  for (let it = 0; it < total / threads; it++) {
+    const q = k.let(lid.add(it * threads), `${tag}q`);
+    const r = k.let(q.div(perRow), `${tag}r`);
+    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+    out.push({ r, c, reg: k.var(regT, undefined, `${tag}reg`), shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`) });
+  }
+  return out;
+}
+
+function zeroOf(t: ValueType): Expr {
+  return t.includes("x") ? vecOf("f32x4", 0).cast(t) : vecOf("f32x4", 0).x.cast(t);
+}
+
+/** Loads the chunks of the tile whose moving origin is given, converted to the shared type. */
+function loadChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, shElem: "f16" | "bf16" | "f32") {
+  for (const sl of slots) {
+    const gr = k.let(s.r0.add(sl.r), "gr");
+    const gc = k.let(s.c0.add(sl.c), "gc");
+    const ok = k.let(gr.lt(s.rLimit).and(gc.lt(s.cLimit)), "ok");
+    const idx = k.let(select(ok, s.base.add(gr.mul(s.ld)).add(gc), 0), "gi");
+    const t = (s.vw === 1 ? shElem : `${shElem}x4`) as ValueType;
+    const v = s.vw === 1 ? s.buf.load(idx) : s.buf.loadVec(idx.div(4), 4);
+    sl.reg.set(select(ok, v.cast(t), zeroOf(t)));
+  }
+}
+
+function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, stageOff: Expr) {
+  for (const sl of slots) {
+    const base = k.let(stageOff.add(sl.shOff), "so");
+    const v = read(sl.reg);
+    if (s.shLo) {
+      const t = (s.vw === 1 ? "bf16" : "bf16x4") as ValueType;
+      const tf = (s.vw === 1 ? "f32" : "f32x4") as ValueType;
+      const hi = k.let(v.cast(t), "hi");
+      const lo = k.let(v.sub(hi.cast(tf)).cast(t), "lo");
+      for (const [dst, x] of [[s.sh, hi], [s.shLo, lo]] as const) {
+        if (s.vw === 1) dst.store(base, x);
+        else for (let q = 0; q < 4; q++) dst.store(base.add(q), x.swz("xyzw"[q]));
+      }
+      continue;
+    }
+    if (s.vw === 1) s.sh.store(base, v);
+    else for (let q = 0; q < 4; q++) s.sh.store(base.add(q), v.swz("xyzw"[q]));
+  }
+}
+
+export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
+  const { bm, bn, threads } = coopTile(c);
+  if (c.split3 && p.dtype !== "f32") throw new Error("coopmat: split3 is for f32 inputs");
+  const elem = p.dtype === "f32" ? (c.split3 ? "bf16" : "f16") : p.dtype;
+  /** What the register prefetch holds: raw f32 in split3 mode (split at store time). */
+  const regElem = c.split3 ? "f32" : elem;
+  const accElem = p.accF16 ? "f16" : "f32";
+  const tA: CoopMatType = coopmat("a", elem, CM, CM);
+  const tB: CoopMatType = coopmat("b", elem, CM, CM);
+  const tC: CoopMatType = coopmat("acc", accElem, CM, CM);
+  const tC32: CoopMatType = coopmat("acc", "f32", CM, CM);
+  const k = kernel(coopName(p, c, split), { workgroup: [threads] });
+  const A = k.buffer("a", p.dtype, "read");
+  const B = k.buffer("b", p.dtype, "read");
+  const outElem = split ? "f32" : p.outDtype;
+  const C = k.buffer("c", outElem, "write");
+  const e = p.epilogue;
+  const bias = !split && e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const pc = k.push(PUSH_FIELDS);
+
+  const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
+  const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
+  const aLen = aRows * (aCols + PAD), bLen = bRows * (bCols + PAD);
+  const shA = c.direct ? undefined : k.shared("sha", elem, 2 * aLen);
+  const shB = c.direct ? undefined : k.shared("shb", elem, 2 * bLen);
+  const shALo = c.split3 ? k.shared("shalo", elem, 2 * aLen) : undefined;
+  const shBLo = c.split3 ? k.shared("shblo", elem, 2 * bLen) : undefined;
+  const nsg = c.wm * c.wn;
+  const stage = k.shared("stage", "f32", 256 * nsg);
+
+  const wg = k.let(k.workgroupId, "wg");
+  const lid = k.let(k.localIndex, "lid");
+  const sg = k.let(k.subgroupId, "sg");
+  const lane = k.let(k.subgroupInvocation, "lane");
+  const z = k.let(wg.z, "z");
+  const bt = k.let(z.div(pc.splits), "bt");
+  const sp = k.let(z.rem(pc.splits), "sp");
+  const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
+  const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
+  const { row0, col0 } = tileOrigin(k, wg, bm, bn);
+  const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(c.bk - 1).div(c.bk), "nt");
+  const kt = k.var("u32", kBeg, "kt");
+
+  const aBase = k.let(bt.mul(pc.strideA), "abase");
+  const bBase = k.let(bt.mul(pc.strideB), "bbase");
+  const sgRow = k.let(sg.div(c.wn).mul(c.sm * CM), "sgrow");
+  const sgCol = k.let(sg.rem(c.wn).mul(c.sn * CM), "sgcol");
+  const acc: Var[][] = [];
+  for (let i = 0; i < c.sm; i++) {
+    acc.push([]);
+    for (let j = 0; j < c.sn; j++) acc[i].push(k.var(tC, k.cmFill(tC, 0), `acc${i}_${j}`));
+  }
+  if (c.direct) {
+    directLoop(k, p, c, { A, B, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, m: pc.m, n: pc.n, k: pc.k });
+  } else {
+  const mkA = (k0: Expr): Stage => p.transA
+    ? { buf: A, sh: shA!, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
+    : { buf: A, sh: shA!, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
+  const mkB = (k0: Expr): Stage => p.transB
+    ? { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
+    : { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
+  const sA0 = mkA(kBeg), sB0 = mkB(kBeg);
+  const slotsA = chunkSlots(k, sA0, lid, threads, regElem, "a");
+  const slotsB = chunkSlots(k, sB0, lid, threads, regElem, "b");
+
+  loadChunks(k, sA0, slotsA, regElem);
+  loadChunks(k, sB0, slotsB, regElem);
+  storeChunks(k, sA0, slotsA, lit("u32", 0));
+  storeChunks(k, sB0, slotsB, lit("u32", 0));
+  k.barrier();
+
+  k.for(0, nt, (t) => {
+    const curA = k.let(t.band(1).mul(aLen), "cura");
+    const curB = k.let(t.band(1).mul(bLen), "curb");
+    const nk = k.let(read(kt).add(c.bk), "nk");
+    kt.set(nk);
+    const sA = mkA(nk), sB = mkB(nk);
+    loadChunks(k, sA, slotsA, regElem);
+    loadChunks(k, sB, slotsB, regElem);
+    for (let kk = 0; kk < c.bk / CM; kk++) {
+      const a: Expr[] = [], aLo: Expr[] = [];
+      for (let i = 0; i < c.sm; i++) {
+        const idx = k.let(p.transA
+          ? curA.add(kk * CM * (aCols + PAD)).add(sgRow).add(i * CM)
+          : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM), "ai");
+        a.push(shA!.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+        if (shALo) aLo.push(shALo.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+      }
+      const b: Expr[] = [], bLo: Expr[] = [];
+      for (let j = 0; j < c.sn; j++) {
+        const idx = k.let(p.transB
+          ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kk * CM)
+          : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM), "bi");
+        b.push(shB!.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+        if (shBLo) bLo.push(shBLo.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+      }
+      for (let i = 0; i < c.sm; i++)
+        for (let j = 0; j < c.sn; j++) {
+          if (c.split3) {
+            // small terms first: they are below the rounding of the big one
+            acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(acc[i][j])));
+            acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(acc[i][j])));
+          }
+          acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
+        }
+    }
+    storeChunks(k, sA, slotsA, k.let(t.add(1).band(1).mul(aLen), "nxa"));
+    storeChunks(k, sB, slotsB, k.let(t.add(1).band(1).mul(bLen), "nxb"));
+    k.barrier();
+  }, { name: "t" });
+  }
+
+  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
+  const plain = (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual)) && !!c.directStore;
+  const stOff = k.let(sg.mul(256), "stoff");
+  const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
+  for (let i = 0; i < c.sm; i++) {
+    for (let j = 0; j < c.sn; j++) {
+      const gr0 = k.let(row0.add(sgRow).add(i * CM), "gr0");
+      const gc0 = k.let(col0.add(sgCol).add(j * CM), "gc0");
+      const v = read(acc[i][j]);
+      const staged = () => {
+        stage.cmStore(v.cast(tC32), stOff, CM, "row");
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        for (let q = 0; q < 8; q++) {
+          const flat = k.let(lane.mul(8).add(q), "fl");
+          const gr = k.let(gr0.add(flat.shr(4)), "gr");
+          const gc = k.let(gc0.add(flat.band(15)), "gc");
+          k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
+            const x = stage.load(stOff.add(flat));
+            const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
+            const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
+            C.store(oi, y.cast(outElem));
+          });
+        }
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      };
+      if (plain) {
+        const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
+        k.if(full, () => C.cmStore(v.cast(tOut), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
+      } else {
+        staged();
+      }
+    }
+  }
+  return k.finish();
+}
+
+interface DirectRefs {
+  A: Buffer; B: Buffer; tA: CoopMatType; tB: CoopMatType; acc: Var[][];
+  aBase: Expr; bBase: Expr; row0: Expr; col0: Expr; sgRow: Expr; sgCol: Expr;
+  kBeg: Expr; kEnd: Expr; m: Expr; n: Expr; k: Expr;
+}
+
+/**
+ * The k-loop of the direct variant: fragments come straight from the storage buffers. Blocks past
+ * M or N (whole 16-row/column blocks, since M and N are multiples of 16) load a clamped in-bounds
+ * block; their results are never stored.
+ */
+function directLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: DirectRefs): void {
+  const rowsA: Expr[] = [];
+  for (let i = 0; i < c.sm; i++) rowsA.push(k.let(r.row0.add(r.sgRow).add(i * CM).min(r.m.sub(CM)), "ra"));
+  const colsB: Expr[] = [];
+  for (let j = 0; j < c.sn; j++) colsB.push(k.let(r.col0.add(r.sgCol).add(j * CM).min(r.n.sub(CM)), "cb"));
+  k.for(r.kBeg, r.kEnd, (kk) => {
+    const a = rowsA.map((row) => p.transA
+      ? r.A.cmLoad(r.tA, r.aBase.add(kk.mul(r.m)).add(row), r.m, "col")
+      : r.A.cmLoad(r.tA, r.aBase.add(row.mul(r.k)).add(kk), r.k, "row"));
+    const b = colsB.map((col) => p.transB
+      ? r.B.cmLoad(r.tB, r.bBase.add(col.mul(r.k)).add(kk), r.k, "col")
+      : r.B.cmLoad(r.tB, r.bBase.add(kk.mul(r.n)).add(col), r.n, "row"));
+    for (let i = 0; i < c.sm; i++)
+      for (let j = 0; j < c.sn; j++) r.acc[i][j].set(k.cmMulAdd(a[i], b[j], read(r.acc[i][j])));
+  }, { step: CM, name: "kk" });
+}

@@ -1,0 +1,269 @@
+// The one entry point the backend calls: planMatmul(problem, caps) -> the kernels to dispatch.
+// Pure (no device access): it picks a variant (forced, given, or the default heuristic), builds
+// the kernel descriptions (memoized) and computes dispatch sizes and push constants.
+//
+// Contract for callers (HeliosBackend):
+//   const plan = planMatmul({m, n, k, batch, transA, transB, broadcastB, dtype, outDtype, accF16,
+//                            epilogue: {scale, bias, act, residual}}, caps, {variant?})
+//   (or chooseMatmul(runtime, problem) in autotune.ts: same plan, tuned and cached per shape class;
+//   tuning submits its own batches, so call it with no batch open, or pass {tune: false} to get
+//   the cached winner or the default without timing anything)
+//   - layouts: A batch×M×K row-major (K×M when transA), B batch×K×N (N×K when transB; one K×N for
+//     every batch when broadcastB), C batch×M×N row-major; bias length N and residual batch×M×N in
+//     the output dtype; all contiguous, element offsets < 2^32.
+//   - plan.steps: dispatch each in order in one batch: compileKernel(step.desc) (memoize the
+//     handle), buffers = step.bindings.map(role => yours[role]) with roles A, B, C, bias, residual,
+//     workspace, groups = step.groups, push = step.push (40 bytes).
+//   - plan.workspaceBytes > 0 (split-K): bind a scratch buffer of that size as `workspace` (f32,
+//     fully overwritten, may be leased and released after the batch).
+//   - C is fully overwritten (no read of C). plan.variant names the choice (bench rows, tuning
+//     cache, HELIOS_MATMUL_VARIANT).
+//   - bf16 needs a device with bf16 cooperative matrices; f32 is exact (SIMT or bf16x3 split)
+//     unless allowLowPrecisionF32 / a forced cm_* variant computes it on f16 tiles.
+//   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
+import type { KernelDesc } from "../../ir/index.js";
+import { ceilDiv, packPush, pushValues, type BindingRole, type PushValues } from "./common.js";
+import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
+import { coop2Kernel } from "./coopmat2.js";
+import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
+import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
+import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
+import { VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
+
+/** The device facts the planner needs (a subset of the native DeviceInfo). */
+export interface MatmulCaps {
+  coopMatSupported: boolean;
+  coopMat2Supported?: boolean;
+  coopMatShapes?: readonly { m: number; n: number; k: number; a: string; b: string; c: string; result: string; scope?: string }[];
+  f16Supported?: boolean;
+  bf16Supported?: boolean;
+  subgroupSize: number;
+  maxSharedMemoryBytes: number;
+  /** Multiprocessor count if known (sizes split-K and tile choice); 132 (H200) otherwise. */
+  computeUnits?: number;
+}
+
+export interface MatmulStep {
+  desc: KernelDesc;
+  /** Workgroup counts. */
+  groups: [number, number, number];
+  push: ArrayBuffer;
+  /** The same push constants as a record for PUSH_FIELDS (for callers with their own packing). */
+  pushValues: PushValues;
+  /** What to bind at each binding index. */
+  bindings: BindingRole[];
+}
+
+export interface MatmulPlan {
+  /** Variant name (the key of VARIANTS): appears in bench rows and the tuning cache. */
+  variant: string;
+  spec: VariantSpec;
+  problem: NormalizedProblem;
+  steps: MatmulStep[];
+  /** Bytes of f32 scratch the caller binds as `workspace` (0 without split-K). */
+  workspaceBytes: number;
+  /** f32 inputs computed through f16 tensor-core tiles (not exact f32: ~5e-4 relative). */
+  lowPrecision: boolean;
+}
+
+export interface PlanOptions {
+  /** A variant name (HELIOS_MATMUL_VARIANT, the tuner's winner). */
+  variant?: string;
+  /** Allow f32 inputs on f16 tensor-core tiles in the default choice. */
+  allowLowPrecisionF32?: boolean;
+  /**
+   * Offer the workgroup-scope (NV coopmat2) variants as tuning candidates. Off by default until the
+   * GPU-host sweep shows them correct and competitive (HELIOS_MATMUL_VARIANT=cm2_* still forces).
+   */
+  includeCoop2?: boolean;
+}
+
+const descCache = new Map<string, KernelDesc>();
+
+function memo(key: string, build: () => KernelDesc): KernelDesc {
+  let d = descCache.get(key);
+  if (!d) {
+    d = build();
+    descCache.set(key, d);
+  }
+  return d;
+}
+
+function hasShape(caps: MatmulCaps, elem: string, acc: string): boolean {
+  if (!caps.coopMatSupported) return false;
+  const shapes = caps.coopMatShapes;
+  if (!shapes || shapes.length === 0) return elem !== "bf16" || !!caps.bf16Supported;
+  return shapes.some((s) => s.m === 16 && s.n === 16 && s.k === 16 && s.a === elem && s.b === elem &&
+    s.c === acc && s.result === acc && (s.scope === undefined || s.scope === "subgroup"));
+}
+
+/** Whether `v` computes f32 inputs through f16 tiles (gate 1e-2 instead of 1e-4). */
+export function isLowPrecision(v: VariantSpec, p: NormalizedProblem): boolean {
+  return p.dtype === "f32" && v.kind !== "simt" && !(v.kind === "coop" && v.cfg.split3);
+}
+
+/** Why `v` cannot run `p` on this device, or null when it can. */
+export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCaps): string | null {
+  if (v.kind === "simt") {
+    if (p.dtype === "bf16") return "the SIMT path does not read bf16";
+    return null;
+  }
+  if (v.kind === "coop2") {
+    if (!caps.coopMat2Supported) return "no VK_NV_cooperative_matrix2 on this device";
+    if (p.dtype === "f32") return "the coopmat2 variant needs 16-bit inputs";
+    if (p.outDtype === "bf16") return "the coopmat2 variant does not write bf16";
+    if (p.m % v.cfg.bm || p.n % v.cfg.bn || p.k % v.cfg.bk) return `the coopmat2 variant needs M % ${v.cfg.bm}, N % ${v.cfg.bn}, K % ${v.cfg.bk} == 0`;
+    const e = p.epilogue;
+    if (e.bias || e.residual || e.act !== "none" || e.scale !== 1) return "the coopmat2 variant has no fused epilogue";
+    return null;
+  }
+  if (v.cfg.split3 && p.dtype !== "f32") return "the bf16x3 split is for f32 inputs";
+  const elem = p.dtype === "f32" ? (v.cfg.split3 ? "bf16" : "f16") : p.dtype;
+  if (!hasShape(caps, elem, p.accF16 ? "f16" : "f32")) return `no 16x16x16 ${elem} cooperative matrix on this device`;
+  if (v.cfg.direct) {
+    if (p.dtype === "f32") return "direct fragment loads need 16-bit inputs";
+    if (p.m % 16 || p.n % 16 || p.k % 16) return "direct fragment loads need M, N, K multiples of 16";
+  }
+  if (caps.subgroupSize !== 32) return `cooperative-matrix kernels assume subgroup size 32 (device: ${caps.subgroupSize})`;
+  const bytes = coopSharedBytes(p, { ...v.cfg, vecA: 1, vecB: 1 });
+  if (bytes > caps.maxSharedMemoryBytes) return `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})`;
+  return null;
+}
+
+function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
+  if (v.kind === "coop2") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: v.cfg.bk };
+  if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk({ ...v.cfg, vecA: false, vecB: false, vecOut: false }) };
+  const t = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
+  return { bm: t.bm, bn: t.bn, bk: v.cfg.bk };
+}
+
+/** Split-K factor for small M·N with long K: fill about two waves of workgroups. */
+export function defaultSplits(p: NormalizedProblem, v: VariantSpec, units: number): number {
+  const { bm, bn, bk } = tileOf(v);
+  const wgs = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+  let s = 1;
+  while (s < 16 && wgs * s * 2 <= units * 2 && p.k / (s * 2) >= 4 * bk && p.k >= 1024) s *= 2;
+  return s;
+}
+
+/** The default variant without tuning: tensor cores for 16-bit inputs, SIMT for exact f32. */
+export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: PlanOptions = {}): VariantSpec {
+  const units = caps.computeUnits ?? 132;
+  const coopOk = (name: string) => unsupported(variantByName(name), p, caps) === null;
+  const useCoop = (p.dtype !== "f32" || opts.allowLowPrecisionF32) && coopOk("cm_64x64x32_w2x2");
+  if (p.dtype === "bf16" && !useCoop) {
+    throw new Error(`bf16 matmul needs bf16 cooperative matrices (${unsupported(variantByName("cm_64x64x32_w2x2"), p, caps)}); convert to f16 or f32 on this device`);
+  }
+  let base: VariantSpec;
+  if (useCoop) {
+    const wgs128 = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
+    const wgs64 = ceilDiv(p.m, 64) * ceilDiv(p.n, 128) * p.batch;
+    base = variantByName(wgs128 >= units ? "cm_128x128x32_w2x2" : wgs64 >= units ? "cm_64x128x32_w2x2" : "cm_64x64x32_w2x2");
+  } else {
+    const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
+    base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
+  }
+  return withSplits(base, defaultSplits(p, base, units));
+}
+
+/** Candidate variants the tuner times for this problem (supported ones only). */
+export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: PlanOptions = {}): VariantSpec[] {
+  const units = caps.computeUnits ?? 132;
+  const out: VariantSpec[] = [];
+  const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
+  for (const v of VARIANTS.values()) {
+    if (v.splits !== 1) continue;
+    // f32 inputs: SIMT and the accurate bf16x3 split always; f16 tiles only when allowed
+    const accurateF32 = v.kind === "coop" && !!v.cfg.split3;
+    if (v.kind === "coop2" && !opts.includeCoop2) continue;
+    if (v.kind !== "simt" && !coop && !accurateF32) continue;
+    if (unsupported(v, p, caps)) continue;
+    const s = defaultSplits(p, v, units);
+    out.push(v);
+    if (s > 1) out.push(withSplits(v, s));
+  }
+  return out;
+}
+
+function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>, split: boolean): SimtConfig {
+  const contigA = p.transA ? p.m : p.k;
+  const contigB = p.transB ? p.k : p.n;
+  return {
+    ...v.cfg,
+    vecA: p.transA && contigA % 4 === 0 && p.k % 4 === 0,
+    vecB: !p.transB && contigB % 4 === 0,
+    // the split-K partials are f32 whatever the output dtype
+    vecOut: p.n % 4 === 0 && (p.outDtype === "f32" || split),
+  };
+}
+
+function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean): CoopConfig {
+  const contigA = p.transA ? p.m : p.k;
+  const contigB = p.transB ? p.k : p.n;
+  // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
+  // k need K % 4 == 0 too.
+  return {
+    ...v.cfg,
+    vecA: contigA % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
+    vecB: contigB % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
+    directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
+  };
+}
+
+function problemKey(p: NormalizedProblem): string {
+  const e = p.epilogue;
+  return [p.dtype, p.outDtype, p.accF16, p.transA, p.transB, e.scale !== 1, e.bias, e.act, e.residual].join("|");
+}
+
+export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanOptions = {}): MatmulPlan {
+  const p = normalize(problem);
+  const spec = opts.variant ? variantByName(opts.variant) : defaultVariant(p, caps, opts);
+  const why = unsupported(spec, p, caps);
+  if (why) throw new Error(`matmul variant ${spec.name}: ${why}`);
+  const { bm, bn, bk } = tileOf(spec);
+  const kChunk = Math.max(bk, ceilDiv(ceilDiv(p.k, spec.splits), bk) * bk);
+  const splits = ceilDiv(p.k, kChunk);
+  const split = splits > 1;
+  const pv = pushValues(p, splits, kChunk);
+  const push = packPush(pv);
+  let desc: KernelDesc;
+  if (spec.kind === "simt") {
+    const cfg = simtConfig(p, spec, split);
+    desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
+  } else if (spec.kind === "coop2") {
+    const cfg = spec.cfg;
+    desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
+  } else {
+    const cfg = coopConfig(p, spec, caps, split);
+    desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
+  }
+  const main: MatmulStep = {
+    desc,
+    groups: [ceilDiv(p.n, bn), ceilDiv(p.m, bm), p.batch * splits],
+    push,
+    pushValues: pv,
+    bindings: split
+      ? ["A", "B", "workspace"]
+      : ["A", "B", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
+  };
+  if (main.groups[1] > 65535 || main.groups[2] > 65535) throw new Error(`matmul ${p.m}x${p.n}x${p.k}: grid too large`);
+  const steps = [main];
+  if (split) {
+    const total = p.batch * p.m * p.n;
+    steps.push({
+      desc: memo(`reduce|${problemKey(p)}`, () => reduceKernel(p)),
+      groups: [Math.min(65535, ceilDiv(total, REDUCE_THREADS)), 1, 1],
+      push,
+      pushValues: pv,
+      bindings: ["workspace", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
+    });
+  }
+  return {
+    variant: spec.name,
+    spec,
+    problem: p,
+    steps,
+    workspaceBytes: split ? splits * p.batch * p.m * p.n * 4 : 0,
+    lowPrecision: isLowPrecision(spec, p),
+  };
+}

@@ -1,0 +1,42 @@
+// Split-K reduction: sums the f32 partial products of every split and applies the epilogue.
+//
+// Contract
+//   bindings  0 workspace (read, f32 [splits][batch][M][N]), 1 C (write, output dtype),
+//             then bias (read) and residual (read) when the epilogue uses them
+//   push      PUSH_FIELDS (common.ts)
+//   dispatch  [min(ceil(batch·M·N / 256), 65535), 1, 1], workgroup 256; grid-stride loop
+import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, epilogueTag } from "./common.js";
+import type { NormalizedProblem } from "./problem.js";
+
+export const REDUCE_THREADS = 256;
+
+export function reduceName(p: NormalizedProblem): string {
+  const e = p.epilogue;
+  const epi = epilogueTag(e);
+  return `mm_splitk_reduce_${p.outDtype}${epi}`;
+}
+
+export function reduceKernel(p: NormalizedProblem): KernelDesc {
+  const k = kernel(reduceName(p), { workgroup: [REDUCE_THREADS] });
+  const ws = k.buffer("ws", f32, "read");
+  const C = k.buffer("c", p.outDtype, "write");
+  const e = p.epilogue;
+  const bias = e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const residual = e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const pc = k.push(PUSH_FIELDS);
+  const total = k.let(pc.batch.mul(pc.strideC), "total");
+  const stride = k.let(k.numWorkgroups.x.mul(REDUCE_THREADS), "stride");
+  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  k.for(k.globalId.x, total, (i: Expr) => {
+    const acc = k.var(f32, 0, "acc");
+    k.for(0, pc.splits, (s: Expr) => {
+      const v = ws.load(s.mul(total).add(i));
+      acc.set(read(acc).add(v));
+    }, { name: "s" });
+    const col = k.let(i.rem(pc.n), "col");
+    const y = applyEpilogue(k, p, refs, read(acc), col, i);
+    C.store(i, y.cast(p.outDtype));
+  }, { step: stride, name: "i" });
+  return k.finish();
+}

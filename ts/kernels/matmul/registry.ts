@@ -1,0 +1,62 @@
+// Matmul variants for the spirv-val sweep (ts/kernels/registry.ts): every kernel family × a
+// spread of layouts, dtypes, epilogues and alignment cases, so each code path is assembled.
+import type { KernelVariant, KernelNeed } from "../registry.js";
+import { planMatmul, type MatmulCaps } from "./plan.js";
+import type { MatmulProblem } from "./problem.js";
+import { VARIANTS } from "./variants.js";
+
+const CAPS: MatmulCaps = {
+  coopMatSupported: true,
+  coopMat2Supported: true,
+  bf16Supported: true,
+  f16Supported: true,
+  subgroupSize: 32,
+  maxSharedMemoryBytes: 49152,
+};
+
+function problems(): MatmulProblem[] {
+  const out: MatmulProblem[] = [];
+  for (const dtype of ["f16", "bf16", "f32"] as const) {
+    out.push({ m: 512, n: 512, k: 512, dtype });
+    out.push({ m: 17, n: 33, k: 65, dtype, transA: true, transB: true });
+    out.push({ m: 100, n: 96, k: 64, dtype, transB: true, batch: 3, epilogue: { bias: true, act: "gelu", residual: true, scale: 0.5 } });
+    out.push({ m: 64, n: 64, k: 4096, dtype, transA: true, epilogue: { bias: true, act: "silu" } });
+  }
+  out.push({ m: 512, n: 512, k: 512, dtype: "f16", accF16: true, epilogue: { act: "relu" } });
+  out.push({ m: 128, n: 128, k: 128, dtype: "f16", outDtype: "f32" });
+  // K too short to split: a split-K variant must fall back to a plain kernel with f16 stores
+  out.push({ m: 64, n: 64, k: 8, dtype: "f16" });
+  out.push({ m: 256, n: 256, k: 256, dtype: "f16", transB: true });
+  out.push({ m: 256, n: 256, k: 4096, dtype: "bf16", outDtype: "f32", transA: true });
+  return out;
+}
+
+export function matmulKernelVariants(): KernelVariant[] {
+  const seen = new Set<string>();
+  const out: KernelVariant[] = [];
+  for (const p of problems()) {
+    for (const v of VARIANTS.values()) {
+      if (v.splits > 2) continue;
+      if (v.kind === "simt" && p.dtype === "bf16") continue;
+      let plan;
+      try {
+        plan = planMatmul(p, CAPS, { variant: v.name });
+      } catch {
+        continue; // unsupported combination (e.g. shared memory)
+      }
+      for (const s of plan.steps) {
+        if (seen.has(s.desc.name)) continue;
+        seen.add(s.desc.name);
+        const needs: KernelNeed[] = [];
+        const split3 = v.kind === "coop" && !!v.cfg.split3;
+        if (p.dtype === "f16" || p.outDtype === "f16" || (v.kind === "coop" && p.dtype === "f32" && !split3)) needs.push("f16");
+        if (p.dtype === "bf16" || p.outDtype === "bf16" || split3) needs.push("bf16");
+        if (v.kind === "coop" && !s.desc.name.includes("reduce")) needs.push("coopmat", "subgroup");
+        if (v.kind === "coop2" && !s.desc.name.includes("reduce")) needs.push("coopmat2");
+        const desc = s.desc;
+        out.push({ id: desc.name, needs, build: () => desc });
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,100 @@
+// Records, runs and times matmul plans on a MatmulRuntime. Used by the tuner, the bench and the
+// GPU-host correctness script; the backend records plans through its own batch (recordPlan).
+import type { MatmulPlan } from "./plan.js";
+import type { BindingRole } from "./common.js";
+import type { MatmulRuntime } from "./device.js";
+
+export type PlanBuffers = Partial<Record<BindingRole, number>>;
+
+const pipelines = new WeakMap<object, Map<string, number>>();
+
+/** Compiles (once per runtime and kernel name) the pipelines of a plan. */
+export function pipelinesOf(rt: MatmulRuntime, plan: MatmulPlan): number[] {
+  let m = pipelines.get(rt);
+  if (!m) {
+    m = new Map();
+    pipelines.set(rt, m);
+  }
+  const cache = m;
+  return plan.steps.map((s) => {
+    const json = JSON.stringify(s.desc);
+    let h = cache.get(json);
+    if (h === undefined) {
+      h = rt.compileKernel(json);
+      cache.set(json, h);
+    }
+    return h;
+  });
+}
+
+/** Records the plan's dispatches into the open batch. */
+export function recordPlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers): void {
+  const pipes = pipelinesOf(rt, plan);
+  plan.steps.forEach((s, i) => {
+    const handles = s.bindings.map((role) => {
+      const h = bufs[role];
+      if (h === undefined) throw new Error(`matmul ${plan.variant}: no buffer bound for '${role}'`);
+      return h;
+    });
+    rt.recordDispatch(pipes[i], handles, s.groups, new Uint8Array(s.push));
+  });
+}
+
+/**
+ * Runs `record` inside its own batch. Pipelines are compiled before the batch opens, and a batch
+ * left open by a failing record is submitted (with what was recorded) so the caller's next batch
+ * can begin.
+ */
+function inBatch(rt: MatmulRuntime, opts: { profile?: boolean } | undefined, record: () => void): number {
+  rt.beginBatch(opts);
+  try {
+    record();
+  } catch (err) {
+    try {
+      rt.waitTimeline(rt.submitBatch());
+    } catch {
+      // the original error is the one to report
+    }
+    throw err;
+  }
+  const tl = rt.submitBatch();
+  rt.waitTimeline(tl);
+  return tl;
+}
+
+export function runPlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers): void {
+  pipelinesOf(rt, plan);
+  inBatch(rt, undefined, () => recordPlan(rt, plan, bufs));
+}
+
+export interface TimingOptions {
+  warmup: number;
+  iters: number;
+  repeats: number;
+}
+
+/**
+ * GPU time per iteration (ms; the sum of the plan's dispatches), `repeats` arrays of `iters`,
+ * from timestamps written around each dispatch (beginBatch({profile: true}) + batchProfile).
+ */
+export function timePlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers, t: TimingOptions): number[][] {
+  pipelinesOf(rt, plan);
+  if (t.warmup > 0) inBatch(rt, undefined, () => { for (let i = 0; i < t.warmup; i++) recordPlan(rt, plan, bufs); });
+  const steps = plan.steps.length;
+  const out: number[][] = [];
+  for (let r = 0; r < t.repeats; r++) {
+    const tl = inBatch(rt, { profile: true }, () => { for (let i = 0; i < t.iters; i++) recordPlan(rt, plan, bufs); });
+    const prof = rt.batchProfile(tl);
+    if (prof.length !== t.iters * steps) {
+      throw new Error(`matmul timing: batchProfile returned ${prof.length} entries for ${t.iters * steps} dispatches`);
+    }
+    const ms: number[] = [];
+    for (let i = 0; i < t.iters; i++) {
+      let ns = 0;
+      for (let s = 0; s < steps; s++) ns += prof[i * steps + s].gpuNs;
+      ms.push(ns / 1e6);
+    }
+    out.push(ms);
+  }
+  return out;
+}

@@ -1,0 +1,199 @@
+// SIMT tiled matmul (no tensor cores): the f32-exact path and the fallback on devices without
+// cooperative matrices (lavapipe).
+//
+// Contract
+//   bindings  0 A (read), 1 B (read), 2 C (write; f32 workspace under split-K),
+//             then bias (read) and residual (read) when the epilogue uses them (not under split-K)
+//   push      PUSH_FIELDS (common.ts)
+//   dispatch  [ceil(N/bn), ceil(M/bm), batch·splits], workgroup 256 = (bm/tm)·(bn/tn)
+// Each workgroup computes a bm×bn tile of C; each thread a tm×tn register block (two 4-row and two
+// 4-column strips half a tile apart when 8, so shared-memory reads are f32x4 broadcasts without
+// bank conflicts). K advances in bk-deep shared tiles, double-buffered with a register prefetch:
+// one barrier per k-tile. Shared tiles are k-major f32x4 rows padded by one vec4 so the transposing
+// stores of k-contiguous operands do not conflict. Inputs of f16 are widened to f32 on load;
+// accumulation is f32 (exact f32 path: relative error ~1e-6 against fp64).
+import {
+  f32, fma, kernel, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc,
+  type Var,
+} from "../../ir/index.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
+import type { NormalizedProblem } from "./problem.js";
+
+export interface SimtConfig {
+  bm: 64 | 128;
+  bn: 64 | 128;
+  tm: 4 | 8;
+  tn: 4 | 8;
+  /** 128-bit loads of the operand's contiguous dimension (needs it % 4 == 0, f32 only). */
+  vecA: boolean;
+  vecB: boolean;
+  /** f32x4 stores of C (needs N % 4 == 0 and f32 output). */
+  vecOut: boolean;
+}
+
+export const SIMT_THREADS = 256;
+
+export function simtBk(c: SimtConfig): number {
+  return (SIMT_THREADS * 4) / c.bm;
+}
+
+export function simtName(p: NormalizedProblem, c: SimtConfig, split: boolean): string {
+  const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
+  const v = `${c.vecA ? "a4" : ""}${c.vecB ? "b4" : ""}${c.vecOut ? "c4" : ""}`;
+  const e = p.epilogue;
+  const epi = split ? "_split" : epilogueTag(e);
+  return `mm_simt_${p.dtype}_${p.outDtype}_${c.bm}x${c.bn}x${simtBk(c)}_${c.tm}x${c.tn}_${t}${v ? "_" + v : ""}${epi}`;
+}
+
+interface OperandTile {
+  buf: Buffer;
+  /** Whether the operand's contiguous dimension is the tile's X (M for A, N for B). */
+  contigX: boolean;
+  vec: boolean;
+  /** X extent (M or N), leading dimension, batch base. */
+  xLimit: Expr;
+  ld: Expr;
+  base: Expr;
+  x0: Expr;
+  bx: number;
+}
+
+/** This thread's 4 X-consecutive elements at one k of the next tile, as f32x4 (zeros outside). */
+function loadSlot(k: KernelBuilder, o: OperandTile, lid: Expr, k0: Expr, kEnd: Expr, bk: number): { v: Expr; kk: Expr; x4: Expr } {
+  const bx4 = o.bx / 4;
+  let kk: Expr, x4: Expr;
+  if (o.contigX) {
+    kk = k.let(lid.div(bx4), "kk");
+    x4 = k.let(lid.rem(bx4), "x4");
+  } else {
+    kk = k.let(lid.rem(bk), "kk");
+    x4 = k.let(lid.div(bk), "x4");
+  }
+  const gk = k.let(k0.add(kk), "gk");
+  const gx = k.let(o.x0.add(x4.mul(4)), "gx");
+  const kOk = k.let(gk.lt(kEnd), "kok");
+  if (o.contigX && o.vec) {
+    const ok = k.let(kOk.and(gx.lt(o.xLimit)), "ok");
+    const idx = k.let(select(ok, o.base.add(gk.mul(o.ld)).add(gx).div(4), 0), "vi");
+    const v = o.buf.loadVec(idx, 4);
+    return { v: k.let(select(ok, v.cast("f32x4"), vecOf("f32x4", 0)), "ld4"), kk, x4 };
+  }
+  const parts: Expr[] = [];
+  for (let i = 0; i < 4; i++) {
+    const x = k.let(gx.add(i), "x");
+    const ok = k.let(kOk.and(x.lt(o.xLimit)), "ok");
+    const off = o.contigX ? gk.mul(o.ld).add(x) : x.mul(o.ld).add(gk);
+    const idx = k.let(select(ok, o.base.add(off), 0), "si");
+    const v = o.buf.load(idx);
+    parts.push(select(ok, v.cast(f32), 0));
+  }
+  return { v: k.let(vecOf("f32x4", ...parts), "ld4"), kk, x4 };
+}
+
+export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean): KernelDesc {
+  if (c.bm !== c.bn) throw new Error("simt: bm must equal bn");
+  if (p.dtype === "bf16") throw new Error("simt: bf16 inputs need the cooperative-matrix path");
+  const bk = simtBk(c);
+  const k = kernel(simtName(p, c, split), { workgroup: [SIMT_THREADS] });
+  const A = k.buffer("a", p.dtype, "read");
+  const B = k.buffer("b", p.dtype, "read");
+  const C = k.buffer("c", split ? "f32" : p.outDtype, "write");
+  const e = p.epilogue;
+  const bias = !split && e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const pc = k.push(PUSH_FIELDS);
+  const bx4 = c.bm / 4 + 1; // padded f32x4 row
+  const tileVec4 = bk * bx4;
+  const As = k.shared("as", "f32x4", 2 * tileVec4);
+  const Bs = k.shared("bs", "f32x4", 2 * tileVec4);
+
+  const wg = k.let(k.workgroupId, "wg");
+  const lid = k.let(k.localIndex, "lid");
+  const z = k.let(wg.z, "z");
+  const bt = k.let(z.div(pc.splits), "bt");
+  const sp = k.let(z.rem(pc.splits), "sp");
+  const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
+  const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
+  const { row0, col0 } = tileOrigin(k, wg, c.bm, c.bn);
+  const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(bk - 1).div(bk), "nt");
+
+  const opA: OperandTile = {
+    buf: A, contigX: p.transA, vec: c.vecA, xLimit: pc.m, ld: p.transA ? pc.m : pc.k,
+    base: k.let(bt.mul(pc.strideA), "abase"), x0: row0, bx: c.bm,
+  };
+  const opB: OperandTile = {
+    buf: B, contigX: !p.transB, vec: c.vecB, xLimit: pc.n, ld: p.transB ? pc.k : pc.n,
+    base: k.let(bt.mul(pc.strideB), "bbase"), x0: col0, bx: c.bn,
+  };
+
+  const ra = k.var("f32x4", vecOf("f32x4", 0), "ra");
+  const rb = k.var("f32x4", vecOf("f32x4", 0), "rb");
+  const stageLoad = (k0: Expr) => {
+    const la = loadSlot(k, opA, lid, k0, kEnd, bk);
+    ra.set(la.v);
+    const lb = loadSlot(k, opB, lid, k0, kEnd, bk);
+    rb.set(lb.v);
+    return { sa: k.let(la.kk.mul(bx4).add(la.x4), "sa"), sb: k.let(lb.kk.mul(bx4).add(lb.x4), "sb") };
+  };
+  const slots = stageLoad(kBeg);
+  As.store(slots.sa, read(ra));
+  Bs.store(slots.sb, read(rb));
+  k.barrier();
+
+  const tx = k.let(lid.rem(c.bn / c.tn), "tx");
+  const ty = k.let(lid.div(c.bn / c.tn), "ty");
+  const rowsV = c.tm / 4; // f32x4 strips of rows (1 or 2), half a tile apart
+  const colsV = c.tn / 4;
+  const acc: Var[][] = [];
+  for (let i = 0; i < c.tm; i++) {
+    acc.push([]);
+    for (let j = 0; j < colsV; j++) acc[i].push(k.var("f32x4", vecOf("f32x4", 0), `acc${i}_${j}`));
+  }
+
+  k.for(0, nt, (t) => {
+    const cur = k.let(t.band(1).mul(tileVec4), "cur");
+    const nxt = k.let(t.add(1).band(1).mul(tileVec4), "nxt");
+    stageLoad(kBeg.add(t.add(1).mul(bk)));
+    for (let kk = 0; kk < bk; kk++) {
+      const av: Expr[] = [];
+      for (let s = 0; s < rowsV; s++) av.push(As.load(cur.add(kk * bx4 + s * (c.bm / 8)).add(ty)));
+      const bv: Expr[] = [];
+      for (let s = 0; s < colsV; s++) bv.push(Bs.load(cur.add(kk * bx4 + s * (c.bn / 8)).add(tx)));
+      for (let i = 0; i < c.tm; i++) {
+        const a = av[i >> 2].swz("xyzw"[i & 3]);
+        const asplat = vecOf("f32x4", a);
+        for (let j = 0; j < colsV; j++) acc[i][j].set(fma(asplat, bv[j], read(acc[i][j])));
+      }
+    }
+    As.store(nxt.add(slots.sa), read(ra));
+    Bs.store(nxt.add(slots.sb), read(rb));
+    k.barrier();
+  }, { name: "t" });
+
+  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
+  for (let i = 0; i < c.tm; i++) {
+    const r = (i >> 2) * (c.bm / 2) + (i & 3);
+    const grow = k.let(row0.add(ty.mul(4)).add(r), "grow");
+    k.if(grow.lt(pc.m), () => {
+      for (let j = 0; j < colsV; j++) {
+        const gcol = k.let(col0.add(tx.mul(4)).add(j * (c.bn / 2)), "gcol");
+        const v = read(acc[i][j]);
+        const rowBase = k.let(cBase.add(grow.mul(pc.n)), "rb");
+        if (c.vecOut && (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual))) {
+          k.if(gcol.lt(pc.n), () => C.store(rowBase.add(gcol).div(4), v));
+          continue;
+        }
+        for (let q = 0; q < 4; q++) {
+          const col = k.let(gcol.add(q), "col");
+          k.if(col.lt(pc.n), () => {
+            const oi = k.let(rowBase.add(col), "oi");
+            const y = split ? v.swz("xyzw"[q]) : applyEpilogue(k, p, refs, v.swz("xyzw"[q]), col, oi);
+            C.store(oi, split ? y : y.cast(p.outDtype));
+          });
+        }
+      }
+    });
+  }
+  return k.finish();
+}

@@ -1,0 +1,72 @@
+// The table of matmul variants: a variant is a typed struct (kernel family, tile config, split-K
+// factor); its name is only a key for humans, HELIOS_MATMUL_VARIANT and the tuning cache — looked
+// up in this table, never parsed.
+import type { CoopConfig } from "./coopmat.js";
+import type { Coop2Config } from "./coopmat2.js";
+import type { SimtConfig } from "./simt.js";
+
+export type VariantSpec =
+  | { kind: "simt"; name: string; base: string; cfg: Omit<SimtConfig, "vecA" | "vecB" | "vecOut">; splits: number }
+  | { kind: "coop"; name: string; base: string; cfg: Omit<CoopConfig, "vecA" | "vecB">; splits: number }
+  | { kind: "coop2"; name: string; base: string; cfg: Coop2Config; splits: number };
+
+const SIMT_BASES: [string, Omit<SimtConfig, "vecA" | "vecB" | "vecOut">][] = [
+  ["simt_128x128_8x8", { bm: 128, bn: 128, tm: 8, tn: 8 }],
+  ["simt_64x64_4x4", { bm: 64, bn: 64, tm: 4, tn: 4 }],
+];
+
+// Tile shapes per shape class (see bench/MATMUL_NOTES.md): large squares want 128×128 or 128×256
+// workgroup tiles with 4×4 (or 4×2) 16×16 accumulators per subgroup; medium shapes 64×128; small
+// ones 64×64 plus split-K.
+const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
+  ["cm_128x128x32_w2x2", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32 }],
+  ["cm_128x128x32_w2x4", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32 }],
+  ["cm_128x256x16_w2x4", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16 }],
+  ["cm_256x128x16_w4x2", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 16 }],
+  ["cm_64x128x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 4, bk: 32 }],
+  ["cm_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32 }],
+  ["cm_64x64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 64 }],
+  // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
+  ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
+  ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
+  ["cm3_64x128x16_w2x2", { wm: 2, wn: 2, sm: 2, sn: 4, bk: 16, split3: true }],
+  // Fragments straight from global memory (aligned shapes, 16-bit inputs only).
+  ["cmd_128x128_w2x2", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 16, direct: true }],
+  ["cmd_128x128_w4x2", { wm: 4, wn: 2, sm: 2, sn: 4, bk: 16, direct: true }],
+  ["cmd_128x256_w2x4", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, direct: true }],
+  ["cmd_64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 16, direct: true }],
+];
+
+// Workgroup-scope (NV coopmat2) tiles, aligned shapes only.
+const COOP2_BASES: [string, Coop2Config][] = [
+  ["cm2_128x128x32", { bm: 128, bn: 128, bk: 32, threads: 256 }],
+  ["cm2_128x256x32", { bm: 128, bn: 256, bk: 32, threads: 256 }],
+  ["cm2_64x64x32", { bm: 64, bn: 64, bk: 32, threads: 128 }],
+];
+
+export const SPLITS = [1, 2, 4, 8, 16] as const;
+
+function build(): Map<string, VariantSpec> {
+  const m = new Map<string, VariantSpec>();
+  for (const s of SPLITS) {
+    const suffix = s === 1 ? "" : `_sk${s}`;
+    for (const [n, cfg] of SIMT_BASES) m.set(n + suffix, { kind: "simt", name: n + suffix, base: n, cfg, splits: s });
+    for (const [n, cfg] of COOP_BASES) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
+    for (const [n, cfg] of COOP2_BASES) m.set(n + suffix, { kind: "coop2", name: n + suffix, base: n, cfg, splits: s });
+  }
+  return m;
+}
+
+export const VARIANTS: ReadonlyMap<string, VariantSpec> = build();
+
+export function variantByName(name: string): VariantSpec {
+  const v = VARIANTS.get(name);
+  if (!v) {
+    throw new Error(`matmul variant '${name}' is unknown; known: ${[...VARIANTS.keys()].filter((k) => !k.includes("_sk")).join(", ")} (+ _sk2/_sk4/_sk8/_sk16 split-K)`);
+  }
+  return v;
+}
+
+export function withSplits(v: VariantSpec, splits: number): VariantSpec {
+  return variantByName(splits === 1 ? v.base : `${v.base}_sk${splits}`);
+}
