@@ -35,8 +35,9 @@ pub struct Binding {
     pub name: String,
     pub elem: Scalar,
     pub access: Access,
-    /// Vector widths (1, 2, 4) the body loads or stores through; each gets an aliased variable.
-    pub views: u8,
+    /// Element types the body reads or writes the buffer as (`elem`, its x2/x4 vectors, or a
+    /// reinterpretation with `as`); each gets its own aliased variable.
+    pub views: Vec<Type>,
 }
 
 #[derive(Debug, Clone)]
@@ -136,7 +137,7 @@ pub enum Stmt {
     Barrier { scope: ExecScope, mem: MemClasses },
     Fence { scope: ExecScope, mem: MemClasses },
     Eval(Expr),
-    CmStore { mem: MemRef, idx: Expr, stride: Expr, layout: Layout, value: Expr },
+    CmStore { mem: MemRef, idx: Expr, stride: Expr, layout: Layout, value: Expr, view: Type },
 }
 
 #[derive(Debug, Clone)]
@@ -235,7 +236,8 @@ pub enum ExprKind {
     Vote { all: bool, a: Box<Expr> },
     Atomic { f: AtomicFn, mem: MemRef, idx: Box<Expr>, a: Box<Expr>, cmp: Option<Box<Expr>> },
     CmFill(Box<Expr>),
-    CmLoad { mem: MemRef, idx: Box<Expr>, stride: Box<Expr>, layout: Layout },
+    /// `view`: the memory element type the pointer is formed with (idx and stride count it).
+    CmLoad { mem: MemRef, idx: Box<Expr>, stride: Box<Expr>, layout: Layout, view: Type },
     CmMulAdd { a: Box<Expr>, b: Box<Expr>, c: Box<Expr>, sat: bool },
     CmLen(CoopMatType),
 }

@@ -22,18 +22,10 @@ pub(crate) enum SlotVal {
     Ptr(Word),
 }
 
-/// The variables of one binding: one per vector view width used (1, 2, 4).
-#[derive(Clone, Copy, Default)]
+/// The variables of one binding: one per element type it is viewed as.
+#[derive(Clone, Default)]
 pub(crate) struct BindingVars {
-    pub views: [Option<Word>; 3],
-}
-
-pub(crate) fn view_slot(width: u8) -> usize {
-    match width {
-        4 => 2,
-        2 => 1,
-        _ => 0,
-    }
+    pub views: Vec<(Type, Word)>,
 }
 
 pub(crate) struct LoopTargets {

@@ -70,8 +70,8 @@ impl Compiler<'_> {
             Stmt::Eval(e) => {
                 self.expr(e)?;
             }
-            Stmt::CmStore { mem, idx, stride, layout, value } => {
-                self.lower_coop_store(*mem, idx, stride, *layout, value)?
+            Stmt::CmStore { mem, idx, stride, layout, value, view } => {
+                self.lower_coop_store(*mem, idx, stride, *layout, value, *view)?
             }
         }
         Ok(())

@@ -129,9 +129,12 @@ impl Decoder<'_> {
         }
     }
 
-    /// Checks the element type of the memory a coopmat is loaded from or stored to.
+    /// Checks the element type of the memory a coopmat is loaded from or stored to: its own
+    /// component type, or any numeric scalar/vector whose bits are reinterpreted (e.g. an f16
+    /// matrix from a u32x4 shared array filled by 128-bit copies); `idx` and `stride` then count
+    /// those memory elements, as in SPV_KHR_cooperative_matrix.
     pub(super) fn check_coop_mem(&self, mem_elem: Type, c: CoopMatType, path: &Path) -> HeliosResult<()> {
-        if mem_elem != Type::Scalar(c.elem) {
+        if mem_elem.is_coopmat() || mem_elem.scalar() == Scalar::Bool {
             return Err(self.err(path, format!("{} cannot be loaded from or stored to {} memory", Type::CoopMat(c), mem_elem)));
         }
         Ok(())

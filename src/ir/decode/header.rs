@@ -102,7 +102,7 @@ impl Decoder<'_> {
             if self.binding_names.insert(name.clone(), i as u32).is_some() {
                 return Err(self.err(&p.key("name"), format!("duplicate binding name '{name}'")));
             }
-            self.kernel.bindings.push(Binding { name, elem, access, views: 0 });
+            self.kernel.bindings.push(Binding { name, elem, access, views: Vec::new() });
         }
         Ok(())
     }

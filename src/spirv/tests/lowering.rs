@@ -255,3 +255,31 @@ fn memo_returns_the_same_module_for_the_same_text() {
     assert!(std::sync::Arc::ptr_eq(&a, &b));
     assert_eq!(cache.len(), 1);
 }
+
+/// 128-bit copies of f16 data (u32x4 views and shared arrays) feeding f16 cooperative matrices:
+/// the coopmat is loaded from memory of another element type, idx/stride in those elements.
+#[test]
+fn reinterpreted_views_feed_cooperative_matrices() {
+    let caps = permissive_caps();
+    let ta = cm("a", "f16", 16, 16, "subgroup");
+    let tb = cm("b", "f16", 16, 16, "subgroup");
+    let tc = cm("acc", "f32", 16, 16, "subgroup");
+    let t = json!({"op": "builtin", "name": "local_index"});
+    let k = json!({
+        "version": 1, "name": "views128", "workgroup": [32],
+        "bindings": [{"name": "a", "elem": "f16", "access": "read"}, {"name": "b", "elem": "f16", "access": "read"},
+                     {"name": "c", "elem": "f32", "access": "readwrite"}],
+        "shared": [{"name": "sa", "elem": "u32x4", "len": 32}],
+        "body": [
+            {"s": "store", "sh": "sa", "idx": t, "value": {"op": "load", "b": 0, "idx": t, "vec": 4, "as": "u32"}},
+            {"s": "barrier"},
+            {"s": "let", "name": "ma", "value": {"op": "cmload", "t": ta, "sh": "sa", "idx": lit("u32", json!(0)), "stride": lit("u32", json!(2)), "layout": "row"}},
+            {"s": "let", "name": "mb", "value": {"op": "cmload", "t": tb, "b": 1, "vec": 4, "as": "u32", "idx": lit("u32", json!(0)), "stride": lit("u32", json!(2)), "layout": "row"}},
+            {"s": "let", "name": "r", "value": {"op": "cmmuladd", "a": get("ma"), "b": get("mb"), "c": {"op": "cmfill", "t": tc, "a": lit("f32", json!(0))}}},
+            {"s": "cmstore", "b": 2, "vec": 4, "idx": lit("u32", json!(0)), "stride": lit("u32", json!(4)), "layout": "row", "value": get("r")},
+            {"s": "store", "b": 2, "as": "u32", "idx": lit("u32", json!(300)), "value": lit("u32", json!(7))},
+            {"s": "eval", "value": {"op": "atomic", "fn": "add", "b": 2, "idx": lit("u32", json!(301)), "a": lit("f32", json!(1))}}
+        ]
+    });
+    compile_and_validate(&k, &caps);
+}
