@@ -12,6 +12,7 @@ mod expr;
 mod memory;
 mod module;
 mod subgroup;
+mod tensor;
 
 use crate::caps::{DeviceCaps, PipelineLayoutDesc};
 use crate::error::{HeliosError, HeliosResult};

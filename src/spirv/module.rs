@@ -77,8 +77,13 @@ fn declare_capabilities(c: &mut Compiler, k: &Kernel) {
         c.capability(Capability::CooperativeMatrixKHR);
         c.extension("SPV_KHR_cooperative_matrix");
     }
-    if u.coopmat2 {
+    if u.coopmat2 || u.tensor_addressing {
         c.extension("SPV_NV_cooperative_matrix2");
+    }
+    if u.tensor_addressing {
+        c.capability(Capability::TensorAddressingNV);
+        c.capability(Capability::CooperativeMatrixTensorAddressingNV);
+        c.extension("SPV_NV_tensor_addressing");
     }
     if u.bf16 {
         c.capability(Capability::BFloat16TypeKHR);

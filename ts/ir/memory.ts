@@ -1,13 +1,29 @@
 // Handles for memory a kernel touches: storage buffers, shared arrays and local variables. Every
 // read is eager (bound with a `let` where the builder call happens), like a shader language.
 import { Expr, lift, type ExprLike } from "./expr.js";
-import type { Access, AtomicFn, ExprNode, Layout, MemRef, ViewFields } from "./nodes.js";
+import type { Access, AtomicFn, ExprNode, Layout, MemRef, TensorNode, ViewFields } from "./nodes.js";
 import type { KernelBuilder } from "./builder.js";
 import {
   isCoopMat, scalarOf, typeName, type CoopMatType, type ScalarType, type Type, type ValueType,
 } from "./types.js";
 
 const u32Like: ValueType = "u32";
+
+/** A coopmat2 tensor-layout access (see TensorNode): u32 dims and slice origin. */
+export interface TensorAccess {
+  dims: [ExprLike, ExprLike];
+  at: [ExprLike, ExprLike];
+  clamp?: "zero" | "edge";
+}
+
+function tensorNode(t: TensorAccess): TensorNode {
+  const n: TensorNode = {
+    dims: [lift(t.dims[0], u32Like).node, lift(t.dims[1], u32Like).node],
+    at: [lift(t.at[0], u32Like).node, lift(t.at[1], u32Like).node],
+  };
+  if (t.clamp) n.clamp = t.clamp;
+  return n;
+}
 
 /** Shared by storage buffers and shared arrays: loads, stores, atomics, coopmat load/store. */
 abstract class Memory {
@@ -55,9 +71,11 @@ abstract class Memory {
   atomicMin(idx: ExprLike, v: ExprLike): Expr { return this.atomic("min", idx, v); }
   atomicMax(idx: ExprLike, v: ExprLike): Expr { return this.atomic("max", idx, v); }
 
-  /** Loads a cooperative matrix whose first element is at element offset `idx`. */
-  cmLoad(t: CoopMatType, idx: ExprLike, stride: ExprLike, layout: Layout = "row"): Expr {
+  /** Loads a cooperative matrix whose first element is at element offset `idx`; with `tensor`
+   *  (coopmat2), `idx` is the tensor's origin and the load is bounds-checked. */
+  cmLoad(t: CoopMatType, idx: ExprLike, stride: ExprLike, layout: Layout = "row", tensor?: TensorAccess): Expr {
     const node = {
+      ...(tensor ? { tensor: tensorNode(tensor) } : {}),
       op: "cmload",
       t,
       ...this.ref(),
@@ -69,8 +87,9 @@ abstract class Memory {
     return this.k.let(new Expr(node, t), `${this.name}_cm`);
   }
 
-  cmStore(value: Expr, idx: ExprLike, stride: ExprLike, layout: Layout = "row"): void {
+  cmStore(value: Expr, idx: ExprLike, stride: ExprLike, layout: Layout = "row", tensor?: TensorAccess): void {
     this.k.emit({
+      ...(tensor ? { tensor: tensorNode(tensor) } : {}),
       s: "cmstore",
       ...this.ref(),
       ...this.view(),

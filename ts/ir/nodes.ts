@@ -51,6 +51,14 @@ export interface ViewFields {
   as?: Exclude<ScalarType, "bool">;
 }
 
+/** Bounds-checked coopmat access through an NV tensor layout (coopmat2): the matrix is the
+ *  slice at `at` of a row-major `dims` tensor; loads clamp (zero or edge), stores clip. */
+export interface TensorNode {
+  dims: [ExprNode, ExprNode];
+  at: [ExprNode, ExprNode];
+  clamp?: "zero" | "edge";
+}
+
 export type LitValue = number | boolean | string | (number | boolean | string)[];
 
 export type BinOp =
@@ -96,7 +104,7 @@ export type ExprNode =
   | { op: "elect" }
   | ({ op: "atomic"; fn: AtomicFn; idx: ExprNode; a: ExprNode; cmp?: ExprNode } & MemRef)
   | { op: "cmfill"; t: CoopMatType; a: ExprNode }
-  | ({ op: "cmload"; t: CoopMatType; idx: ExprNode; stride: ExprNode; layout: Layout } & MemRef & ViewFields)
+  | ({ op: "cmload"; t: CoopMatType; idx: ExprNode; stride: ExprNode; layout: Layout; tensor?: TensorNode } & MemRef & ViewFields)
   | { op: "cmmuladd"; a: ExprNode; b: ExprNode; c: ExprNode; sat?: boolean }
   | { op: "cmlen"; t: CoopMatType };
 
@@ -115,4 +123,4 @@ export type Stmt =
   | { s: "barrier"; scope?: "workgroup" | "subgroup"; mem?: ("workgroup" | "storage")[] }
   | { s: "fence"; scope?: "workgroup" | "subgroup"; mem: ("workgroup" | "storage")[] }
   | { s: "eval"; value: ExprNode }
-  | ({ s: "cmstore"; idx: ExprNode; stride: ExprNode; layout: Layout; value: ExprNode } & MemRef & ViewFields);
+  | ({ s: "cmstore"; idx: ExprNode; stride: ExprNode; layout: Layout; value: ExprNode; tensor?: TensorNode } & MemRef & ViewFields);

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::caps::{CoopMatShape, CoopScope};
 use crate::error::HeliosResult;
 
-use super::super::ast::{Expr, ExprKind, Layout};
+use super::super::ast::{Expr, ExprKind, Layout, TensorAccess, TensorClamp};
 use super::super::path::Path;
 use super::super::types::{CoopMatType, CoopUse, Scalar, Type};
 use super::{truncate, Decoder, Obj};
@@ -138,6 +138,45 @@ impl Decoder<'_> {
             return Err(self.err(path, format!("{} cannot be loaded from or stored to {} memory", Type::CoopMat(c), mem_elem)));
         }
         Ok(())
+    }
+
+    /// The optional `tensor` field of cmload/cmstore: `{"dims": [rows, cols], "at": [row, col],
+    /// "clamp": "zero" | "edge"}`, u32 expressions; needs coopmat2 and row layout.
+    pub(super) fn tensor_access(&mut self, o: &Obj, layout: Layout, path: &Path) -> HeliosResult<Option<Box<TensorAccess>>> {
+        let Some(v) = o.get("tensor") else { return Ok(None) };
+        let p = path.key("tensor");
+        if !self.caps.coop_mat2 {
+            return Err(self.err(&p, "tensor layouts need VK_NV_cooperative_matrix2, which this device lacks"));
+        }
+        if layout != Layout::Row {
+            return Err(self.err(&p, "tensor layouts address row-major tensors (layout must be row)"));
+        }
+        let t = self.obj(v, &p)?;
+        self.check_fields(t, &p, &["dims", "at", "clamp"])?;
+        let mut pair = |key: &'static str| -> HeliosResult<[Expr; 2]> {
+            let items = self.req_array(t, key, &p)?;
+            let kp = p.key(key);
+            if items.len() != 2 {
+                return Err(self.err(&kp, "expected 2 entries (rows, cols)"));
+            }
+            let a = self.expr(&items[0], &kp.index(0))?;
+            let b = self.expr(&items[1], &kp.index(1))?;
+            for (i, e) in [&a, &b].into_iter().enumerate() {
+                if e.ty != Type::U32 {
+                    return Err(self.err(&kp.index(i), format!("expected u32, got {}", e.ty)));
+                }
+            }
+            Ok([a, b])
+        };
+        let dims = pair("dims")?;
+        let at = pair("at")?;
+        let clamp = match t.get("clamp").map(|c| c.as_str()) {
+            None | Some(Some("zero")) => TensorClamp::Zero,
+            Some(Some("edge")) => TensorClamp::Edge,
+            Some(_) => return Err(self.err(&p.key("clamp"), "clamp must be zero or edge")),
+        };
+        self.kernel.uses.tensor_addressing = true;
+        Ok(Some(Box::new(TensorAccess { dims, at, clamp })))
     }
 
     /// `cmlen` node.

@@ -468,7 +468,7 @@ impl Decoder<'_> {
     }
 
     fn coop_load(&mut self, o: &Obj, path: &Path) -> HeliosResult<Expr> {
-        self.check_fields(o, path, &["op", "t", "b", "sh", "idx", "stride", "layout", "vec", "as"])?;
+        self.check_fields(o, path, &["op", "t", "b", "sh", "idx", "stride", "layout", "vec", "as", "tensor"])?;
         let t = self.any_type(self.req(o, "t", path)?, &path.key("t"))?;
         let c = t.coopmat().ok_or_else(|| self.err(&path.key("t"), format!("cmload needs a coopmat type, got {t}")))?;
         let (mem, elem) = self.mem_ref(o, path)?;
@@ -478,6 +478,7 @@ impl Decoder<'_> {
         let idx = self.index(o, "idx", path)?;
         let stride = self.index(o, "stride", path)?;
         let layout = self.layout(o, path)?;
-        Ok(Expr { kind: ExprKind::CmLoad { mem, idx, stride, layout, view }, ty: t })
+        let tensor = self.tensor_access(o, layout, path)?;
+        Ok(Expr { kind: ExprKind::CmLoad { mem, idx, stride, layout, view, tensor }, ty: t })
     }
 }

@@ -139,17 +139,18 @@ impl Decoder<'_> {
                 Ok(Stmt::Eval(*self.operand(o, "value", path)?))
             }
             "cmstore" => {
-                self.check_fields(o, path, &["s", "b", "sh", "idx", "stride", "layout", "value", "vec", "as"])?;
+                self.check_fields(o, path, &["s", "b", "sh", "idx", "stride", "layout", "value", "vec", "as", "tensor"])?;
                 let (mem, elem) = self.mem_ref(o, path)?;
                 self.check_access(mem, false, true, path)?;
                 let view = self.view_type(o, mem, elem, path)?;
                 let idx = *self.index(o, "idx", path)?;
                 let stride = *self.index(o, "stride", path)?;
                 let layout = self.layout(o, path)?;
+                let tensor = self.tensor_access(o, layout, path)?;
                 let value = *self.operand(o, "value", path)?;
                 let c = value.ty.coopmat().ok_or_else(|| self.err(&path.key("value"), format!("cmstore needs a coopmat, got {}", value.ty)))?;
                 self.check_coop_mem(view, c, path)?;
-                Ok(Stmt::CmStore { mem, idx, stride, layout, value, view })
+                Ok(Stmt::CmStore { mem, idx, stride, layout, value, view, tensor })
             }
             _ => Err(self.err(&path.key("s"), format!("unknown statement '{}'", truncate(s, 40)))),
         }

@@ -283,3 +283,40 @@ fn reinterpreted_views_feed_cooperative_matrices() {
     });
     compile_and_validate(&k, &caps);
 }
+
+/// coopmat2: workgroup-scope matrices loaded and stored through NV tensor layouts
+/// (bounds-checked edge tiles).
+#[test]
+fn tensor_layout_loads_and_stores() {
+    let caps = permissive_caps();
+    let ta = cm("a", "f16", 32, 16, "workgroup");
+    let tb = cm("b", "f16", 16, 32, "workgroup");
+    let tc = cm("acc", "f32", 32, 32, "workgroup");
+    let push = |n: &str| json!({"op": "push", "name": n});
+    let tensor = |rows: &str, cols: &str, r: serde_json::Value, c: serde_json::Value, clamp: &str| {
+        json!({"dims": [push(rows), push(cols)], "at": [r, c], "clamp": clamp})
+    };
+    let k = json!({
+        "version": 1, "name": "tensor_layouts", "workgroup": [128],
+        "bindings": [{"name": "a", "elem": "f16", "access": "read"}, {"name": "b", "elem": "f16", "access": "read"},
+                     {"name": "c", "elem": "f32", "access": "write"}],
+        "push": [{"name": "m", "type": "u32"}, {"name": "n", "type": "u32"}, {"name": "k", "type": "u32"}],
+        "body": [
+            {"s": "let", "name": "r0", "value": {"op": "mul", "a": {"op": "swz", "a": {"op": "builtin", "name": "workgroup_id"}, "c": "y"}, "b": lit("u32", json!(32))}},
+            {"s": "let", "name": "c0", "value": {"op": "mul", "a": {"op": "swz", "a": {"op": "builtin", "name": "workgroup_id"}, "c": "x"}, "b": lit("u32", json!(32))}},
+            {"s": "var", "name": "acc", "type": tc, "init": {"op": "cmfill", "t": tc, "a": lit("f32", json!(0))}},
+            {"s": "for", "var": "kk", "from": lit("u32", json!(0)), "to": push("k"), "step": lit("u32", json!(16)), "body": [
+                {"s": "let", "name": "ma", "value": {"op": "cmload", "t": ta, "b": 0, "idx": lit("u32", json!(0)), "stride": push("k"), "layout": "row",
+                    "tensor": tensor("m", "k", get("r0"), get("kk"), "zero")}},
+                {"s": "let", "name": "mb", "value": {"op": "cmload", "t": tb, "b": 1, "idx": lit("u32", json!(0)), "stride": push("n"), "layout": "row",
+                    "tensor": tensor("k", "n", get("kk"), get("c0"), "edge")}},
+                {"s": "set", "name": "acc", "value": {"op": "cmmuladd", "a": get("ma"), "b": get("mb"), "c": get("acc")}}
+            ]},
+            {"s": "cmstore", "b": 2, "idx": lit("u32", json!(0)), "stride": push("n"), "layout": "row", "value": get("acc"),
+                "tensor": tensor("m", "n", get("r0"), get("c0"), "zero")}
+        ]
+    });
+    let c = compile_and_validate(&k, &caps);
+    let dis = crate::spirv::disassemble(&c.words).unwrap_or_default();
+    assert!(dis.contains("OpCooperativeMatrixLoadTensorNV") && dis.contains("OpCooperativeMatrixStoreTensorNV"), "{dis}");
+}
