@@ -194,8 +194,8 @@ export declare function recordDispatch(pipeline: number, buffers: number[], grou
  * `[pipelineLo, pipelineHi, groupsX, groupsY, groupsZ, nBuffers, nPushWords,
  *   (bufLo, bufHi) x nBuffers, push words x nPushWords]`.
  * Handles are JS numbers below 2^53 split into their low and high 32 bits
- * (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). On an error, entries before the
- * failing one stay recorded and the message names the failing entry.
+ * (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). Every entry is validated before any is
+ * recorded, so a rejected call records nothing; the message names the failing entry.
  */
 export declare function recordDispatchMany(packed: Uint32Array, count: number): void
 

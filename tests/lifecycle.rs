@@ -121,7 +121,8 @@ fn profile_reports_each_dispatch() {
     let labels: Vec<&str> = profile.iter().map(|(l, _)| &**l).collect();
     assert_eq!(labels, ["axpb", "inc", "axpb"]);
     assert!(profile.iter().all(|(_, ns)| *ns >= 0.0 && ns.is_finite()));
-    assert_eq!(err_code(|rt| rt.batch_profile(value)), ErrorCode::InvalidArgument, "returned once");
+    assert_eq!(rt(|rt| rt.batch_profile(value)), profile, "asking again returns the same figures");
+    assert_eq!(err_code(|rt| rt.batch_profile(value + 100)), ErrorCode::InvalidArgument);
 }
 
 #[test]

@@ -18,10 +18,8 @@ fn expected(what: &str, kind: &str, v: &Unknown<'_>) -> HeliosError {
 }
 
 pub fn num(v: Unknown<'_>, what: &str) -> HeliosResult<f64> {
-    if v.get_type().ok() != Some(ValueType::Number) {
-        return Err(expected(what, "a number", &v));
-    }
-    f64::from_unknown(v).map_err(|e| HeliosError::invalid_argument(format!("{what}: {e}")))
+    // One napi call on the hot path; the type is only looked up to explain a failure.
+    f64::from_unknown(v).map_err(|_| expected(what, "a number", &v))
 }
 
 /// `undefined` and `null` read as absent.
@@ -34,10 +32,13 @@ pub fn opt_num(v: Option<Unknown<'_>>, what: &str) -> HeliosResult<Option<f64>> 
 }
 
 pub fn nums(v: Unknown<'_>, what: &str) -> HeliosResult<Vec<f64>> {
-    if !v.is_array().unwrap_or(false) {
-        return Err(expected(what, "an array of numbers", &v));
-    }
-    Vec::<f64>::from_unknown(v).map_err(|_| HeliosError::invalid_argument(format!("{what} must contain only numbers")))
+    Vec::<f64>::from_unknown(v).map_err(|_| {
+        if v.is_array().unwrap_or(false) {
+            HeliosError::invalid_argument(format!("{what} must contain only numbers"))
+        } else {
+            expected(what, "an array of numbers", &v)
+        }
+    })
 }
 
 /// An ArrayBuffer or any typed-array view (Node Buffers included).
@@ -68,10 +69,7 @@ pub fn byte_view<'a>(v: Unknown<'a>, what: &str) -> HeliosResult<ByteView<'a>> {
     Err(bad(&v))
 }
 
+/// napi maps `undefined` and `null` to `None` before we see them.
 pub fn opt_byte_view<'a>(v: Option<Unknown<'a>>, what: &str) -> HeliosResult<ByteView<'a>> {
-    match v {
-        None => Ok(ByteView::Empty),
-        Some(v) if matches!(v.get_type(), Ok(ValueType::Undefined | ValueType::Null)) => Ok(ByteView::Empty),
-        Some(v) => byte_view(v, what),
-    }
+    v.map_or(Ok(ByteView::Empty), |v| byte_view(v, what))
 }

@@ -66,6 +66,37 @@ pub fn record_dispatch(
 /// Handles are JS numbers below 2^53 split into their low and high 32 bits
 /// (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). On an error, entries before the
 /// failing one stay recorded and the message names the failing entry.
+/// One decoded entry of the packed recordDispatchMany layout.
+struct Entry<'a> {
+    pipeline: f64,
+    handles: &'a [u32],
+    groups: [u32; 3],
+    push: &'a [u32],
+}
+
+/// Decodes entry `index` starting at word `at`; returns it and the next entry's word.
+fn decode_entry(words: &[u32], at: usize, index: u32) -> HeliosResult<(Entry<'_>, usize)> {
+    let bad = |why: String| HeliosError::invalid_argument(format!("entry {index}: {why}"));
+    let head = words.get(at..at + 7).ok_or_else(|| bad(format!("the packed array ends at word {at}")))?;
+    let (nb, np) = (head[5] as usize, head[6] as usize);
+    let end = at + 7 + 2 * nb + np;
+    let body = words.get(at + 7..end).ok_or_else(|| bad(format!("needs words up to {end}, the array has {}", words.len())))?;
+    let entry = Entry {
+        pipeline: ((head[1] as u64) << 32 | head[0] as u64) as f64,
+        handles: &body[..2 * nb],
+        groups: [head[2], head[3], head[4]],
+        push: &body[2 * nb..],
+    };
+    Ok((entry, end))
+}
+
+/// Records `count` dispatches from one packed Uint32Array (one N-API crossing).
+/// Per entry, in 32-bit words:
+/// `[pipelineLo, pipelineHi, groupsX, groupsY, groupsZ, nBuffers, nPushWords,
+///   (bufLo, bufHi) x nBuffers, push words x nPushWords]`.
+/// Handles are JS numbers below 2^53 split into their low and high 32 bits
+/// (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). Every entry is validated before any is
+/// recorded, so a rejected call records nothing; the message names the failing entry.
 #[napi]
 pub fn record_dispatch_many(packed: Uint32Array, count: u32) -> napi::Result<(), ErrorCode> {
     guard("recordDispatchMany", || {
@@ -73,22 +104,22 @@ pub fn record_dispatch_many(packed: Uint32Array, count: u32) -> napi::Result<(),
         global::with(|rt| {
             let mut bufs: Vec<f64> = Vec::with_capacity(16);
             let mut push: Vec<u8> = Vec::with_capacity(256);
-            let mut at = 0usize;
-            for entry in 0..count {
-                let bad = |why: String| HeliosError::invalid_argument(format!("entry {entry}: {why}"));
-                let head = words.get(at..at + 7).ok_or_else(|| bad(format!("packed array ends at word {at}")))?;
-                let pipeline = ((head[1] as u64) << 32 | head[0] as u64) as f64;
-                let groups = [head[2], head[3], head[4]];
-                let (nb, np) = (head[5] as usize, head[6] as usize);
-                let end = at + 7 + 2 * nb + np;
-                let body = words.get(at + 7..end).ok_or_else(|| bad(format!("needs words up to {end}, array has {}", words.len())))?;
-                bufs.clear();
-                bufs.extend(body[..2 * nb].chunks_exact(2).map(|p| ((p[1] as u64) << 32 | p[0] as u64) as f64));
-                push.clear();
-                push.extend(body[2 * nb..].iter().flat_map(|w| w.to_le_bytes()));
-                rt.record_dispatch(pipeline, &bufs, groups, &push)
-                    .map_err(|e| HeliosError::new(e.code, format!("entry {entry}: {}", e.message)))?;
-                at = end;
+            for pass in [false, true] {
+                let mut at = 0usize;
+                for index in 0..count {
+                    let (e, next) = decode_entry(words, at, index)?;
+                    bufs.clear();
+                    bufs.extend(e.handles.chunks_exact(2).map(|p| ((p[1] as u64) << 32 | p[0] as u64) as f64));
+                    push.clear();
+                    push.extend(e.push.iter().flat_map(|w| w.to_le_bytes()));
+                    let result = if pass {
+                        rt.record_dispatch(e.pipeline, &bufs, e.groups, &push)
+                    } else {
+                        rt.check_dispatch(e.pipeline, &bufs, e.groups, &push)
+                    };
+                    result.map_err(|err| HeliosError::new(err.code, format!("entry {index}: {}", err.message)))?;
+                    at = next;
+                }
             }
             Ok(())
         })
@@ -113,13 +144,16 @@ pub fn wait_timeline(value: Unknown<'_>, timeout_ms: Option<Unknown<'_>>) -> nap
             Some(ms) => return Err(HeliosError::invalid_argument(format!("timeoutMs {ms} is not a non-negative number"))),
             None => u64::MAX,
         };
-        // Validate and fetch the device under the lock, then wait without holding it.
+        // Validate and fetch the device under the lock, then wait without holding it. A value
+        // not submitted yet can only time out; without a timeout it would hang, so refuse it.
         let dev = global::with(|rt| {
-            rt.wait_compute(value, 0)?;
+            if timeout_ns == u64::MAX {
+                rt.check_submitted(value)?;
+            }
             Ok(rt.dev.clone())
         })?;
         if !sync::wait(&dev, dev.compute_sem, value, timeout_ns)? {
-            return Err(HeliosError::timeout(format!("timeline value {value} not reached within {timeout_ms:?} ms")));
+            return Err(HeliosError::timeout(format!("timeline value {value} not reached within {} ms", timeout_ms.unwrap_or(f64::INFINITY))));
         }
         Ok(())
     })
@@ -131,7 +165,7 @@ pub fn wait_timeline_async(value: Unknown<'_>) -> napi::Result<AsyncTask<WaitTas
     guard("waitTimelineAsync", || {
         let value = timeline_value(num(value, "value")?)?;
         let dev = global::with(|rt| {
-            rt.wait_compute(value, 0)?;
+            rt.check_submitted(value)?;
             Ok(rt.dev.clone())
         })?;
         Ok(AsyncTask::new(WaitTask::new(dev, value)))

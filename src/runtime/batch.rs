@@ -62,6 +62,7 @@ impl Runtime {
         }
         command::global_barrier(&self.dev, cmd);
         self.tracker.barrier();
+        self.transfer_since_barrier = false;
         Ok(cmd)
     }
 
@@ -69,16 +70,19 @@ impl Runtime {
         self.batch.as_mut().ok_or_else(|| HeliosError::invalid_argument("no open batch (call beginBatch first)"))
     }
 
-    /// Applies the tracker to `list` of (resource, reads, writes): one barrier if any conflicts,
-    /// then records the accesses and marks the resources as used by the open segment.
-    pub fn apply_access(&mut self, cmd: vk::CommandBuffer, list: &[(u32, bool, bool)], touched: &mut Vec<u32>) {
+    /// Applies the tracker to `list` of (resource, reads, writes) of one command (`transfer`:
+    /// a copy or fill rather than a dispatch): one barrier if any access conflicts, then
+    /// records the accesses and marks the resources as used by the open segment.
+    pub fn apply_access(&mut self, cmd: vk::CommandBuffer, list: &[(u32, bool, bool)], transfer: bool, touched: &mut Vec<u32>) {
         let hazard = list
             .iter()
             .any(|&(id, r, w)| self.res.get(id).is_some_and(|res| self.tracker.conflicts(&res.access, r, w)));
         if hazard {
-            command::global_barrier(&self.dev, cmd);
+            command::hazard_barrier(&self.dev, cmd, self.transfer_since_barrier);
             self.tracker.barrier();
+            self.transfer_since_barrier = false;
         }
+        self.transfer_since_barrier |= transfer;
         for &(id, r, w) in list {
             if let Some(res) = self.res.get_mut(id) {
                 self.tracker.record(&mut res.access, r, w);
@@ -91,6 +95,33 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    /// Every check `record_dispatch` makes, without recording (recordDispatchMany validates
+    /// all entries before recording any, so a rejected call records nothing).
+    pub fn check_dispatch(&self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
+        if self.batch.is_none() {
+            return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
+        }
+        let pipe = self.pipelines.get(pipeline)?;
+        if buffers.len() != pipe.bindings.len() || push.len() != pipe.push_bytes as usize {
+            return Err(HeliosError::invalid_argument(format!(
+                "pipeline {:?} takes {} buffers and {} push-constant bytes; got {} and {}",
+                pipe.label,
+                pipe.bindings.len(),
+                pipe.push_bytes,
+                buffers.len(),
+                push.len()
+            )));
+        }
+        let max = self.dev.adapter.limits.max_compute_work_group_count;
+        if groups.iter().zip(max.iter()).any(|(g, m)| g > m) {
+            return Err(HeliosError::out_of_range(format!("groups {groups:?} exceed maxComputeWorkGroupCount {max:?}")));
+        }
+        for (i, &h) in buffers.iter().enumerate() {
+            self.buffer(h).map_err(|e| HeliosError::new(e.code, format!("buffers[{i}]: {}", e.message)))?;
+        }
+        Ok(())
     }
 
     /// The hot path: validate everything first (a rejected call changes nothing), then record.
@@ -156,7 +187,7 @@ impl Runtime {
         let set = if self.use_push_descriptors { None } else { Some(self.allocate_set(pipe)?) };
         let Some(mut batch) = self.batch.take() else { return Ok(()) };
         let cmd = batch.cmd;
-        self.apply_access(cmd, access, &mut batch.touched);
+        self.apply_access(cmd, access, false, &mut batch.touched);
         let dev = &self.dev;
         if !batch.last_pipeline.as_ref().is_some_and(|p| Arc::ptr_eq(p, pipe)) {
             command::bind_pipeline(dev, cmd, pipe.vk.raw);

@@ -71,6 +71,8 @@ pub struct Runtime {
     pub cache: PipelineCacheState,
     pub lost: bool,
     pub use_push_descriptors: bool,
+    /// A copy or fill was recorded since the last barrier (selects the barrier's source stages).
+    pub transfer_since_barrier: bool,
     /// Distinguishes runtimes across destroy/initDevice for async tasks.
     pub id: u64,
     pub dev: Arc<Device>,
@@ -85,7 +87,9 @@ impl Runtime {
         let selector = opts.device.clone().or_else(|| cfg.device.clone());
         let instance = Instance::new(cfg.validation)?;
         let adapter = adapter::choose(&instance, selector.as_deref())?;
-        let dev = Arc::new(Device::new(instance, adapter, cfg.no_push_descriptors)?);
+        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors)?;
+        dev.spin_ns = cfg.spin_us.saturating_mul(1000);
+        let dev = Arc::new(dev);
         let mut alloc = memory::create_allocator(&dev)?;
         let compute = Lane::new(&dev, dev.adapter.compute_family, dev.compute_queue, dev.compute_sem)?;
         let transfer = Lane::new(&dev, dev.transfer_family, dev.transfer_queue, dev.transfer_sem)?;
@@ -113,6 +117,7 @@ impl Runtime {
             next_readback: 1,
             cache,
             lost: false,
+            transfer_since_barrier: true,
             use_push_descriptors: dev.push_desc.is_some(),
             id,
             cfg,
@@ -181,14 +186,20 @@ impl Runtime {
         self.cache.last_save = Instant::now();
     }
 
-    /// Host-waits for a compute timeline value (with a timeout in ns); Ok(false) on timeout.
-    pub fn wait_compute(&mut self, value: u64, timeout_ns: u64) -> HeliosResult<bool> {
+    /// Rejects a value that was never submitted (waiting for it would hang).
+    pub fn check_submitted(&self, value: u64) -> HeliosResult<()> {
         if value > self.compute.submitted {
             return Err(HeliosError::out_of_range(format!(
                 "timeline value {value} was never submitted (last submitted: {})",
                 self.compute.submitted
             )));
         }
+        Ok(())
+    }
+
+    /// Host-waits for a compute timeline value (with a timeout in ns); Ok(false) on timeout.
+    pub fn wait_compute(&mut self, value: u64, timeout_ns: u64) -> HeliosResult<bool> {
+        self.check_submitted(value)?;
         if value <= self.compute.completed {
             return Ok(true);
         }

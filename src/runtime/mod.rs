@@ -16,6 +16,7 @@ pub mod profile;
 pub mod readback;
 pub mod resources;
 pub mod ring;
+pub mod spirv_check;
 pub mod timeline;
 pub mod tracker;
 pub mod transfer;

@@ -32,7 +32,7 @@ pub fn validate_layout(device: &Device, desc: &PipelineLayoutDesc) -> HeliosResu
         )));
     }
     let max_push = device.caps.max_push_constant_bytes;
-    if desc.push_constant_bytes % 4 != 0 || desc.push_constant_bytes > max_push {
+    if !desc.push_constant_bytes.is_multiple_of(4) || desc.push_constant_bytes > max_push {
         return Err(HeliosError::out_of_range(format!(
             "pushConstantBytes {} must be a multiple of 4 and at most {max_push}",
             desc.push_constant_bytes
@@ -58,6 +58,7 @@ pub fn build(
     push_descriptors: bool,
 ) -> HeliosResult<PipelineObj> {
     validate_layout(device, desc)?;
+    crate::runtime::spirv_check::check(spirv, &desc.entry_point, desc.bindings.len())?;
     let vk = pipeline::create(device, cache, spirv, desc, push_descriptors)?;
     Ok(PipelineObj {
         vk,

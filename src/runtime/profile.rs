@@ -25,12 +25,14 @@ pub struct ProfileBuilder {
 pub struct ProfileRecord {
     pub pools: Vec<vk::QueryPool>,
     labels: Vec<Arc<str>>,
+    /// Filled (and the query pools freed) by the first batchProfile after completion.
+    result: Option<Vec<(Arc<str>, f64)>>,
 }
 
 impl ProfileBuilder {
     /// Writes the start timestamp of the next dispatch (opening a pool when needed).
     pub fn before(&mut self, dev: &Device, cmd: vk::CommandBuffer, label: &Arc<str>) -> HeliosResult<()> {
-        if self.used % QUERIES_PER_POOL == 0 {
+        if self.used.is_multiple_of(QUERIES_PER_POOL) {
             let pool = command::create_query_pool(dev, QUERIES_PER_POOL)?;
             command::reset_queries(dev, cmd, pool, QUERIES_PER_POOL);
             self.pools.push(pool);
@@ -58,43 +60,53 @@ impl Runtime {
                 }
             }
         }
-        self.profiles.insert(value, ProfileRecord { pools: p.pools, labels: p.labels });
+        self.profiles.insert(value, ProfileRecord { pools: p.pools, labels: p.labels, result: None });
     }
 
-    /// Waits for `value`, then returns (label, GPU ns) per dispatch and frees the queries.
+    /// Waits for `value`, then returns (label, GPU ns) per dispatch. The timestamps are read
+    /// once (freeing the queries); later calls return the same figures until evicted.
     pub fn batch_profile(&mut self, value: u64) -> HeliosResult<Vec<(Arc<str>, f64)>> {
-        if !self.profiles.contains_key(&value) {
+        let Some(rec) = self.profiles.get(&value) else {
             return Err(HeliosError::invalid_argument(format!(
-                "no profile for timeline value {value} (begin the batch with {{profile: true}}; each profile is returned once)"
+                "no profile for timeline value {value} (begin the batch with {{profile: true}}; the last {MAX_PROFILES} are kept)"
             )));
+        };
+        if let Some(result) = &rec.result {
+            return Ok(result.clone());
         }
         self.wait_compute(value, u64::MAX)?;
-        let Some(rec) = self.profiles.remove(&value) else { return Ok(Vec::new()) };
+        let Some(rec) = self.profiles.get_mut(&value) else { return Ok(Vec::new()) };
+        let pools = std::mem::take(&mut rec.pools);
+        let stamps = read_stamps(&self.dev, &pools, rec.labels.len());
+        for pool in pools {
+            command::destroy_query_pool(&self.dev, pool);
+        }
+        let stamps = stamps?;
         let period = self.dev.adapter.info.timestamp_period_ns;
         let bits = self.dev.adapter.timestamp_valid_bits;
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        let mut stamps = Vec::with_capacity(rec.labels.len() * 2);
-        let mut result = Ok(());
-        for &pool in &rec.pools {
-            let remaining = (rec.labels.len() * 2 - stamps.len()).min(QUERIES_PER_POOL as usize) as u32;
-            match command::query_results(&self.dev, pool, remaining) {
-                Ok(mut v) => stamps.append(&mut v),
-                Err(e) => result = Err(e),
-            }
-            command::destroy_query_pool(&self.dev, pool);
-        }
-        result?;
-        Ok(rec
+        let result: Vec<_> = rec
             .labels
             .iter()
             .enumerate()
             .map(|(i, label)| {
-                let (start, end) = (stamps[2 * i] & mask, stamps[2 * i + 1] & mask);
-                let ticks = end.wrapping_sub(start) & mask;
+                let ticks = (stamps[2 * i + 1] & mask).wrapping_sub(stamps[2 * i] & mask) & mask;
                 (label.clone(), if bits == 0 { 0.0 } else { ticks as f64 * period })
             })
-            .collect())
+            .collect();
+        rec.result = Some(result.clone());
+        Ok(result)
     }
+}
+
+/// Two timestamps per dispatch, from consecutive pools.
+fn read_stamps(dev: &Device, pools: &[vk::QueryPool], dispatches: usize) -> HeliosResult<Vec<u64>> {
+    let mut stamps = Vec::with_capacity(dispatches * 2);
+    for &pool in pools {
+        let remaining = (dispatches * 2 - stamps.len()).min(QUERIES_PER_POOL as usize) as u32;
+        stamps.append(&mut command::query_results(dev, pool, remaining)?);
+    }
+    Ok(stamps)
 }
 
 impl ProfileBuilder {

@@ -48,7 +48,7 @@ impl Runtime {
     fn snapshot_in_batch(&mut self, id: u32, off: u64, len: u64, staging: &GpuBuffer) -> HeliosResult<u64> {
         let src = self.res.get(id).map(|r| r.gpu.raw).ok_or_else(|| HeliosError::internal("read source vanished"))?;
         let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("no open batch")) };
-        self.apply_access(batch.cmd, &[(id, true, false)], &mut batch.touched);
+        self.apply_access(batch.cmd, &[(id, true, false)], true, &mut batch.touched);
         command::copy(&self.dev, batch.cmd, src, staging.raw, vk::BufferCopy { src_offset: off, dst_offset: 0, size: len });
         self.batch = Some(batch);
         self.submit_segment(true)
@@ -96,7 +96,10 @@ impl Runtime {
                 let region = if pos < total { self.ring.alloc(n) } else { None };
                 if let Some(region) = region {
                     let copy = vk::BufferCopy { src_offset: off + pos, dst_offset: region.offset, size: n };
-                    let value = self.transfer_copy(src, ring_raw, copy, after, Keep::default())?;
+                    let value = self.transfer_copy(src, ring_raw, copy, after, Keep::default()).inspect_err(|_| {
+                        // Never submitted: the region is free again.
+                        self.ring.set_point(region.offset, Point::ZERO);
+                    })?;
                     pending.push_back((region, value, pos, n));
                     pos += n;
                 } else if let Some((region, value, at, n)) = pending.pop_front() {

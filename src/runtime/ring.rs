@@ -157,7 +157,7 @@ mod tests {
                 r.set_point(reg.offset, Point::compute(step));
                 live.push(reg);
             }
-            if (seed >> 7) % 3 == 0 {
+            if (seed >> 7).is_multiple_of(3) {
                 let done = step.saturating_sub(3);
                 r.reclaim(Point::compute(done));
                 let keep = r.in_use();

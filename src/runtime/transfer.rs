@@ -101,7 +101,7 @@ impl Runtime {
         let dst = self.res.get(id).map(|r| r.gpu.raw).ok_or_else(|| HeliosError::internal("upload target vanished"))?;
         let region = vk::BufferCopy { src_offset: 0, dst_offset: off, size: data.len() as u64 };
         let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("no open batch")) };
-        self.apply_access(batch.cmd, &[(id, false, true)], &mut batch.touched);
+        self.apply_access(batch.cmd, &[(id, false, true)], true, &mut batch.touched);
         command::copy(&self.dev, batch.cmd, staging.raw, dst, region);
         batch.keep.staging.push(staging);
         self.batch = Some(batch);
@@ -122,7 +122,10 @@ impl Runtime {
             ring.write(region.offset, piece)?;
             let copy = vk::BufferCopy { src_offset: region.offset, dst_offset: off + (i * chunk) as u64, size: piece.len() as u64 };
             let ring_raw = ring.raw;
-            last = self.transfer_copy(ring_raw, dst, copy, after, Keep::default())?;
+            last = self.transfer_copy(ring_raw, dst, copy, after, Keep::default()).inspect_err(|_| {
+                // Never submitted: the region is free again.
+                self.ring.set_point(region.offset, Point::ZERO);
+            })?;
             self.ring.set_point(region.offset, Point::transfer(last));
         }
         if let Some(r) = self.res.get_mut(id) {
@@ -146,6 +149,9 @@ impl Runtime {
     pub fn fill(&mut self, handle: f64, pattern: u32, offset: f64, len: Option<f64>) -> HeliosResult<()> {
         let (id, r) = self.buffer(handle)?;
         let size = r.len.next_multiple_of(4);
+        if len.is_none() && offset >= size as f64 {
+            return Err(HeliosError::out_of_range(format!("byteOffset {offset} is at or past the end of the buffer ({size} bytes)")));
+        }
         let len = len.unwrap_or((size as f64 - offset).max(0.0));
         let (off, n) = check_range(offset, len, size)?;
         if off % 4 != 0 || n % 4 != 0 {
@@ -157,7 +163,7 @@ impl Runtime {
         let dst = r.gpu.raw;
         self.in_batch(|rt| {
             let Some(mut batch) = rt.batch.take() else { return Ok(()) };
-            rt.apply_access(batch.cmd, &[(id, false, true)], &mut batch.touched);
+            rt.apply_access(batch.cmd, &[(id, false, true)], true, &mut batch.touched);
             command::fill(&rt.dev, batch.cmd, dst, off, n, pattern);
             rt.batch = Some(batch);
             Ok(())
@@ -179,7 +185,7 @@ impl Runtime {
         }
         self.in_batch(|rt| {
             let Some(mut batch) = rt.batch.take() else { return Ok(()) };
-            rt.apply_access(batch.cmd, &[(sid, true, false), (did, false, true)], &mut batch.touched);
+            rt.apply_access(batch.cmd, &[(sid, true, false), (did, false, true)], true, &mut batch.touched);
             command::copy(&rt.dev, batch.cmd, sraw, draw, vk::BufferCopy { src_offset: so, dst_offset: dof, size: n });
             rt.batch = Some(batch);
             Ok(())

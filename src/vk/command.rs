@@ -82,6 +82,26 @@ pub fn global_barrier(device: &Device, cmd: vk::CommandBuffer) {
     );
 }
 
+/// The barrier the tracker asks for between commands of one command buffer: everything
+/// before (compute, plus transfers only when some ran since the last barrier, which is
+/// cheaper on some drivers) before every later compute or transfer access.
+pub fn hazard_barrier(device: &Device, cmd: vk::CommandBuffer, after_transfer: bool) {
+    let (stages, access) = if after_transfer {
+        (GPU_STAGES, GPU_WRITES)
+    } else {
+        (vk::PipelineStageFlags2::COMPUTE_SHADER, vk::AccessFlags2::SHADER_WRITE)
+    };
+    memory_barrier(
+        device,
+        cmd,
+        vk::MemoryBarrier2::default()
+            .src_stage_mask(stages)
+            .src_access_mask(access)
+            .dst_stage_mask(GPU_STAGES)
+            .dst_access_mask(GPU_ACCESS),
+    );
+}
+
 /// Transfer-queue flavour of the global barrier (a DMA queue supports only transfer stages).
 pub fn transfer_barrier(device: &Device, cmd: vk::CommandBuffer) {
     memory_barrier(

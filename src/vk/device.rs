@@ -36,6 +36,8 @@ pub struct Device {
     pub transfer_family: u32,
     pub compute_sem: vk::Semaphore,
     pub transfer_sem: vk::Semaphore,
+    /// How long host waits poll before blocking (HELIOS_SPIN_US).
+    pub spin_ns: u64,
     /// Dropped after the device (field order), see Drop.
     pub instance: Instance,
 }
@@ -208,6 +210,7 @@ impl Device {
             transfer_family,
             compute_sem,
             transfer_sem,
+            spin_ns: 0,
             instance,
         })
     }

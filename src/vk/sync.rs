@@ -26,8 +26,28 @@ pub fn counter(device: &Device, sem: vk::Semaphore) -> HeliosResult<u64> {
     unsafe { device.raw.get_semaphore_counter_value(sem) }.map_err(|e| map_err("vkGetSemaphoreCounterValue", e))
 }
 
-/// Waits until `sem` reaches `value`; `Ok(false)` on timeout.
+/// Waits until `sem` reaches `value`; `Ok(false)` on timeout. Polls the counter for up to
+/// `device.spin_ns` first: a blocking wait pays an OS wake-up (tens of µs), which would
+/// dominate short submit+wait round trips.
 pub fn wait(device: &Device, sem: vk::Semaphore, value: u64, timeout_ns: u64) -> HeliosResult<bool> {
+    let start = std::time::Instant::now();
+    let spin = device.spin_ns.min(timeout_ns);
+    loop {
+        if counter(device, sem)? >= value {
+            return Ok(true);
+        }
+        let waited = start.elapsed().as_nanos() as u64;
+        if waited >= spin {
+            if waited >= timeout_ns {
+                return Ok(false);
+            }
+            return block(device, sem, value, timeout_ns - waited);
+        }
+        std::hint::spin_loop();
+    }
+}
+
+fn block(device: &Device, sem: vk::Semaphore, value: u64, timeout_ns: u64) -> HeliosResult<bool> {
     let sems = [sem];
     let values = [value];
     let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);

@@ -56,8 +56,8 @@ pub fn words(spv: &[u8]) -> Vec<u32> {
     spv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
-pub const AXPB: &[u8] = include_bytes!("shaders/axpb.spv");
-pub const INC: &[u8] = include_bytes!("shaders/inc.spv");
+pub const AXPB: &[u8] = include_bytes!("../shaders/axpb.spv");
+pub const INC: &[u8] = include_bytes!("../shaders/inc.spv");
 
 /// axpb: bindings [src read, dst write], push { n: u32, a: f32, b: f32 }.
 pub fn axpb_pipeline() -> f64 {
