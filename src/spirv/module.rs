@@ -13,6 +13,11 @@ use super::compiler::Compiler;
 
 /// Lowers a validated kernel to SPIR-V 1.6 words.
 pub fn assemble(k: &Kernel) -> HeliosResult<Vec<u32>> {
+    Ok(build_module(k)?.assemble())
+}
+
+/// Lowers a validated kernel to an rspirv module (words via `assemble`, text via `disassemble`).
+pub fn build_module(k: &Kernel) -> HeliosResult<rspirv::dr::Module> {
     let mut c = Compiler::new(k);
     declare_capabilities(&mut c, k);
     if k.uses.glsl {
@@ -44,7 +49,7 @@ pub fn assemble(k: &Kernel) -> HeliosResult<Vec<u32>> {
             c.name(id, s.name.clone());
         }
     }
-    Ok(c.into_builder().module().assemble())
+    Ok(c.into_builder().module())
 }
 
 fn declare_capabilities(c: &mut Compiler, k: &Kernel) {
