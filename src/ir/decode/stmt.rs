@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::error::HeliosResult;
 
-use super::super::ast::{ExecScope, MemClasses, MemRef, SlotKind, Stmt};
+use super::super::ast::{ExecScope, ExprKind, LitScalar, MemClasses, MemRef, SlotKind, Stmt};
 use super::super::limits;
 use super::super::path::Path;
 use super::super::types::{Scalar, Type};
@@ -224,6 +224,12 @@ impl Decoder<'_> {
             let s = *self.operand(o, "step", path)?;
             if s.ty != from.ty {
                 return Err(self.err(&path.key("step"), format!("loop step is {}, counter is {}", s.ty, from.ty)));
+            }
+            // A literal step that cannot advance the counter is a hang, not a kernel.
+            if let ExprKind::Lit(v) = &s.kind {
+                if matches!(v.first(), Some(LitScalar::Num(x)) if *x <= 0.0) {
+                    return Err(self.err(&path.key("step"), "loop step must be positive"));
+                }
             }
             Some(s)
         } else {
