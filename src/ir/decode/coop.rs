@@ -1,7 +1,7 @@
 //! Cooperative-matrix types and operations: parsing the type object and checking shapes and
 //! component types against `DeviceCaps::coop_mat_shapes`.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::caps::{CoopMatShape, CoopScope};
 use crate::error::HeliosResult;

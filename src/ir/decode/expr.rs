@@ -1,6 +1,6 @@
 //! Expression nodes: parse each `op`, decode its operands and infer its type.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::error::HeliosResult;
 

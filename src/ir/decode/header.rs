@@ -1,7 +1,7 @@
 //! Top-level declarations: workgroup size, bindings, push constants, spec constants, shared
 //! arrays; and the device-limit checks that need the whole kernel.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::caps::{Access, CoopScope};
 use crate::error::HeliosResult;

@@ -1,6 +1,6 @@
 //! Statements and blocks: scoping, control flow, stores and barriers.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::error::HeliosResult;
 

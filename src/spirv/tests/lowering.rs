@@ -329,9 +329,9 @@ fn probe_timing() {
     let Some(path) = std::env::var_os("HELIOS_IR_PROBE") else { return };
     let json = std::fs::read_to_string(path).unwrap_or_default();
     let caps = permissive_caps();
-    for _ in 0..3 {
+    for _ in 0..10 {
         let t0 = std::time::Instant::now();
-        let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        let v: crate::ir::json::Value = serde_json::from_str(&json).unwrap_or(crate::ir::json::Value::Null);
         let t1 = std::time::Instant::now();
         let k = crate::ir::decode_value(&v, &caps).unwrap_or_else(|e| panic!("{e}"));
         let t2 = std::time::Instant::now();
