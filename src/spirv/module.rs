@@ -39,6 +39,7 @@ pub fn build_module(k: &Kernel) -> HeliosResult<rspirv::dr::Module> {
         c.ret()?;
     }
     c.end_function()?;
+    c.hoist_locals();
 
     let interface = c.interface.clone();
     c.entry_point(ExecutionModel::GLCompute, main, "main", interface);
