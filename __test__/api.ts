@@ -1,5 +1,6 @@
-// The native API exactly as issue 2 specifies it, so the tests state the contract
-// they check independently of the generated index.d.ts (helpers.ts casts to it).
+// The native API exactly as issue 2 specifies it, so the tests state the contract they
+// check independently of the generated index.d.ts. helpers.ts assigns the addon to this
+// type without a cast, so a signature that drifts from issue 2 fails to compile.
 export type Handle = number;
 
 export interface DeviceInfo {
@@ -24,6 +25,8 @@ export interface DeviceInfo {
   hasPushDescriptors: boolean;
   hasBDA: boolean;
   timestampPeriodNs: number;
+  /** Whether the validation layer is active (an addition beyond issue 2's list). */
+  validation?: boolean;
 }
 
 export interface PoolStats {

@@ -169,3 +169,13 @@ test("calls before initDevice are refused with a code, not a crash", () => {
   const res = inChild("native.createBuffer(64)", {});
   assert.ok(res.code === DESTROYED || res.code === "ERR_HELIOS_NO_DEVICE", JSON.stringify(res));
 });
+
+test("HELIOS_VALIDATION=1 turns validation on; it is off by default", () => {
+  const check = (want: boolean) => `
+    const info = native.initDevice();
+    if (info.validation !== ${want}) throw Object.assign(new Error("validation is " + info.validation), { code: "WRONG" });`;
+  const on = inChild(check(true), { HELIOS_VALIDATION: "1" });
+  assert.ok(on.ok, JSON.stringify(on));
+  const off = inChild(check(false), { HELIOS_VALIDATION: "" });
+  assert.ok(off.ok, JSON.stringify(off));
+});

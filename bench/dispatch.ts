@@ -14,7 +14,7 @@ import { native } from "../ts/native.js";
 import type { HeliosNative } from "../__test__/api.js";
 import { KERNELS } from "../__test__/kernels/index.js";
 
-const rt = native as unknown as HeliosNative;
+const rt: HeliosNative = native;
 
 interface Options {
   out?: string;

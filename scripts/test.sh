@@ -14,8 +14,16 @@ git diff --exit-code -- index.d.ts native/index.cjs
 step "cargo test"
 cargo test --quiet 2>&1
 
+step "test kernels are up to date (__test__/kernels/spirv.ts)"
+bash scripts/gen-test-kernels.sh --check
+
 step "JS tests (node --test, validation on)"
 node --test --test-concurrency=2 dist/__test__/
+
+step "JS tests again with staging copies and descriptor pools forced (the non-default paths)"
+HELIOS_FORCE_STAGING=1 HELIOS_NO_PUSH_DESCRIPTORS=1 node --test --test-concurrency=2 \
+  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/leasing.test.js dist/__test__/buffers.test.js \
+  dist/__test__/capture.test.js dist/__test__/profiling.test.js
 
 step "Bun smoke test"
 npx bun __test__/bun-smoke.mjs

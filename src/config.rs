@@ -8,6 +8,7 @@
 //! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
+//! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipeline_statistics` |
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 
@@ -23,6 +24,7 @@ pub struct Config {
     pub force_staging: bool,
     pub no_push_descriptors: bool,
     pub spin_us: u64,
+    pub pipeline_stats: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -43,6 +45,7 @@ impl Config {
             staging_bytes: staging_mib.clamp(4, 4096) << 20,
             force_staging: flag("HELIOS_FORCE_STAGING"),
             no_push_descriptors: flag("HELIOS_NO_PUSH_DESCRIPTORS"),
+            pipeline_stats: flag("HELIOS_PIPELINE_STATS"),
             spin_us: env("HELIOS_SPIN_US").and_then(|v| v.parse().ok()).unwrap_or(200),
         }
     }

@@ -208,3 +208,16 @@ fn timeline_waits_and_timeouts() {
     assert!(rt(|rt| rt.wait_compute(v, u64::MAX)));
     assert!(rt(|rt| rt.completed()).compute >= v);
 }
+
+#[test]
+fn pipeline_statistics_need_the_extension() {
+    let _s = session_with(&[("HELIOS_PIPELINE_STATS", "1")]);
+    let p = inc_pipeline();
+    let has_ext = rt(|rt| Ok(rt.dev.exec_props.is_some()));
+    match helios::runtime::global::pipeline_statistics(p) {
+        Ok(stats) => assert!(has_ext && !stats.is_empty()),
+        Err(e) => assert!(!has_ext && e.code == ErrorCode::InvalidArgument, "{e}"),
+    }
+    let bogus = helios::runtime::global::pipeline_statistics(12345.0).expect_err("not a handle");
+    assert_eq!(bogus.code, ErrorCode::InvalidHandle);
+}

@@ -171,3 +171,28 @@ fn pipeline_cache_is_saved_and_corruption_ignored() {
     assert!(helios::runtime::cache_file::load(&file).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn destroying_a_buffer_during_an_async_read_is_safe() {
+    let _s = session_with(&[("HELIOS_FORCE_STAGING", "1")]);
+    let data = random_bytes(1 << 20, 71);
+    let h = rt(|rt| rt.create_buffer(data.len() as f64, false));
+    rt(|rt| rt.upload(h, &data, 0.0));
+    let ticket = rt(|rt| rt.read_async(h, None, None));
+    rt(|rt| rt.destroy_buffer(h));
+    assert!(rt(|rt| Ok(rt.res.live())) >= 1, "freed only after the copy");
+    assert_eq!(finish_async(ticket), data);
+    rt(|rt| rt.maintain());
+    assert_eq!(rt(|rt| Ok(rt.res.live())), 0);
+}
+
+#[test]
+fn large_direct_transfers_use_parallel_copies() {
+    let _s = session();
+    let len = 24 * (1 << 20) + 8;
+    let data = random_bytes(len, 81);
+    let h = rt(|rt| rt.create_buffer(len as f64, false));
+    rt(|rt| rt.upload(h, &data, 0.0));
+    assert!(rt(|rt| rt.read(h, None, None)) == data);
+    assert!(rt(|rt| rt.read(h, Some(5.0), Some(20_000_001.0))) == data[5..20_000_006]);
+}

@@ -1,2 +1,7 @@
 // Public entry point of @alpha/helios.
 export { native } from "./native.js";
+export { HeliosBackend, type HeliosBackendOptions, type HeliosStats } from "./backend.js";
+export { initDevice, destroyDevice, getDeviceInfo } from "./device.js";
+export type { Backend, TensorData, Dtype, Shape, TensorArray, NumericArray } from "./types.js";
+export type { DeviceInfo, PoolStats } from "./exec/runtime.js";
+export { readConfig, type HeliosConfig } from "./config.js";

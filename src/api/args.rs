@@ -2,7 +2,7 @@
 //! ERR_HELIOS_INVALID_ARGUMENT naming the parameter (napi's own conversion errors carry no
 //! Helios code). Exports take `Unknown` and declare their TypeScript types with `ts_args_type`.
 
-use napi::bindgen_prelude::{ArrayBuffer, FromNapiValue, JsValue, TypedArray, Unknown, ValueType};
+use napi::bindgen_prelude::{Array, ArrayBuffer, FromNapiValue, JsValue, TypedArray, Unknown, ValueType};
 
 use crate::error::{HeliosError, HeliosResult};
 
@@ -31,14 +31,21 @@ pub fn opt_num(v: Option<Unknown<'_>>, what: &str) -> HeliosResult<Option<f64>> 
     }
 }
 
-pub fn nums(v: Unknown<'_>, what: &str) -> HeliosResult<Vec<f64>> {
-    Vec::<f64>::from_unknown(v).map_err(|_| {
-        if v.is_array().unwrap_or(false) {
-            HeliosError::invalid_argument(format!("{what} must contain only numbers"))
-        } else {
-            expected(what, "an array of numbers", &v)
-        }
-    })
+/// Reads a short array of numbers into `out` without allocating (the recordDispatch hot
+/// path); returns how many were read.
+pub fn nums_into(v: Unknown<'_>, what: &str, out: &mut [f64]) -> HeliosResult<usize> {
+    let arr = Array::from_unknown(v).map_err(|_| expected(what, "an array of numbers", &v))?;
+    let n = arr.len() as usize;
+    if n > out.len() {
+        return Err(HeliosError::invalid_argument(format!("{what} has {n} entries; at most {} are allowed", out.len())));
+    }
+    for (i, slot) in out[..n].iter_mut().enumerate() {
+        *slot = match arr.get::<f64>(i as u32) {
+            Ok(Some(x)) => x,
+            _ => return Err(HeliosError::invalid_argument(format!("{what}[{i}] must be a number"))),
+        };
+    }
+    Ok(n)
 }
 
 /// An ArrayBuffer or any typed-array view (Node Buffers included).

@@ -5,7 +5,8 @@ use napi_derive::napi;
 
 use crate::api::tasks::WaitTask;
 use crate::api::types::{BatchOptions, ProfileEntry};
-use crate::api::args::{num, nums, opt_byte_view, opt_num};
+use crate::api::args::{num, nums_into, opt_byte_view, opt_num};
+use crate::vk::command::MAX_BINDINGS;
 use crate::api::guard;
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
 use crate::runtime::global;
@@ -52,10 +53,13 @@ pub fn record_dispatch(
 ) -> napi::Result<(), ErrorCode> {
     guard("recordDispatch", || {
         let pipeline = num(pipeline, "pipeline")?;
-        let buffers = nums(buffers, "buffers")?;
-        let groups = parse_groups(&nums(groups, "groups")?)?;
+        let mut handles = [0f64; MAX_BINDINGS];
+        let nb = nums_into(buffers, "buffers", &mut handles)?;
+        let mut g = [0f64; 3];
+        let ng = nums_into(groups, "groups", &mut g)?;
+        let groups = parse_groups(&g[..ng])?;
         let push = opt_byte_view(push_constants, "pushConstants")?;
-        global::with(|rt| rt.record_dispatch(pipeline, &buffers, groups, push.as_slice()))
+        global::with(|rt| rt.record_dispatch(pipeline, &handles[..nb], groups, push.as_slice()))
     })
 }
 

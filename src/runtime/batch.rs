@@ -39,6 +39,7 @@ impl Runtime {
             return Err(HeliosError::invalid_argument("a batch is already open (nested beginBatch); submitBatch or captureBatch it first"));
         }
         self.maintain()?;
+        self.save_cache_debounced();
         let cmd = self.start_segment_cmd()?;
         self.batch = Some(OpenBatch {
             cmd,
@@ -97,27 +98,35 @@ impl Runtime {
         }
     }
 
-    /// Every check `record_dispatch` makes, without recording (recordDispatchMany validates
-    /// all entries before recording any, so a rejected call records nothing).
-    pub fn check_dispatch(&self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
-        if self.batch.is_none() {
-            return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
-        }
-        let pipe = self.pipelines.get(pipeline)?;
-        if buffers.len() != pipe.bindings.len() || push.len() != pipe.push_bytes as usize {
+    /// Binding count, push-constant size and group counts of one dispatch against `pipe`.
+    fn check_shape(&self, pipe: &PipelineObj, buffers: usize, groups: [u32; 3], push: usize) -> HeliosResult<()> {
+        if buffers != pipe.bindings.len() {
             return Err(HeliosError::invalid_argument(format!(
-                "pipeline {:?} takes {} buffers and {} push-constant bytes; got {} and {}",
+                "pipeline {:?} has {} bindings but {buffers} buffers were given",
                 pipe.label,
-                pipe.bindings.len(),
-                pipe.push_bytes,
-                buffers.len(),
-                push.len()
+                pipe.bindings.len()
+            )));
+        }
+        if push != pipe.push_bytes as usize {
+            return Err(HeliosError::invalid_argument(format!(
+                "pipeline {:?} takes {} push-constant bytes but {push} were given",
+                pipe.label, pipe.push_bytes
             )));
         }
         let max = self.dev.adapter.limits.max_compute_work_group_count;
         if groups.iter().zip(max.iter()).any(|(g, m)| g > m) {
             return Err(HeliosError::out_of_range(format!("groups {groups:?} exceed maxComputeWorkGroupCount {max:?}")));
         }
+        Ok(())
+    }
+
+    /// Every check `record_dispatch` makes, without recording (recordDispatchMany validates
+    /// all entries before recording any, so a rejected call records nothing).
+    pub fn check_dispatch(&self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
+        if self.batch.is_none() {
+            return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
+        }
+        self.check_shape(self.pipelines.get(pipeline)?, buffers.len(), groups, push.len())?;
         for (i, &h) in buffers.iter().enumerate() {
             self.buffer(h).map_err(|e| HeliosError::new(e.code, format!("buffers[{i}]: {}", e.message)))?;
         }
@@ -126,30 +135,12 @@ impl Runtime {
 
     /// The hot path: validate everything first (a rejected call changes nothing), then record.
     pub fn record_dispatch(&mut self, pipeline: f64, buffers: &[f64], groups: [u32; 3], push: &[u8]) -> HeliosResult<()> {
-        let Some(batch) = self.batch.as_mut() else {
+        if self.batch.is_none() {
             return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
-        };
+        }
         let pipe = self.pipelines.get(pipeline)?;
-        if buffers.len() != pipe.bindings.len() {
-            return Err(HeliosError::invalid_argument(format!(
-                "pipeline {:?} has {} bindings but {} buffers were given",
-                pipe.label,
-                pipe.bindings.len(),
-                buffers.len()
-            )));
-        }
-        if push.len() != pipe.push_bytes as usize {
-            return Err(HeliosError::invalid_argument(format!(
-                "pipeline {:?} takes {} push-constant bytes but {} were given",
-                pipe.label,
-                pipe.push_bytes,
-                push.len()
-            )));
-        }
-        let max = self.dev.adapter.limits.max_compute_work_group_count;
-        if groups.iter().zip(max.iter()).any(|(g, m)| g > m) {
-            return Err(HeliosError::out_of_range(format!("groups {groups:?} exceed maxComputeWorkGroupCount {max:?}")));
-        }
+        self.check_shape(pipe, buffers.len(), groups, push.len())?;
+        let Some(batch) = self.batch.as_mut() else { return Ok(()) };
         let mut access = std::mem::take(&mut batch.scratch_access);
         let mut binds = std::mem::take(&mut batch.scratch_binds);
         access.clear();

@@ -50,6 +50,10 @@ impl Runtime {
     }
 
     fn new_res(&mut self, len: u64, alloc_size: u64, placement: Placement, owner: Owner) -> HeliosResult<u32> {
+        // Code that allocates without ever beginning a batch still gets its frees done.
+        if self.res.zombies.len() > 256 {
+            self.maintain()?;
+        }
         let gpu = self.allocate_buffer(alloc_size, placement)?;
         let range = (self.dev.adapter.limits.max_storage_buffer_range as u64).min(gpu.size);
         let direct = gpu.is_mapped() && (placement == Placement::HostVisible || !self.cfg.force_staging);

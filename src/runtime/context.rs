@@ -89,6 +89,9 @@ impl Runtime {
         let adapter = adapter::choose(&instance, selector.as_deref())?;
         let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors)?;
         dev.spin_ns = cfg.spin_us.saturating_mul(1000);
+        if cfg.pipeline_stats {
+            dev.enable_pipeline_statistics();
+        }
         let dev = Arc::new(dev);
         let mut alloc = memory::create_allocator(&dev)?;
         let compute = Lane::new(&dev, dev.adapter.compute_family, dev.compute_queue, dev.compute_sem)?;
@@ -172,7 +175,8 @@ impl Runtime {
         self.pipelines.remove(handle).map(drop)
     }
 
-    fn save_cache_debounced(&mut self) {
+    /// Saves the pipeline cache if new pipelines arrived and the last save is 2 s old.
+    pub fn save_cache_debounced(&mut self) {
         if self.cache.dirty && self.cache.last_save.elapsed().as_secs_f64() > 2.0 {
             self.save_cache();
         }

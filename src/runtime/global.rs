@@ -101,6 +101,19 @@ pub fn device_caps() -> HeliosResult<DeviceCaps> {
     with(|rt| Ok(rt.caps().clone()))
 }
 
+/// Driver statistics (register counts, spills, ...) of a pipeline as (name, value) pairs.
+/// Needs HELIOS_PIPELINE_STATS=1 and VK_KHR_pipeline_executable_properties.
+pub fn pipeline_statistics(handle: f64) -> HeliosResult<Vec<(String, f64)>> {
+    with(|rt| {
+        let pipe = rt.pipelines.get(handle)?.clone();
+        crate::vk::pipeline::statistics(&rt.dev, &pipe.vk)?.ok_or_else(|| {
+            HeliosError::invalid_argument(
+                "pipeline statistics need HELIOS_PIPELINE_STATS=1 and a driver with VK_KHR_pipeline_executable_properties",
+            )
+        })
+    })
+}
+
 /// Builds a compute pipeline from assembled SPIR-V; returns the JS pipeline handle.
 pub fn create_pipeline(spirv: &[u32], layout: &PipelineLayoutDesc) -> HeliosResult<f64> {
     with(|rt| rt.create_pipeline(spirv, layout))

@@ -56,18 +56,23 @@ impl Runtime {
 
     pub fn read(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<Vec<u8>> {
         let (id, off, len) = self.read_range(handle, offset, len)?;
-        let mut out = vec![0u8; len as usize];
+        let mut out = memory::download_vec(len as usize);
         if len == 0 {
             return Ok(out);
         }
-        if self.written_by_open_segment(id) {
+        let direct = self.res.get(id).is_some_and(|r| r.direct);
+        if self.written_by_open_segment(id) && direct {
+            // Submit what was recorded, wait for it, then copy straight out of the buffer.
+            let value = self.submit_segment(true)?;
+            self.wait_compute(value, u64::MAX)?;
+        } else if self.written_by_open_segment(id) {
             let staging = self.allocate_buffer(len, Placement::Staging)?;
             let result = self.snapshot_in_batch(id, off, len, &staging).and_then(|v| self.wait_compute(v, u64::MAX));
             let copied = result.and_then(|_| staging.read(0, &mut out));
             memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
             return copied.map(|_| out);
         }
-        let (direct, last_write) = self.res.get(id).map(|r| (r.direct, r.last_write)).unwrap_or((false, Point::ZERO));
+        let last_write = self.res.get(id).map(|r| r.last_write).unwrap_or(Point::ZERO);
         if direct {
             self.wait_point(last_write)?;
             let r = self.res.get(id).ok_or_else(|| HeliosError::internal("read source vanished"))?;
@@ -141,7 +146,13 @@ impl Runtime {
             self.snapshot_in_batch(id, off, len, &staging).map(|v| (true, v))
         } else {
             let copy = vk::BufferCopy { src_offset: off, dst_offset: 0, size: len };
-            self.transfer_copy(src, staging.raw, copy, last_write.compute, Keep::default()).map(|v| (false, v))
+            self.transfer_copy(src, staging.raw, copy, last_write.compute, Keep::default()).map(|v| {
+                // The DMA still reads the buffer: it must not be freed or reused before that.
+                if let Some(r) = self.res.get_mut(id) {
+                    r.last_use = r.last_use.max(Point::transfer(v));
+                }
+                (false, v)
+            })
         };
         let (compute, value) = match submitted {
             Ok(x) => x,
@@ -167,7 +178,7 @@ impl Runtime {
         } else {
             self.transfer.completed = self.transfer.completed.max(p.value);
         }
-        let mut out = vec![0u8; p.len as usize];
+        let mut out = memory::download_vec(p.len as usize);
         let result = staging.read(0, &mut out);
         memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
         result.map(|_| out)

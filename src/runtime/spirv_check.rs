@@ -1,20 +1,50 @@
 //! A small SPIR-V reader that checks a module against its pipeline layout before the driver
-//! sees it: the entry point must exist as a GLCompute entry, and every storage buffer the
-//! module declares must sit in set 0 at a binding the layout declares. Drivers may crash or
-//! misbehave on such mismatches instead of failing cleanly.
+//! sees it. Drivers (and the validation layer) may crash on a malformed module instead of
+//! failing cleanly, so this rejects, with a message:
+//! - anything that is not a whole SPIR-V module: bad magic, an instruction running past the
+//!   end, a function left open (a module truncated mid-function), a function whose last
+//!   instruction is not a block terminator, nested functions;
+//! - a module without a GLCompute entry point of the layout's name, or whose entry point
+//!   names no function of the module;
+//! - a storage buffer outside set 0 or at a binding the layout does not declare;
+//! - a push-constant block larger than the layout's `pushConstantBytes`.
+//!
+//! It is not a validator (kernels from the IR pass `spirv-val` in CI); it covers what a
+//! caller of `createPipeline` can get wrong by handing over the wrong words or layout.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::{HeliosError, HeliosResult};
 
 const MAGIC: u32 = 0x0723_0203;
-const OP_ENTRY_POINT: u32 = 15;
-const OP_VARIABLE: u32 = 59;
-const OP_DECORATE: u32 = 71;
+
+mod op {
+    pub const ENTRY_POINT: u32 = 15;
+    pub const TYPE_INT: u32 = 21;
+    pub const TYPE_FLOAT: u32 = 22;
+    pub const TYPE_VECTOR: u32 = 23;
+    pub const TYPE_MATRIX: u32 = 24;
+    pub const TYPE_ARRAY: u32 = 28;
+    pub const TYPE_STRUCT: u32 = 30;
+    pub const TYPE_POINTER: u32 = 32;
+    pub const CONSTANT: u32 = 43;
+    pub const FUNCTION: u32 = 54;
+    pub const FUNCTION_END: u32 = 56;
+    pub const VARIABLE: u32 = 59;
+    pub const DECORATE: u32 = 71;
+    pub const MEMBER_DECORATE: u32 = 72;
+    /// OpBranch, OpBranchConditional, OpSwitch, OpKill, OpReturn, OpReturnValue,
+    /// OpUnreachable, OpTerminateInvocation.
+    pub const TERMINATORS: [u32; 8] = [249, 250, 251, 252, 253, 254, 255, 4416];
+}
+
 const EXEC_GLCOMPUTE: u32 = 5;
+const DECORATION_ARRAY_STRIDE: u32 = 6;
 const DECORATION_BINDING: u32 = 33;
 const DECORATION_DESCRIPTOR_SET: u32 = 34;
+const DECORATION_OFFSET: u32 = 35;
 const STORAGE_UNIFORM: u32 = 2;
+const STORAGE_PUSH_CONSTANT: u32 = 9;
 const STORAGE_BUFFER: u32 = 12;
 
 fn literal_string(words: &[u32]) -> String {
@@ -22,54 +52,188 @@ fn literal_string(words: &[u32]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Checks `spirv` for a GLCompute entry point `entry` and buffers within `bindings` slots.
-pub fn check(spirv: &[u32], entry: &str, bindings: usize) -> HeliosResult<()> {
-    if spirv.len() < 5 || spirv[0] != MAGIC {
-        return Err(HeliosError::invalid_argument(format!(
-            "spirv is not a SPIR-V module ({} words, magic {:#x})",
-            spirv.len(),
-            spirv.first().copied().unwrap_or(0)
-        )));
-    }
-    let mut entries = Vec::new();
-    let mut sets: HashMap<u32, u32> = HashMap::new();
-    let mut slots: HashMap<u32, u32> = HashMap::new();
-    let mut buffers = Vec::new();
-    let mut at = 5;
-    while at < spirv.len() {
-        let count = (spirv[at] >> 16) as usize;
-        let op = spirv[at] & 0xffff;
-        if count == 0 || at + count > spirv.len() {
-            return Err(HeliosError::invalid_argument(format!("spirv is malformed at word {at}")));
+fn malformed(msg: String) -> HeliosError {
+    HeliosError::invalid_argument(format!("spirv is malformed: {msg}"))
+}
+
+/// Types the push-constant size computation understands; anything else is `Opaque`.
+#[derive(Debug, Clone)]
+enum Ty {
+    Scalar(u32),
+    Vector(u32, u32),
+    Array { elem: u32, len: u32 },
+    Struct(Vec<u32>),
+    Pointer { storage: u32, pointee: u32 },
+}
+
+/// What one pass over the module collects.
+#[derive(Default)]
+struct Module {
+    entries: Vec<(u32, u32, String)>,
+    functions: HashSet<u32>,
+    types: HashMap<u32, Ty>,
+    constants: HashMap<u32, u32>,
+    sets: HashMap<u32, u32>,
+    slots: HashMap<u32, u32>,
+    strides: HashMap<u32, u32>,
+    offsets: HashMap<(u32, u32), u32>,
+    /// (variable id, pointer type id, storage class)
+    variables: Vec<(u32, u32, u32)>,
+}
+
+impl Module {
+    fn read(spirv: &[u32]) -> HeliosResult<Module> {
+        if spirv.len() < 5 || spirv[0] != MAGIC {
+            return Err(HeliosError::invalid_argument(format!(
+                "spirv is not a SPIR-V module ({} words, magic {:#x})",
+                spirv.len(),
+                spirv.first().copied().unwrap_or(0)
+            )));
         }
-        let ins = &spirv[at..at + count];
-        match op {
-            OP_ENTRY_POINT if count >= 4 => entries.push((ins[1], literal_string(&ins[3..]))),
-            OP_DECORATE if count >= 4 && ins[2] == DECORATION_BINDING => {
-                slots.insert(ins[1], ins[3]);
+        let mut m = Module::default();
+        let mut open_function: Option<usize> = None;
+        let mut last_op = 0;
+        let mut at = 5;
+        while at < spirv.len() {
+            let count = (spirv[at] >> 16) as usize;
+            let opcode = spirv[at] & 0xffff;
+            if count == 0 || at + count > spirv.len() {
+                return Err(malformed(format!("instruction at word {at} runs past the end of the module")));
             }
-            OP_DECORATE if count >= 4 && ins[2] == DECORATION_DESCRIPTOR_SET => {
-                sets.insert(ins[1], ins[3]);
+            let ins = &spirv[at..at + count];
+            match opcode {
+                op::FUNCTION => {
+                    if open_function.is_some() {
+                        return Err(malformed(format!("OpFunction at word {at} inside another function")));
+                    }
+                    if count >= 3 {
+                        m.functions.insert(ins[2]);
+                    }
+                    open_function = Some(at);
+                }
+                op::FUNCTION_END => {
+                    if open_function.take().is_none() {
+                        return Err(malformed(format!("OpFunctionEnd at word {at} outside a function")));
+                    }
+                    if !op::TERMINATORS.contains(&last_op) {
+                        return Err(malformed(format!("the function ending at word {at} does not end with a block terminator")));
+                    }
+                }
+                _ => m.note(opcode, ins),
             }
-            OP_VARIABLE if count >= 4 && (ins[3] == STORAGE_BUFFER || ins[3] == STORAGE_UNIFORM) => buffers.push(ins[2]),
+            last_op = opcode;
+            at += count;
+        }
+        if let Some(start) = open_function {
+            return Err(malformed(format!("the function starting at word {start} never ends (truncated module?)")));
+        }
+        Ok(m)
+    }
+
+    fn note(&mut self, opcode: u32, ins: &[u32]) {
+        let n = ins.len();
+        match opcode {
+            op::ENTRY_POINT if n >= 4 => self.entries.push((ins[1], ins[2], literal_string(&ins[3..]))),
+            op::DECORATE if n >= 4 => {
+                let map = match ins[2] {
+                    DECORATION_BINDING => &mut self.slots,
+                    DECORATION_DESCRIPTOR_SET => &mut self.sets,
+                    DECORATION_ARRAY_STRIDE => &mut self.strides,
+                    _ => return,
+                };
+                map.insert(ins[1], ins[3]);
+            }
+            op::MEMBER_DECORATE if n >= 5 && ins[3] == DECORATION_OFFSET => {
+                self.offsets.insert((ins[1], ins[2]), ins[4]);
+            }
+            op::TYPE_INT | op::TYPE_FLOAT if n >= 3 => {
+                self.types.insert(ins[1], Ty::Scalar(ins[2] / 8));
+            }
+            op::TYPE_VECTOR | op::TYPE_MATRIX if n >= 4 => {
+                self.types.insert(ins[1], Ty::Vector(ins[2], ins[3]));
+            }
+            op::TYPE_ARRAY if n >= 4 => {
+                let len = self.constants.get(&ins[3]).copied().unwrap_or(0);
+                self.types.insert(ins[1], Ty::Array { elem: ins[2], len });
+            }
+            op::TYPE_STRUCT if n >= 2 => {
+                self.types.insert(ins[1], Ty::Struct(ins[2..].to_vec()));
+            }
+            op::TYPE_POINTER if n >= 4 => {
+                self.types.insert(ins[1], Ty::Pointer { storage: ins[2], pointee: ins[3] });
+            }
+            op::CONSTANT if n >= 4 => {
+                self.constants.insert(ins[2], ins[3]);
+            }
+            op::VARIABLE if n >= 4 => self.variables.push((ins[2], ins[1], ins[3])),
             _ => {}
         }
-        at += count;
     }
-    if !entries.iter().any(|(model, name)| *model == EXEC_GLCOMPUTE && name == entry) {
-        let found: Vec<_> = entries.iter().map(|(_, n)| n.as_str()).collect();
+
+    /// Bytes a value of type `id` occupies, if the type is one this reader understands.
+    fn size_of(&self, id: u32, depth: u32) -> Option<u64> {
+        if depth > 16 {
+            return None;
+        }
+        match self.types.get(&id)? {
+            Ty::Scalar(bytes) => Some(u64::from(*bytes)),
+            Ty::Vector(comp, count) => Some(self.size_of(*comp, depth + 1)? * u64::from(*count)),
+            Ty::Array { elem, len } => {
+                let stride = match self.strides.get(&id) {
+                    Some(s) => u64::from(*s),
+                    None => self.size_of(*elem, depth + 1)?,
+                };
+                Some(stride * u64::from(*len))
+            }
+            Ty::Struct(members) => {
+                let mut end = 0;
+                for (i, &member) in members.iter().enumerate() {
+                    let offset = u64::from(*self.offsets.get(&(id, i as u32))?);
+                    end = end.max(offset + self.size_of(member, depth + 1)?);
+                }
+                Some(end)
+            }
+            Ty::Pointer { .. } => None,
+        }
+    }
+}
+
+/// Checks `spirv` against the layout: a GLCompute entry point `entry` naming a function of the
+/// module, buffers within `bindings` slots of set 0, push constants within `push_bytes`.
+pub fn check(spirv: &[u32], entry: &str, bindings: usize, push_bytes: u32) -> HeliosResult<()> {
+    let m = Module::read(spirv)?;
+    let Some((_, function, _)) = m.entries.iter().find(|(model, _, name)| *model == EXEC_GLCOMPUTE && name == entry) else {
+        let found: Vec<_> = m.entries.iter().map(|(_, _, n)| n.as_str()).collect();
         return Err(HeliosError::invalid_kernel(format!(
             "entryPoint {entry:?} is not a GLCompute entry point of the module (it has {found:?})"
         )));
+    };
+    if !m.functions.contains(function) {
+        return Err(malformed(format!("entry point {entry:?} names function %{function}, which the module does not define")));
     }
-    for id in buffers {
-        let (set, slot) = (sets.get(&id).copied().unwrap_or(0), slots.get(&id).copied());
-        if let Some(slot) = slot {
-            if set != 0 || slot as usize >= bindings {
-                return Err(HeliosError::invalid_kernel(format!(
-                    "the shader uses a buffer at set {set}, binding {slot}, but the layout declares {bindings} bindings in set 0"
-                )));
+    for &(var, ptr, storage) in &m.variables {
+        match storage {
+            STORAGE_BUFFER | STORAGE_UNIFORM => {
+                let set = m.sets.get(&var).copied().unwrap_or(0);
+                if let Some(&slot) = m.slots.get(&var) {
+                    if set != 0 || slot as usize >= bindings {
+                        return Err(HeliosError::invalid_kernel(format!(
+                            "the shader uses a buffer at set {set}, binding {slot}, but the layout declares {bindings} bindings in set 0"
+                        )));
+                    }
+                }
             }
+            STORAGE_PUSH_CONSTANT => {
+                let Some(Ty::Pointer { pointee, .. }) = m.types.get(&ptr) else { continue };
+                if let Some(size) = m.size_of(*pointee, 0) {
+                    if size > u64::from(push_bytes) {
+                        return Err(HeliosError::invalid_kernel(format!(
+                            "the shader's push-constant block is {size} bytes, but the layout declares pushConstantBytes {push_bytes}"
+                        )));
+                    }
+                }
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -79,40 +243,73 @@ pub fn check(spirv: &[u32], entry: &str, bindings: usize) -> HeliosResult<()> {
 mod tests {
     use super::*;
 
-    fn module(entry: &str, binding: u32) -> Vec<u32> {
-        let mut name: Vec<u32> = entry.as_bytes().chunks(4).map(|c| {
-            let mut b = [0u8; 4];
-            b[..c.len()].copy_from_slice(c);
-            u32::from_le_bytes(b)
-        }).collect();
-        if entry.len() % 4 == 0 {
+    fn name_words(entry: &str) -> Vec<u32> {
+        let mut name: Vec<u32> = entry
+            .as_bytes()
+            .chunks(4)
+            .map(|c| {
+                let mut b = [0u8; 4];
+                b[..c.len()].copy_from_slice(c);
+                u32::from_le_bytes(b)
+            })
+            .collect();
+        if entry.len().is_multiple_of(4) {
             name.push(0);
         }
+        name
+    }
+
+    /// A skeletal module: entry `entry` -> function %1, a storage buffer %6 at `binding`, a
+    /// push block of three u32 (12 bytes), one function body `OpLabel; OpReturn`.
+    fn module(entry: &str, binding: u32) -> Vec<u32> {
+        let name = name_words(entry);
         let mut m = vec![MAGIC, 0x0001_0600, 0, 100, 0];
-        m.push(((3 + name.len() as u32) << 16) | OP_ENTRY_POINT);
+        m.push(((3 + name.len() as u32) << 16) | op::ENTRY_POINT);
         m.extend([EXEC_GLCOMPUTE, 1]);
         m.extend(name);
-        m.extend([(4 << 16) | OP_DECORATE, 7, DECORATION_DESCRIPTOR_SET, 0]);
-        m.extend([(4 << 16) | OP_DECORATE, 7, DECORATION_BINDING, binding]);
-        m.extend([(4 << 16) | OP_VARIABLE, 6, 7, STORAGE_BUFFER]);
+        m.extend([(4 << 16) | op::DECORATE, 6, DECORATION_DESCRIPTOR_SET, 0]);
+        m.extend([(4 << 16) | op::DECORATE, 6, DECORATION_BINDING, binding]);
+        for (i, off) in [0u32, 4, 8].iter().enumerate() {
+            m.extend([(5 << 16) | op::MEMBER_DECORATE, 20, i as u32, DECORATION_OFFSET, *off]);
+        }
+        m.extend([(4 << 16) | op::TYPE_INT, 10, 32, 0]);
+        m.extend([(5 << 16) | op::TYPE_STRUCT, 20, 10, 10, 10]);
+        m.extend([(4 << 16) | op::TYPE_POINTER, 21, STORAGE_PUSH_CONSTANT, 20]);
+        m.extend([(4 << 16) | op::VARIABLE, 21, 22, STORAGE_PUSH_CONSTANT]);
+        m.extend([(4 << 16) | op::VARIABLE, 7, 6, STORAGE_BUFFER]);
+        m.extend([(5 << 16) | op::FUNCTION, 2, 1, 0, 3]);
+        m.extend([(2 << 16) | 248, 4]); // OpLabel
+        m.extend([(1 << 16) | 253]); // OpReturn
+        m.extend([(1 << 16) | op::FUNCTION_END]);
         m
     }
 
     #[test]
     fn accepts_a_matching_module() {
-        assert!(check(&module("main", 1), "main", 2).is_ok());
-        assert!(check(&module("mainx", 0), "mainx", 1).is_ok());
+        assert!(check(&module("main", 1), "main", 2, 12).is_ok());
+        assert!(check(&module("mainx", 0), "mainx", 1, 16).is_ok());
     }
 
     #[test]
     fn rejects_missing_entry_and_undeclared_binding() {
-        let e = check(&module("main", 0), "nope", 1).unwrap_err();
+        let e = check(&module("main", 0), "nope", 1, 12).unwrap_err();
         assert!(e.message.contains("nope"));
-        let e = check(&module("main", 1), "main", 1).unwrap_err();
+        let e = check(&module("main", 1), "main", 1, 12).unwrap_err();
         assert!(e.message.contains("binding 1"));
-        assert!(check(&[1, 2, 3], "main", 0).is_err());
-        let mut truncated = module("main", 0);
-        truncated.truncate(7);
-        assert!(check(&truncated, "main", 1).is_err());
+        assert!(check(&[1, 2, 3], "main", 0, 0).is_err());
+    }
+
+    #[test]
+    fn rejects_truncation_anywhere() {
+        let whole = module("main", 0);
+        for len in 5..whole.len() {
+            assert!(check(&whole[..len], "main", 1, 12).is_err(), "truncated to {len} words was accepted");
+        }
+    }
+
+    #[test]
+    fn rejects_a_push_block_larger_than_the_layout() {
+        let e = check(&module("main", 0), "main", 1, 8).unwrap_err();
+        assert!(e.message.contains("12 bytes"), "{}", e.message);
     }
 }

@@ -33,8 +33,10 @@ pub fn check_range(offset: f64, len: f64, size: u64) -> HeliosResult<(u64, u64)>
 }
 
 impl Runtime {
+    /// Two chunks fit the ring (double buffering: the host copies one while the DMA moves
+    /// the other); large chunks also amortise the per-chunk submit and copy-thread start-up.
     pub fn chunk_bytes(&self) -> u64 {
-        (self.ring.capacity() / 4).min(MAX_CHUNK)
+        (self.ring.capacity() / 2).min(MAX_CHUNK)
     }
 
     /// A ring region, reclaiming completed ones and waiting for the oldest if the ring is full.

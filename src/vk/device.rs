@@ -38,6 +38,8 @@ pub struct Device {
     pub transfer_sem: vk::Semaphore,
     /// How long host waits poll before blocking (HELIOS_SPIN_US).
     pub spin_ns: u64,
+    /// Set when pipelines capture driver statistics (HELIOS_PIPELINE_STATS and the extension).
+    pub exec_props: Option<khr::pipeline_executable_properties::Device>,
     /// Dropped after the device (field order), see Drop.
     pub instance: Instance,
 }
@@ -211,8 +213,16 @@ impl Device {
             compute_sem,
             transfer_sem,
             spin_ns: 0,
+            exec_props: None,
             instance,
         })
+    }
+
+    /// Turns on statistics capture for pipelines created from now on, if the driver can.
+    pub fn enable_pipeline_statistics(&mut self) {
+        if self.enabled.pipeline_executable_info {
+            self.exec_props = Some(khr::pipeline_executable_properties::Device::new(&self.instance.raw, &self.raw));
+        }
     }
 
     pub fn has_async_transfer(&self) -> bool {

@@ -4,8 +4,10 @@
 //!
 //! - `instance`: loader (dlopen), VkInstance, validation messenger.
 //! - `adapter`: device choice and capability probing.
+//! - `ext`: feature structs newer than ash 0.38 (NV coopmat2, KHR bfloat16).
 //! - `device`: logical device, enabled features, queues, timeline semaphores.
-//! - `memory`: gpu-allocator buffers and host copies.
+//! - `memory`: gpu-allocator buffers, host copies (multithreaded when large) and the
+//!   huge-page advice for download results (the one `unsafe` here that is not a Vulkan call).
 //! - `pipeline`: compute pipelines and the VkPipelineCache.
 //! - `command`: command pools and recorded commands.
 //! - `sync`: timeline waits and queue submission.

@@ -110,7 +110,10 @@ fn build(
     if desc.required_subgroup_size.is_some() && device.enabled.subgroup_size_control {
         stage = stage.push_next(&mut subgroup);
     }
-    let info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout);
+    let mut info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout);
+    if device.exec_props.is_some() {
+        info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
+    }
     // SAFETY: all referenced objects are alive; the cache is externally synchronised by the runtime lock.
     let created = unsafe { device.raw.create_compute_pipelines(cache, &[info], None) };
     match created {
@@ -124,6 +127,35 @@ fn build(
             Err(HeliosError::invalid_kernel(format!("vkCreateComputePipelines failed for {:?}: {e}", desc.label)))
         }
     }
+}
+
+/// Driver statistics of every executable of `p` as (name, value), e.g. register counts;
+/// `None` unless statistics capture was enabled when the pipeline was created.
+pub fn statistics(device: &Device, p: &Pipeline) -> HeliosResult<Option<Vec<(String, f64)>>> {
+    let Some(ext) = device.exec_props.as_ref() else { return Ok(None) };
+    let info = vk::PipelineInfoKHR::default().pipeline(p.raw);
+    // SAFETY: the pipeline is alive and was created with CAPTURE_STATISTICS (exec_props set).
+    let executables = unsafe { ext.get_pipeline_executable_properties(&info) }.map_err(|e| vk_error("vkGetPipelineExecutablePropertiesKHR", e))?;
+    let mut out = Vec::new();
+    for index in 0..executables.len() as u32 {
+        let exec = vk::PipelineExecutableInfoKHR::default().pipeline(p.raw).executable_index(index);
+        // SAFETY: `index` is below the executable count the driver reported.
+        let stats = unsafe { ext.get_pipeline_executable_statistics(&exec) }.map_err(|e| vk_error("vkGetPipelineExecutableStatisticsKHR", e))?;
+        for s in &stats {
+            let name = s.name_as_c_str().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            // SAFETY: `format` says which union member the driver wrote.
+            let value = unsafe {
+                match s.format {
+                    vk::PipelineExecutableStatisticFormatKHR::BOOL32 => s.value.b32 as f64,
+                    vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64 as f64,
+                    vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64 as f64,
+                    _ => s.value.f64,
+                }
+            };
+            out.push((if executables.len() > 1 { format!("{index}:{name}") } else { name }, value));
+        }
+    }
+    Ok(Some(out))
 }
 
 /// Destroys a pipeline; the caller guarantees no pending GPU use.

@@ -4,6 +4,7 @@
 // can skip what the current device lacks (spirv-val checks them all).
 import type { KernelDesc } from "../ir/index.js";
 import { irSamples } from "./ir-samples.js";
+import { backendVariants } from "./variants.js";
 
 export type KernelNeed = "f16" | "bf16" | "coopmat" | "coopmat2" | "subgroup" | "atomicFloat";
 
@@ -14,5 +15,5 @@ export interface KernelVariant {
 }
 
 export function allKernelVariants(): KernelVariant[] {
-  return [...irSamples()];
+  return [...irSamples(), ...backendVariants()];
 }

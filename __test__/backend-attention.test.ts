@@ -1,0 +1,49 @@
+// flashAttention against naive causal attention (with and without softCap), and its
+// backward against the reference (which finite differences validate in backend-ref).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { makeBackend } from "./backend-helpers.js";
+import { Rng, randTensor, assertClose } from "./harness.js";
+import * as N from "./ref/nn.js";
+
+const B = makeBackend();
+
+for (const [cap, D] of [[0, 8], [2.5, 8], [0, 6], [1.5, 6]]) {
+  test(`flashAttention forward and backward, T not a multiple of the tile, softCap=${cap}, D=${D}${D % 4 ? " (scalar path)" : " (vec4 path)"}`, () => {
+    const rng = new Rng(61);
+    const [bh, T] = [2, 37];
+    const q = randTensor(rng, [bh, T, D], "f32"), k = randTensor(rng, [bh, T, D], "f32"), v = randTensor(rng, [bh, T, D], "f32");
+    const scale = 1 / Math.sqrt(D);
+    const { output, lse } = B.flashAttention!(q.td, k.td, v.td, T, scale, cap);
+    const ref = N.attention(q.ref, k.ref, v.ref, scale, cap);
+    assertClose(output, ref.output, { atol: 2e-5, rtol: 2e-4 }, "output");
+    assertClose(lse, ref.lse, { atol: 2e-5, rtol: 2e-5 }, "lse");
+    const dO = randTensor(rng, [bh, T, D], "f32");
+    const g = B.flashAttentionBackward!(q.td, k.td, v.td, output, dO.td, lse, T, scale, cap);
+    const r = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, cap);
+    assertClose(g.dQ, r.dQ, { atol: 1e-4, rtol: 1e-3 }, "dQ");
+    assertClose(g.dK, r.dK, { atol: 1e-4, rtol: 1e-3 }, "dK");
+    assertClose(g.dV, r.dV, { atol: 1e-4, rtol: 1e-3 }, "dV");
+  });
+}
+
+test("flashAttention rejects mismatched shapes", () => {
+  assert.throws(() => B.flashAttention!(B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), B.zeros([2, 5, 8]), 4, 1, 0), /flashAttention: shapes differ: \[2, 4, 8\] vs \[2, 5, 8\]/);
+  assert.throws(() => B.flashAttention!(B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), 5, 1, 0), /flashAttention: T=5 does not match Q \[2, 4, 8\]/);
+});
+
+test("flashAttention with f16 storage", () => {
+  const rng = new Rng(62);
+  const [bh, T, D] = [1, 19, 8];
+  const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
+  const { output, lse } = B.flashAttention!(q.td, k.td, v.td, T, 0.35, 0);
+  const ref = N.attention(q.ref, k.ref, v.ref, 0.35, 0);
+  assertClose(output, ref.output, { atol: 2e-3, rtol: 2e-3 }, "output f16");
+  assertClose(lse, ref.lse, { atol: 1e-4, rtol: 1e-4 }, "lse f16");
+  const dO = randTensor(rng, [bh, T, D], "f16");
+  const g = B.flashAttentionBackward!(q.td, k.td, v.td, output, dO.td, lse, T, 0.35, 0);
+  const r = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, 0.35, 0);
+  for (const [name, got, exp] of [["dQ", g.dQ, r.dQ], ["dK", g.dK, r.dK], ["dV", g.dV, r.dV]] as const) {
+    assertClose(got, exp, { atol: 1e-2, rtol: 1e-2 }, `${name} f16`);
+  }
+});

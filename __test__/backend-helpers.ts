@@ -1,0 +1,55 @@
+// Which runtime backend tests run on: the native addon when it has the runtime and kernel
+// compiler (validation on, and no validation messages allowed). HELIOS_TEST_MOCK=1 runs them on
+// the CPU mock runtime that interprets the same kernel descriptions instead; without it a
+// broken or missing addon fails the suite (a silent fallback would hide it).
+import { HeliosBackend, type HeliosBackendOptions } from "../ts/backend.js";
+import { bindRuntime, type Runtime } from "../ts/exec/runtime.js";
+import { MockRuntime } from "./mock/runtime.js";
+import assert from "node:assert/strict";
+import { afterEach } from "node:test";
+
+let nativeRt: Runtime | null | undefined;
+
+function nativeRuntime(): Runtime | null {
+  if (nativeRt !== undefined) return nativeRt;
+  nativeRt = null;
+  if (process.env.HELIOS_TEST_MOCK === "1") return null;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const mod = require("../../native/index.cjs");
+    nativeRt = bindRuntime(mod);
+    nativeRt.initDevice({ validation: true });
+  } catch (e) {
+    throw new Error(`backend tests: the native runtime is unavailable (${(e as Error).message.split("\n")[0]}); set HELIOS_TEST_MOCK=1 to run on the CPU mock`);
+  }
+  return nativeRt;
+}
+
+import { createRequire } from "node:module";
+const require = createRequire(import.meta.url);
+
+let mock: MockRuntime | null = null;
+
+/** One runtime per process, like the native addon (backends share its single open batch). */
+export function testRuntime(): Runtime {
+  return nativeRuntime() ?? (mock ??= new MockRuntime());
+}
+
+export const onNative = (): boolean => nativeRuntime() !== null;
+
+export function makeBackend(config: HeliosBackendOptions["config"] = {}): HeliosBackend {
+  return new HeliosBackend({ runtime: testRuntime(), config, validation: true });
+}
+
+/** Drains validation messages on the native runtime; [] on the mock. */
+export function validationMessages(): string[] {
+  const rt = nativeRuntime() as unknown as { takeValidationMessages?: () => string[] } | null;
+  return rt?.takeValidationMessages ? rt.takeValidationMessages() : [];
+}
+
+// On the native runtime every backend test must leave the validation layer silent.
+afterEach((t) => {
+  if (!onNative()) return;
+  const msgs = validationMessages();
+  assert.deepEqual(msgs, [], `validation messages after "${t.name}":\n${msgs.join("\n")}`);
+});

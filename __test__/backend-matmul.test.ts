@@ -1,0 +1,53 @@
+// SIMT matmul: odd sizes (not multiples of the 64 tile or 16 k-tile), batched with
+// broadcast batch dims, transposed operands, f16 storage with f32 accumulation.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { makeBackend } from "./backend-helpers.js";
+import { Rng, randTensor, assertClose, asF16Output } from "./harness.js";
+import * as N from "./ref/nn.js";
+import type { Dtype } from "../ts/types.js";
+
+const B = makeBackend();
+
+test("matmul 2-D over odd shapes", () => {
+  const rng = new Rng(51);
+  for (const [m, k, n] of [[1, 1, 1], [17, 33, 65], [3, 70, 2], [65, 5, 9]]) {
+    const a = randTensor(rng, [m, k], "f32"), b = randTensor(rng, [k, n], "f32");
+    assertClose(B.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, `matmul ${m}x${k}x${n}`);
+  }
+});
+
+test("large outputs take the 128-wide tile: odd sizes and transposes", () => {
+  const rng = new Rng(54);
+  const a = randTensor(rng, [515, 19], "f32"), b = randTensor(rng, [19, 517], "f32");
+  assertClose(B.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "matmul 515x19x517");
+  const bt = randTensor(rng, [517, 19], "f32");
+  assertClose(B.matmulTransposed!(a.td, bt.td), N.matmul(a.ref, N.transpose(bt.ref, 0, 1)), { atol: 1e-4, rtol: 1e-4 }, "matmulTransposed 515x19x517");
+});
+
+test("batched matmul with broadcast batch dims, f32 and f16", () => {
+  const rng = new Rng(52);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    for (const [sa, sb] of [[[2, 3, 5, 7], [2, 3, 7, 4]], [[3, 5, 7], [7, 4]], [[2, 1, 5, 7], [1, 3, 7, 4]], [[5, 7], [3, 7, 2]]]) {
+      const a = randTensor(rng, sa, dt), b = randTensor(rng, sb, dt);
+      const exp = N.matmul(a.ref, b.ref);
+      assertClose(B.matmul(a.td, b.td), dt === "f16" ? asF16Output(exp) : exp, dt === "f16" ? { atol: 2e-2, rtol: 4e-3 } : { atol: 1e-4, rtol: 1e-4 }, `matmul ${dt} [${sa}] x [${sb}]`);
+    }
+  }
+});
+
+test("matmulTransposed (a @ b^T) and matmulTransposedA (a^T @ b)", () => {
+  const rng = new Rng(53);
+  const a = randTensor(rng, [2, 9, 13], "f32"), bt = randTensor(rng, [2, 11, 13], "f32");
+  assertClose(B.matmulTransposed!(a.td, bt.td), N.matmul(a.ref, N.transpose(bt.ref, 1, 2)), { atol: 1e-4, rtol: 1e-4 }, "matmulTransposed");
+  const at = randTensor(rng, [2, 13, 9], "f32"), b = randTensor(rng, [2, 13, 6], "f32");
+  assertClose(B.matmulTransposedA!(at.td, b.td), N.matmul(N.transpose(at.ref, 1, 2), b.ref), { atol: 1e-4, rtol: 1e-4 }, "matmulTransposedA");
+  const w = randTensor(rng, [6, 13], "f32");
+  assertClose(B.matmulTransposed!(a.td, w.td), N.matmul(a.ref, N.transpose(w.ref, 0, 1)), { atol: 1e-4, rtol: 1e-4 }, "matmulTransposed 3-D x 2-D");
+});
+
+test("matmul shape errors name the op and shapes", () => {
+  assert.throws(() => B.matmul(B.zeros([2, 3]), B.zeros([4, 5])), /matmul: inner dimensions differ: \[2, 3\] x \[4, 5\]/);
+  assert.throws(() => B.matmul(B.zeros([3]), B.zeros([3, 5])), /matmul: needs tensors of rank >= 2/);
+  assert.throws(() => B.matmul(B.zeros([2, 2, 3]), B.zeros([3, 3, 4])), /matmul: shapes \[2\] and \[3\] cannot be broadcast/);
+});

@@ -1,0 +1,87 @@
+// layerNorm, cross-entropy and embedding forward/backward against the reference (whose
+// backward passes are themselves checked by finite differences in backend-ref.test.ts).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { makeBackend } from "./backend-helpers.js";
+import { Rng, randTensor, randIndices, assertClose, asF16Output, TOL, values } from "./harness.js";
+import * as N from "./ref/nn.js";
+import { ref } from "./ref/tensor.js";
+import type { Dtype, TensorData } from "../ts/types.js";
+
+const B = makeBackend();
+
+test("layerNorm forward and backward (f32, f16; odd dims)", () => {
+  const rng = new Rng(31);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    for (const shape of [[1, 5], [3, 37], [2, 3, 300], [1, 4099]]) {
+      const dim = shape[shape.length - 1];
+      const x = randTensor(rng, shape, dt, -2, 3);
+      const w = randTensor(rng, [dim], dt), b = randTensor(rng, [dim], dt);
+      const g = randTensor(rng, shape, dt);
+      const tol = dt === "f16" ? { atol: 1e-2, rtol: 1e-2 } : { atol: 2e-5, rtol: 2e-4 };
+      const f = N.layerNorm(x.ref, w.ref, b.ref, 1e-5);
+      assertClose(B.layerNorm(x.td, w.td, b.td, 1e-5), dt === "f16" ? asF16Output(f) : f, tol, `layerNorm ${dt} [${shape}]`);
+      const r = N.layerNormBackward(x.ref, w.ref, g.ref, 1e-5);
+      const got = B.layerNormBackward(x.td, w.td, g.td, 1e-5);
+      const btol = dt === "f16" ? { atol: 5e-2, rtol: 2e-2 } : { atol: 1e-4, rtol: 1e-3 };
+      assertClose(got.dx, r.dx, btol, `dx ${dt} [${shape}]`);
+      assertClose(got.dw, r.dw, btol, `dw ${dt} [${shape}]`);
+      assertClose(got.db, r.db, btol, `db ${dt} [${shape}]`);
+    }
+  }
+});
+
+test("crossEntropy is the mean over rows; backward matches", () => {
+  const rng = new Rng(32);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    for (const [n, c] of [[1, 2], [5, 9], [7, 300]]) {
+      const logits = randTensor(rng, [n, c], dt, -4, 4);
+      const t = randIndices(rng, [n], c);
+      const tol = dt === "f16" ? { atol: 1e-2, rtol: 1e-2 } : { atol: 1e-5, rtol: 1e-4 };
+      assertClose(B.crossEntropy(logits.td, t), N.crossEntropy(logits.ref, t.data), tol, `crossEntropy ${dt} [${n}, ${c}]`);
+      const g: TensorData = { shape: [], dtype: "f32", data: Float32Array.of(1.7) };
+      assertClose(B.crossEntropyBackward(logits.td, t, g), N.crossEntropyBackward(logits.ref, t.data, 1.7), dt === "f16" ? TOL.f16 : TOL.f32, `crossEntropyBackward ${dt}`);
+    }
+  }
+});
+
+test("embedding forward and backward (repeated indices accumulate)", () => {
+  const rng = new Rng(33);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const w = randTensor(rng, [11, 7], dt);
+    const idx = randIndices(rng, [3, 5], 11);
+    const out = N.embedding(w.ref, { shape: [3, 5], data: idx.data });
+    assertClose(B.embedding(w.td, idx), out, TOL.f32, `embedding ${dt}`);
+    const g = randTensor(rng, [3, 5, 7], dt);
+    const exp = N.embeddingBackward(idx.data, g.ref, 11);
+    const tol = dt === "f16" ? TOL.f16 : TOL.f32;
+    assertClose(B.embeddingBackward(idx, g.td, 11), exp, tol, `embeddingBackward ${dt} (host indices: CSR kernel)`);
+    const devIdx = B.castDtype!(B.castDtype!(idx, "f32"), "i32"); // device-only: column kernel
+    assertClose(B.embeddingBackward(devIdx, g.td, 11), exp, tol, `embeddingBackward ${dt} (device indices)`);
+  }
+});
+
+test("bad indices and shapes are errors naming the op, before the GPU sees them", () => {
+  const w = B.randn([4, 3]);
+  const bad: TensorData = { shape: [2], dtype: "i32", data: Int32Array.of(1, 4) };
+  assert.throws(() => B.embedding(w, bad), /embedding: indices\[1\] = 4 is out of range \[0, 4\)/);
+  assert.throws(() => B.crossEntropy(B.randn([2, 4]), { shape: [2], dtype: "i32", data: Int32Array.of(-1, 0) }), /crossEntropy: targets\[0\] = -1/);
+  assert.throws(() => B.crossEntropy(B.randn([2, 4]), { shape: [3], dtype: "i32", data: Int32Array.of(0, 0, 0) }), /crossEntropy: targets \[3\] must have 2 elements for logits \[2, 4\]/);
+  assert.throws(() => B.layerNorm(B.randn([2, 4]), B.ones([3]), B.zeros([3]), 1e-5), /layerNorm: weight \[3\] must be \[4\] for x \[2, 4\]/);
+  assert.throws(() => B.embedding(w, B.fromArray([0.5], [1])), /embedding: indices must be i32/);
+  void values;
+  void ref;
+});
+
+test("device-only indices out of range are clamped on the GPU and reported in stats()", () => {
+  const w = B.fromArray([1, 2, 3, 4, 5, 6, 7, 8], [4, 2]);
+  void B.stats(); // clear the flag
+  const idx = B.castDtype!(B.fromArray([3, 0], [2]), "i32"); // computed on the device: no host copy
+  void B.embedding(w, idx).data;
+  assert.equal(B.stats().clampedIndices, 0);
+  const bad = B.castDtype!(B.fromArray([5, -1], [2]), "i32");
+  const out = B.embedding(w, bad);
+  assert.deepEqual([...(out.data as Float32Array)], [7, 8, 1, 2]);
+  assert.equal(B.stats().clampedIndices, 1);
+  assert.equal(B.stats().clampedIndices, 0, "flag cleared after reporting");
+});

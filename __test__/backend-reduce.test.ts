@@ -1,0 +1,77 @@
+// Reductions over every axis (NumPy keepdims), softmax/logSoftmax, norms and finiteness.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { makeBackend } from "./backend-helpers.js";
+import { Rng, randTensor, assertClose, asF16Output, TOL, values, sampleOf } from "./harness.js";
+import * as N from "./ref/nn.js";
+import type { Dtype } from "../ts/types.js";
+
+const B = makeBackend();
+const SHAPES = [[7], [3, 5], [2, 3, 9], [1, 4, 1], [300]];
+
+test("sum and mean over every axis, keepdims both ways, and over everything", () => {
+  const rng = new Rng(21);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const tol = dt === "f16" ? { atol: 1e-2, rtol: 4e-3 } : { atol: 1e-4, rtol: 1e-4 };
+    for (const shape of SHAPES) {
+      const a = randTensor(rng, shape, dt);
+      for (const mean of [false, true]) {
+        for (const keep of [false, true]) {
+          const fn = (ax?: number) => (mean ? B.mean(a.td, ax, keep) : B.sum(a.td, ax, keep));
+          const ref = (ax?: number) => {
+            const r = N.sum(a.ref, ax, keep, mean);
+            return dt === "f16" ? asF16Output(r) : r;
+          };
+          assertClose(fn(), ref(), tol, `${mean ? "mean" : "sum"} all ${dt} [${shape}] keep=${keep}`);
+          for (let ax = -shape.length; ax < shape.length; ax++) {
+            assertClose(fn(ax), ref(ax), tol, `${mean ? "mean" : "sum"} axis ${ax} ${dt} [${shape}] keep=${keep}`);
+          }
+        }
+      }
+    }
+  }
+});
+
+test("whole-tensor sum of a large tensor goes through partials", () => {
+  const rng = new Rng(22);
+  const a = randTensor(rng, [20001], "f32");
+  assertClose(B.sum(a.td), N.sum(a.ref), { atol: 1e-2, rtol: 1e-4 }, "sum 20001");
+});
+
+test("softmax and logSoftmax over every axis", () => {
+  const rng = new Rng(23);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    for (const shape of [[5], [3, 17], [2, 4, 3], [2, 300], [1, 4100]]) {
+      const a = randTensor(rng, shape, dt, -6, 6);
+      for (let ax = -shape.length; ax < shape.length; ax++) {
+        const sm = N.softmax(a.ref, ax), ls = N.logSoftmax(a.ref, ax);
+        const tol = dt === "f16" ? TOL.f16 : TOL.f32;
+        assertClose(B.softmax(a.td, ax), dt === "f16" ? asF16Output(sm) : sm, tol, `softmax ${dt} [${shape}] ax ${ax}`);
+        assertClose(B.logSoftmax(a.td, ax), dt === "f16" ? asF16Output(ls) : ls, dt === "f16" ? { atol: 1e-2, rtol: 4e-3 } : tol, `logSoftmax ${dt} [${shape}] ax ${ax}`);
+      }
+    }
+  }
+  const big = sampleOf([2, 3], [1000, 0, -1000, 88, 89, 90], "f32");
+  assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax of large logits");
+});
+
+test("sumOfSquares, totalSumOfSquares, checkFinite", () => {
+  const rng = new Rng(24);
+  const ts = [randTensor(rng, [3, 7], "f32"), randTensor(rng, [9000], "f32"), randTensor(rng, [5], "f16")];
+  const sq = (r: { data: Float64Array }) => r.data.reduce((p, v) => p + v * v, 0);
+  for (const t of ts) assertClose(B.sumOfSquares(t.td), { shape: [], data: Float64Array.of(sq(t.ref)) }, { atol: 1e-3, rtol: 1e-4 }, "sumOfSquares");
+  const total = ts.reduce((p, t) => p + sq(t.ref), 0);
+  assertClose(B.totalSumOfSquares(ts.map((t) => t.td)), { shape: [], data: Float64Array.of(total) }, { atol: 1e-3, rtol: 1e-4 }, "totalSumOfSquares");
+  assert.deepEqual([...values(B.totalSumOfSquares([]))], [0]);
+  assert.deepEqual([...values(B.checkFinite(ts[1].td))], [0]);
+  for (const bad of [NaN, Infinity, -Infinity]) {
+    const d = new Float32Array(9001).fill(1);
+    d[8999] = bad;
+    assert.deepEqual([...values(B.checkFinite({ shape: [9001], dtype: "f32", data: d }))], [1], `checkFinite(${bad})`);
+  }
+});
+
+test("bad axis is an error naming the op", () => {
+  assert.throws(() => B.sum(B.zeros([2, 3]), 2), /sum: axis 2 is out of range for a tensor of rank 2/);
+  assert.throws(() => B.softmax(B.zeros([2, 3]), -3), /softmax: axis -3 is out of range/);
+});

@@ -1,0 +1,304 @@
+// HeliosBackend: Alpha's Backend interface on the Vulkan runtime. This class only checks
+// arguments and routes each op to ts/ops (shape rules and dispatch) or to the fused
+// elementwise path in the engine; it holds no kernel logic itself.
+import type { Backend, Dtype, Shape, TensorData } from "./types.js";
+import { readConfig, type HeliosConfig } from "./config.js";
+import { Engine, type EngineStats } from "./engine.js";
+import { HeliosTensor } from "./tensor.js";
+import { runtime } from "./device.js";
+import type { DeviceInfo, PoolStats, Runtime } from "./exec/runtime.js";
+import { checkShape, fail, fmt, sameShape, size } from "./shape.js";
+import { toF16Array, fromF16Array } from "./f16.js";
+import * as R from "./ops/reduce.js";
+import * as NN from "./ops/nn.js";
+import * as L from "./ops/layout.js";
+import * as S from "./ops/select.js";
+import * as MM from "./ops/matmul.js";
+import * as FA from "./ops/attention.js";
+import * as OPT from "./ops/optim.js";
+
+export interface HeliosBackendOptions {
+  /** Overrides for the HELIOS_* environment (tests use this to compare fusion on/off). */
+  config?: Partial<HeliosConfig>;
+  validation?: boolean;
+  device?: number | string;
+  /** Injected runtime (tests); defaults to the native addon. */
+  runtime?: Runtime;
+  seed?: number;
+}
+
+export interface HeliosStats extends EngineStats {
+  pool: PoolStats;
+  /** 1 when an index that never reached the host was out of range and clamped (since last stats()). */
+  clampedIndices: number;
+}
+
+export class HeliosBackend implements Backend {
+  readonly name = "helios";
+  private readonly E: Engine;
+  private readonly rt: Runtime;
+  private rngState: number;
+
+  constructor(opts: HeliosBackendOptions = {}) {
+    this.rt = opts.runtime ?? runtime();
+    this.rt.initDevice({ device: opts.device, validation: opts.validation });
+    this.E = new Engine(this.rt, { ...readConfig(), ...opts.config });
+    this.rngState = (opts.seed ?? 42) >>> 0;
+  }
+
+  // ---- trainer-facing extras
+
+  get gpuOpsThisStep(): number {
+    return this.E.opsThisStep;
+  }
+  resetStepOps(): void {
+    this.E.opsThisStep = 0;
+  }
+  /** Submits recorded work without waiting. */
+  flush(): void {
+    this.E.sched.submit();
+  }
+  /** Submits and waits for everything recorded so far. */
+  syncGpu(): void {
+    this.E.sched.drain();
+  }
+  /** Waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
+  purgeBufferPools(): void {
+    this.E.sched.drain();
+    const trim = (this.rt as unknown as { trimPool?: () => void }).trimPool;
+    if (typeof trim === "function") trim.call(this.rt);
+  }
+  /** Dispatches pending fused expressions of `ts` now (benchmarks; reads do it implicitly). */
+  evaluate(...ts: TensorData[]): void {
+    for (const t of ts) if (t instanceof HeliosTensor && !t.released) this.E.materialize(t);
+  }
+  releaseGpuTensor(t: TensorData): void {
+    if (t instanceof HeliosTensor) this.E.release(t);
+  }
+  getDeviceInfo(): DeviceInfo {
+    return this.rt.getDeviceInfo();
+  }
+  /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
+  stats(): HeliosStats {
+    return { ...this.E.stats(), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
+  }
+
+  /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */
+  smokeTest(benchElements = 1 << 20): { verified: boolean; throughputGBps: number } {
+    const n = 4099;
+    const a = Float32Array.from({ length: n }, (_, i) => (i % 97) * 0.5);
+    const b = Float32Array.from({ length: n }, (_, i) => 1 + (i % 13));
+    const c = this.add(this.fromArray([...a], [n]), this.fromArray([...b], [n])).data as Float32Array;
+    let verified = c.length === n;
+    for (let i = 0; verified && i < n; i++) verified = c[i] === a[i] + b[i];
+    const big = benchElements;
+    const x = this.full([big], 1), y = this.full([big], 2);
+    this.syncGpu();
+    const reps = 10;
+    const t0 = performance.now();
+    let last: TensorData | null = null;
+    for (let i = 0; i < reps; i++) {
+      if (last) this.releaseGpuTensor(last);
+      last = this.add(x, y);
+      this.evaluate(last);
+    }
+    this.syncGpu();
+    const ms = performance.now() - t0;
+    for (const t of [x, y, last]) if (t) this.releaseGpuTensor(t);
+    return { verified, throughputGBps: (reps * big * 12) / (ms * 1e6) };
+  }
+
+  // ---- creation
+
+  zeros(shape: Shape, dtype: Dtype = "f32"): TensorData {
+    checkShape("zeros", shape);
+    return this.E.filled(shape, dtype, 0);
+  }
+  ones(shape: Shape, dtype: Dtype = "f32"): TensorData {
+    checkShape("ones", shape);
+    return this.E.filled(shape, dtype, 1);
+  }
+  full(shape: Shape, value: number, dtype: Dtype = "f32"): TensorData {
+    checkShape("full", shape);
+    return this.E.filled(shape, dtype, value);
+  }
+  /** Host-generated standard normals (seeded per backend), uploaded once. */
+  randn(shape: Shape, dtype: Dtype = "f32"): TensorData {
+    checkShape("randn", shape);
+    const n = size(shape);
+    const v = new Float32Array(n);
+    for (let i = 0; i < n; i++) v[i] = this.gauss();
+    return this.E.fromHost(shape, dtype, hostArray(dtype, v));
+  }
+  fromArray(data: number[], shape: Shape, dtype: Dtype = "f32"): TensorData {
+    checkShape("fromArray", shape);
+    if (data.length !== size(shape)) fail("fromArray", `${data.length} values for shape ${fmt(shape)} (needs ${size(shape)})`);
+    return this.E.fromHost(shape, dtype, hostArray(dtype, data));
+  }
+
+  private gauss(): number {
+    const u1 = Math.max(this.nextRand(), 1e-12);
+    const u2 = this.nextRand();
+    return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+  }
+  private nextRand(): number {
+    this.rngState = (this.rngState + 0x6d2b79f5) >>> 0;
+    let t = this.rngState;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  // ---- elementwise (fused)
+
+  add(a: TensorData, b: TensorData): TensorData { return this.E.binary("add", a, b, "add"); }
+  sub(a: TensorData, b: TensorData): TensorData { return this.E.binary("sub", a, b, "sub"); }
+  mul(a: TensorData, b: TensorData): TensorData { return this.E.binary("mul", a, b, "mul"); }
+  div(a: TensorData, b: TensorData): TensorData { return this.E.binary("div", a, b, "div"); }
+  neg(a: TensorData): TensorData { return this.E.unary("neg", a, "neg"); }
+  exp(a: TensorData): TensorData { return this.E.unary("exp", a, "exp"); }
+  log(a: TensorData): TensorData { return this.E.unary("log", a, "log"); }
+  sqrt(a: TensorData): TensorData { return this.E.unary("sqrt", a, "sqrt"); }
+  pow(a: TensorData, e: number): TensorData { return this.E.unary("pow", a, "pow", [e]); }
+  scale(a: TensorData, s: number): TensorData { return this.E.unary("scale", a, "scale", [s]); }
+  clamp(a: TensorData, lo: number, hi: number): TensorData { return this.E.unary("clamp", a, "clamp", [lo, hi]); }
+  gelu(a: TensorData): TensorData { return this.E.unary("gelu", a, "gelu"); }
+  relu(a: TensorData): TensorData { return this.E.unary("relu", a, "relu"); }
+  silu(a: TensorData): TensorData { return this.E.unary("silu", a, "silu"); }
+  softCap(a: TensorData, cap: number): TensorData { return this.E.unary("softCap", a, "softCap", [cap]); }
+
+  geluBackward(x: TensorData, g: TensorData): TensorData { return this.sameShape("geluBackward", x, g) ?? this.E.binary("geluBackward", x, g, "geluBwd", [], g.dtype); }
+  reluBackward(x: TensorData, g: TensorData): TensorData { return this.sameShape("reluBackward", x, g) ?? this.E.binary("reluBackward", x, g, "reluBwd", [], g.dtype); }
+  siluBackward(x: TensorData, g: TensorData): TensorData { return this.sameShape("siluBackward", x, g) ?? this.E.binary("siluBackward", x, g, "siluBwd", [], g.dtype); }
+  clampBackward(x: TensorData, g: TensorData, lo: number, hi: number): TensorData {
+    return this.sameShape("clampBackward", x, g) ?? this.E.binary("clampBackward", x, g, "clampBwd", [lo, hi], g.dtype);
+  }
+  softCapBackward(g: TensorData, x: TensorData, cap: number): TensorData {
+    return this.sameShape("softCapBackward", x, g) ?? this.E.binary("softCapBackward", x, g, "softCapBwd", [cap], g.dtype);
+  }
+  siluMul(a: TensorData, b: TensorData): TensorData { return this.E.binary("siluMul", a, b, "siluMul"); }
+  siluMulBackward(a: TensorData, b: TensorData, g: TensorData): TensorData[] {
+    this.sameShape("siluMulBackward", a, g);
+    const gb = this.E.binary("siluMulBackward", g, b, "mul");
+    const da = this.E.binary("siluMulBackward", a, gb, "siluBwd", [], g.dtype);
+    const sa = this.E.unary("siluMulBackward", a, "silu");
+    const db = this.E.binary("siluMulBackward", g, sa, "mul", [], g.dtype);
+    this.E.release(gb);
+    this.E.release(sa);
+    return [da, db];
+  }
+  residualDropoutAdd(residual: TensorData, projected: TensorData, mask: TensorData): TensorData {
+    const dropped = this.E.binary("residualDropoutAdd", projected, mask, "mul", [], projected.dtype);
+    const out = this.E.binary("residualDropoutAdd", residual, dropped, "add");
+    this.E.release(dropped);
+    return out;
+  }
+  castDtype(a: TensorData, dtype: Dtype): TensorData { return L.castDtype(this.E, a, dtype); }
+
+  private sameShape(op: string, x: TensorData, g: TensorData): null {
+    if (!sameShape(x.shape, g.shape)) fail(op, `input ${fmt(x.shape)} and gradOutput ${fmt(g.shape)} must have the same shape`);
+    return null;
+  }
+
+  // ---- in place
+
+  addInplace(a: TensorData, b: TensorData): void { OPT.addInplace(this.E, a, b); }
+  scaleInplace(a: TensorData, s: number): void { OPT.scaleInplace(this.E, a, s); }
+  adamwStep(
+    params: TensorData, grads: TensorData, m: TensorData, v: TensorData,
+    lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number, gradScale = 1,
+  ): void {
+    OPT.adamwStep(this.E, params, grads, m, v, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale);
+  }
+
+  // ---- reductions
+
+  sum(a: TensorData, axis?: number, keepdims = false): TensorData { return R.sum(this.E, "sum", a, axis, keepdims, false); }
+  mean(a: TensorData, axis?: number, keepdims = false): TensorData { return R.sum(this.E, "mean", a, axis, keepdims, true); }
+  softmax(a: TensorData, axis?: number): TensorData { return R.softmax(this.E, "softmax", a, axis, false); }
+  logSoftmax(a: TensorData, axis?: number): TensorData { return R.softmax(this.E, "logSoftmax", a, axis, true); }
+  sumOfSquares(a: TensorData): TensorData { return R.sumOfSquares(this.E, a); }
+  totalSumOfSquares(ts: TensorData[]): TensorData { return R.totalSumOfSquares(this.E, ts); }
+  checkFinite(a: TensorData): TensorData { return R.checkFinite(this.E, a); }
+
+  // ---- nn
+
+  embedding(w: TensorData, idx: TensorData): TensorData { return NN.embedding(this.E, w, idx); }
+  embeddingBackward(idx: TensorData, g: TensorData, vocab: number): TensorData { return NN.embeddingBackward(this.E, idx, g, vocab); }
+  layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number): TensorData { return NN.layerNorm(this.E, x, w, b, eps); }
+  layerNormBackward(x: TensorData, w: TensorData, g: TensorData, eps: number) { return NN.layerNormBackward(this.E, x, w, g, eps); }
+  crossEntropy(logits: TensorData, targets: TensorData): TensorData { return NN.crossEntropy(this.E, logits, targets); }
+  crossEntropyBackward(logits: TensorData, targets: TensorData, g: TensorData): TensorData {
+    return NN.crossEntropyBackward(this.E, logits, targets, g);
+  }
+
+  // ---- matmul and attention
+
+  matmul(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, "matmul", a, b, false, false); }
+  /** a @ b^T with b stored [..., N, K]. */
+  matmulTransposed(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, "matmulTransposed", a, b, false, true); }
+  /** a^T @ b with a stored [..., K, M]. */
+  matmulTransposedA(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, "matmulTransposedA", a, b, true, false); }
+  flashAttention(Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number) {
+    return FA.flashAttention(this.E, Q, K, V, T, scale, softCap);
+  }
+  flashAttentionBackward(
+    Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
+    T: number, scale: number, softCap: number,
+  ) {
+    return FA.flashAttentionBackward(this.E, Q, K, V, O, dO, lse, T, scale, softCap);
+  }
+
+  // ---- layout
+
+  reshape(a: TensorData, shape: Shape): TensorData { return L.reshape(this.E, a, shape); }
+  transpose(a: TensorData, d0: number, d1: number): TensorData { return L.transpose(this.E, a, d0, d1); }
+  slice(a: TensorData, starts: number[], ends: number[]): TensorData { return L.slice(this.E, a, starts, ends); }
+  cat(ts: TensorData[], axis: number): TensorData { return L.cat(this.E, ts, axis); }
+  scatterSlice(g: TensorData, orig: Shape, starts: number[], ends: number[]): TensorData { return L.scatterSlice(this.E, g, orig, starts, ends); }
+  sliceQkv(a: TensorData): [TensorData, TensorData, TensorData] { return L.sliceQkv(this.E, a); }
+  broadcast(a: TensorData, target: Shape): TensorData {
+    if (sameShape(a.shape, target)) return a;
+    return L.broadcast(this.E, a, target);
+  }
+  clone(a: TensorData): TensorData { return L.clone(this.E, a); }
+
+  // ---- selection and masks
+
+  argmax(a: TensorData, axis?: number): TensorData { return S.argmax(this.E, a, axis); }
+  topk(a: TensorData, k: number, axis?: number) { return S.topk(this.E, a, k, axis); }
+  gather(a: TensorData, axis: number, idx: TensorData): TensorData { return S.gather(this.E, a, axis, idx); }
+  causalMask(n: number): TensorData { return S.causalMask(this.E, n); }
+  maskedFill(a: TensorData, mask: TensorData, value: number): TensorData { return S.maskedFill(this.E, a, mask, value); }
+  dropoutMask(shape: Shape, seed: number, counter: number, p: number): TensorData { return S.dropoutMask(this.E, shape, seed, counter, p); }
+
+  // ---- comparison (host: these return JS booleans)
+
+  equal(a: TensorData, b: TensorData): boolean {
+    if (!sameShape(a.shape, b.shape) || a.dtype !== b.dtype) return false;
+    const x = a.data, y = b.data;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+    return true;
+  }
+  allClose(a: TensorData, b: TensorData, atol = 1e-5, rtol = 1e-8): boolean {
+    if (!sameShape(a.shape, b.shape)) return false;
+    const x = values(a), y = values(b);
+    for (let i = 0; i < x.length; i++) {
+      if (!(Math.abs(x[i] - y[i]) <= atol + rtol * Math.abs(y[i]))) return false;
+    }
+    return true;
+  }
+}
+
+function values(t: TensorData): ArrayLike<number> {
+  return t.dtype === "f16" ? fromF16Array(t.data as Uint16Array) : t.data;
+}
+
+function hostArray(dtype: Dtype, v: ArrayLike<number>) {
+  switch (dtype) {
+    case "f16": return toF16Array(v);
+    case "i32": return Int32Array.from(v);
+    case "f64": return Float64Array.from(v);
+    default: return Float32Array.from(v);
+  }
+}

@@ -1,0 +1,46 @@
+// The one place TypeScript reads HELIOS_* environment variables (Rust reads its own in
+// src/config.rs). Every flag here is listed in README.md with its default.
+
+export interface HeliosConfig {
+  /** HELIOS_FUSION: fuse chains of elementwise ops into one generated kernel. Default on. */
+  readonly fusion: boolean;
+  /** HELIOS_BATCH_SIZE: dispatches recorded before the open batch is submitted. Default 256. */
+  readonly batchSize: number;
+  /** HELIOS_FUSION_MAX_NODES: largest expression fused into one kernel. Default 32. */
+  readonly fusionMaxNodes: number;
+}
+
+export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
+  fusion: true,
+  batchSize: 256,
+  fusionMaxNodes: 32,
+});
+
+type Env = Record<string, string | undefined>;
+
+function flag(env: Env, name: string, dflt: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return dflt;
+  if (raw === "0" || raw === "false" || raw === "off" || raw === "no") return false;
+  if (raw === "1" || raw === "true" || raw === "on" || raw === "yes") return true;
+  throw new Error(`${name}=${env[name]}: expected 0/1/true/false/on/off`);
+}
+
+function positiveInt(env: Env, name: string, dflt: number, max: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === "") return dflt;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > max) {
+    throw new Error(`${name}=${raw}: expected an integer in [1, ${max}]`);
+  }
+  return n;
+}
+
+/** Reads the environment once per call; HeliosBackend reads it at construction. */
+export function readConfig(env: Env = process.env): HeliosConfig {
+  return Object.freeze({
+    fusion: flag(env, "HELIOS_FUSION", DEFAULT_CONFIG.fusion),
+    batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
+    fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
+  });
+}

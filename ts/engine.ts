@@ -1,0 +1,457 @@
+// The engine behind HeliosBackend: owns the runtime binding, buffer leases, the batch
+// scheduler, compiled kernels and pending fused expressions. Op modules (ts/ops/) ask it
+// for input buffers, output tensors and dispatches; it never decides what an op computes.
+import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
+import type { HeliosConfig } from "./config.js";
+import type { Runtime } from "./exec/runtime.js";
+import { BufferPool, type Lease } from "./exec/lease.js";
+import { type Scheduler, schedulerFor } from "./exec/scheduler.js";
+import { KernelCache } from "./kernels/cache.js";
+import { HeliosTensor, type TensorHost } from "./tensor.js";
+import { type Expr, type BinaryOp, type UnaryOp, countNodes, leavesOf } from "./fusion/expr.js";
+import { planFused, pushBytes, PUSH_BUDGET, MAX_FUSED_RANK } from "./fusion/plan.js";
+import { generateFused, fusedPushSpec, type FusedKernelKey } from "./kernels/elementwise.js";
+import { grid1d, packPush, storageBytes, type PushSpec } from "./kernels/common.js";
+import { broadcastShape, fail, fmt, size } from "./shape.js";
+import type { KernelDesc } from "./ir/index.js";
+import { toF16Array } from "./f16.js";
+import { deviceGeneration } from "./device.js";
+
+/** Most inputs one fused kernel binds; beyond this operands are materialized first. */
+const MAX_FUSED_INPUTS = 6;
+
+interface Holder {
+  leases: Lease[];
+}
+
+export interface EngineStats {
+  dispatches: number;
+  batches: number;
+  waits: number;
+  fusedKernels: number;
+  fusedOps: number;
+  uploads: number;
+  readbacks: number;
+  kernelCompiles: number;
+  cpuFallbacks: Record<string, number>;
+}
+
+export class Engine implements TensorHost {
+  readonly pool: BufferPool;
+  readonly sched: Scheduler;
+  readonly kernels: KernelCache;
+  private readonly holders = new WeakMap<HeliosTensor, Holder>();
+  private readonly registry = new FinalizationRegistry<Holder>((h) => {
+    try {
+      for (const l of h.leases) l.release();
+    } catch (e) {
+      // never throw out of a finalizer; the next op reports it
+      this.deferredError ??= e as Error;
+    }
+    h.leases = [];
+  });
+  private deferredError: Error | null = null;
+
+  private rethrowDeferred(): void {
+    const e = this.deferredError;
+    if (e) {
+      this.deferredError = null;
+      throw e;
+    }
+  }
+  /** Dispatches this engine recorded since the trainer last reset the step counter. */
+  opsThisStep = 0;
+  private dispatches = 0;
+  private fusedKernels = 0;
+  private fusedOps = 0;
+  private uploads = 0;
+  private readbacks = 0;
+  readonly cpuFallbacks: Record<string, number> = {};
+
+  /** Whether row kernels may use subgroup reductions (every Vulkan 1.3 target we run on). */
+  readonly subgroups: boolean;
+
+  constructor(readonly rt: Runtime, readonly config: HeliosConfig) {
+    this.subgroups = (rt.getDeviceInfo().subgroupSize ?? 0) >= 4;
+    this.pool = new BufferPool(rt);
+    this.sched = schedulerFor(rt, config.batchSize);
+    this.pool.beforeFree = () => this.sched.sync();
+    this.kernels = new KernelCache(rt);
+  }
+
+  stats(): EngineStats {
+    return {
+      ...this.sched.stats,
+      dispatches: this.dispatches,
+      fusedKernels: this.fusedKernels,
+      fusedOps: this.fusedOps,
+      uploads: this.uploads,
+      readbacks: this.readbacks,
+      kernelCompiles: this.kernels.compiles,
+      cpuFallbacks: { ...this.cpuFallbacks },
+    };
+  }
+
+  private flag: HeliosTensor | null = null;
+
+  /** The device-side "an index was clamped" flag (u32 [1]) bound by indexing kernels. */
+  indexFlag(): HeliosTensor {
+    if (!this.flag) this.flag = this.filled([1], "i32", 0);
+    return this.flag;
+  }
+
+  /** Reads and clears the clamped-index flag (a readback: diagnostics only). */
+  takeClampedIndices(): number {
+    if (!this.flag) return 0;
+    const v = (this.flag.data as Int32Array)[0];
+    if (v !== 0) {
+      this.release(this.flag);
+      this.flag = null;
+    }
+    return v;
+  }
+
+  countFallback(op: string): void {
+    this.cpuFallbacks[op] = (this.cpuFallbacks[op] ?? 0) + 1;
+  }
+
+  // ---- tensor creation
+
+  private track(t: HeliosTensor, leases: Lease[]): HeliosTensor {
+    const h: Holder = { leases };
+    this.holders.set(t, h);
+    this.registry.register(t, h, t);
+    return t;
+  }
+
+  /** A tensor with a fresh, uninitialized device buffer (no buffer when empty). */
+  alloc(shape: Shape, dtype: Dtype): HeliosTensor {
+    const t = new HeliosTensor(this, [...shape], dtype);
+    const n = size(shape);
+    if (n === 0) {
+      t.host = emptyArray(dtype);
+      return this.track(t, []);
+    }
+    t.lease = this.pool.lease(n * storageBytes(dtype));
+    return this.track(t, [t.lease]);
+  }
+
+  /** A device tensor initialized from host data (which it keeps as its host copy). */
+  fromHost(shape: Shape, dtype: Dtype, data: TensorArray): HeliosTensor {
+    const t = this.alloc(shape, dtype);
+    if (t.lease) {
+      this.sched.sync();
+      this.rt.uploadBuffer(t.lease.handle, toStorage(dtype, data));
+      this.uploads++;
+    }
+    t.host = data;
+    return t;
+  }
+
+  /** Fills with a 32-bit pattern (f32/i32) or a doubled 16-bit pattern (f16). */
+  filled(shape: Shape, dtype: Dtype, value: number): HeliosTensor {
+    const t = this.alloc(shape, dtype);
+    if (!t.lease) return t;
+    const word = new Uint32Array(1);
+    if (dtype === "f16") {
+      const h = toF16Array([value])[0];
+      word[0] = (h | (h << 16)) >>> 0;
+    } else if (dtype === "i32") new Int32Array(word.buffer)[0] = value;
+    else new Float32Array(word.buffer)[0] = value;
+    this.sched.sync();
+    this.rt.fillBuffer(t.lease.handle, word[0], 0, t.lease.bytes);
+    return t;
+  }
+
+  /** A tensor that shares `src`'s buffer under another shape (reshape of contiguous data). */
+  view(src: HeliosTensor, shape: Shape): HeliosTensor {
+    this.materialize(src);
+    const t = new HeliosTensor(this, [...shape], src.dtype);
+    t.ticket = src.ticket;
+    if (!src.lease) {
+      t.host = emptyArray(src.dtype);
+      return this.track(t, []);
+    }
+    t.lease = src.lease.retain();
+    if (src.host) t.host = src.host;
+    return this.track(t, [t.lease]);
+  }
+
+  /** A view of `t` under `shape` (uploading host tensors first). */
+  viewOrUpload(op: string, t: TensorData, shape: Shape): HeliosTensor {
+    if (t instanceof HeliosTensor) {
+      if (t.released) fail(op, `tensor ${fmt(t.shape)} was already released (releaseGpuTensor)`);
+      return this.view(t, shape);
+    }
+    return this.fromHost(shape, t.dtype, t.data);
+  }
+
+  // ---- inputs
+
+  /** Device buffer of any TensorData for reading; plain host tensors are uploaded. */
+  input(op: string, td: TensorData): { lease: Lease | null; temp: boolean } {
+    if (td instanceof HeliosTensor) {
+      if (td.released) fail(op, `tensor ${fmt(td.shape)} was already released (releaseGpuTensor)`);
+      if (td.owner !== this && (td.owner as Engine).rt !== this.rt) fail(op, "tensor belongs to a HeliosBackend on another runtime");
+      this.materialize(td);
+      return { lease: td.lease, temp: false };
+    }
+    checkPlain(op, td);
+    const n = size(td.shape);
+    if (n === 0) return { lease: null, temp: false };
+    const lease = this.pool.lease(n * storageBytes(td.dtype));
+    this.sched.sync();
+    this.rt.uploadBuffer(lease.handle, toStorage(td.dtype, td.data));
+    this.uploads++;
+    return { lease, temp: true };
+  }
+
+  /** Runs `body` with the device buffers of `inputs`, releasing uploaded temporaries after. */
+  withInputs<R>(op: string, inputs: TensorData[], body: (bufs: (Lease | null)[]) => R): R {
+    const got = inputs.map((t) => this.input(op, t));
+    try {
+      return body(got.map((g) => g.lease));
+    } finally {
+      for (const g of got) if (g.temp && g.lease) g.lease.release();
+    }
+  }
+
+  // ---- dispatch
+
+  private generation = deviceGeneration();
+
+  kernel(key: object, build: () => KernelDesc): number {
+    if (this.generation !== deviceGeneration()) {
+      // destroyDevice() + initDevice(): pipelines and the open batch are gone; tensors made
+      // before it are stale (the runtime rejects their handles with ERR_HELIOS_INVALID_HANDLE).
+      this.generation = deviceGeneration();
+      this.kernels.clear();
+      this.sched.reset();
+      this.flag = null;
+    }
+    return this.kernels.get(key, build);
+  }
+
+  /** Records one dispatch; `outputs` get the batch ticket so readers wait for it. */
+  dispatch(
+    pipeline: number, buffers: (Lease | null)[], groups: [number, number, number],
+    spec: PushSpec, push: Record<string, number>, outputs: HeliosTensor[],
+  ): void {
+    this.rethrowDeferred();
+    const handles = buffers.map((b) => {
+      if (!b) throw new Error("helios: internal error: dispatch with an empty buffer");
+      return b.handle;
+    });
+    const pc = Object.keys(spec).length > 0 ? packPush(spec, push) : undefined;
+    const ticket = this.sched.record(pipeline, handles, groups, pc);
+    this.opsThisStep++;
+    this.dispatches++;
+    for (const o of outputs) {
+      o.ticket = ticket;
+      o.host = null;
+    }
+  }
+
+  /**
+   * Replaces `t`'s buffer with `next`'s (used by in-place ops: compute out of place, then
+   * rebind). Views made earlier keep the old contents, as Alpha's reference copies them.
+   */
+  rebind(t: HeliosTensor, next: HeliosTensor): void {
+    const h = this.holders.get(t);
+    const hn = this.holders.get(next);
+    if (!h || !hn || !next.lease) throw new Error("helios: internal error: rebind");
+    for (const l of h.leases) l.release();
+    h.leases = [next.lease.retain()];
+    t.lease = next.lease;
+    t.ticket = next.ticket;
+    t.expr = null;
+    t.host = null;
+    this.release(next);
+  }
+
+  // ---- elementwise ops and fusion
+
+  exprOf(op: string, td: TensorData): { e: Expr; temp: Lease | null } {
+    if (td instanceof HeliosTensor) {
+      if (td.released) fail(op, `tensor ${fmt(td.shape)} was already released (releaseGpuTensor)`);
+      if (td.expr) return { e: td.expr, temp: null };
+    }
+    const { lease, temp } = this.input(op, td);
+    if (!lease) throw new Error("helios: internal error: leaf without buffer");
+    return { e: { k: "leaf", lease, shape: [...td.shape], dtype: td.dtype }, temp: temp ? lease : null };
+  }
+
+  unary(op: string, a: TensorData, u: UnaryOp, params: number[] = [], outDtype: Dtype = a.dtype): HeliosTensor {
+    return this.elementwise(op, [a], outDtype, ([x], shape) => ({ k: "un", op: u, x, params, shape }));
+  }
+
+  binary(op: string, a: TensorData, b: TensorData, bop: BinaryOp, params: number[] = [], outDtype?: Dtype): HeliosTensor {
+    const dt = outDtype ?? promote(a.dtype, b.dtype);
+    return this.elementwise(op, [a, b], dt, ([x, y], shape) => ({ k: "bin", op: bop, a: x, b: y, params, shape }));
+  }
+
+  private elementwise(
+    op: string, args: TensorData[], outDtype: Dtype, make: (xs: Expr[], shape: Shape) => Expr,
+  ): HeliosTensor {
+    let shape: Shape = args[0].shape;
+    for (let i = 1; i < args.length; i++) shape = broadcastShape(op, shape, args[i].shape);
+    if (size(shape) === 0) return this.alloc(shape, outDtype);
+    let parts = args.map((t) => this.exprOf(op, t));
+    let e = make(parts.map((p) => p.e), shape);
+    if (this.config.fusion && (countNodes(e) > this.config.fusionMaxNodes || leavesOf(e).size > MAX_FUSED_INPUTS)) {
+      // Too big for one kernel: materialize the operands and start a new expression.
+      for (const p of parts) if (p.temp) p.temp.release();
+      for (const t of args) if (t instanceof HeliosTensor) this.materialize(t);
+      parts = args.map((t) => this.exprOf(op, t));
+      e = make(parts.map((p) => p.e), shape);
+    }
+    const t = new HeliosTensor(this, [...shape], outDtype);
+    t.expr = e;
+    this.track(t, [...leavesOf(e)].map((l) => l.retain()));
+    for (const p of parts) if (p.temp) p.temp.release();
+    this.fusedOps++;
+    if (!this.config.fusion) this.materialize(t);
+    return t;
+  }
+
+  /** Dispatches a pending tensor's expression as one kernel. */
+  materialize(t: HeliosTensor): void {
+    const e = t.expr;
+    if (!e) return;
+    const plan = planFused(e, t.shape, t.dtype);
+    const strided = plan.inputs.some((i) => i.mode === "strided");
+    if (pushBytes(plan) > PUSH_BUDGET || (strided && plan.dims.length > MAX_FUSED_RANK)) {
+      this.splitAndMaterialize(t);
+      return;
+    }
+    const vec4 = !strided && plan.n % 4 === 0;
+    const key: FusedKernelKey = {
+      signature: plan.signature,
+      inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode })),
+      rank: strided ? plan.dims.length : 0,
+      program: plan.program,
+      nParams: plan.params.length,
+      outDtype: plan.outDtype,
+      vec4,
+    };
+    const pipeline = this.kernel({ fused: plan.signature, vec4 }, () => generateFused(key));
+    const spec = fusedPushSpec(key);
+    const push: Record<string, number> = { n: plan.n };
+    if (strided) {
+      plan.dims.forEach((d, i) => (push[`d${i}`] = d));
+      plan.inputs.forEach((inp, j) => inp.strides.forEach((s, d) => (push[`s${j}_${d}`] = s)));
+    }
+    plan.params.forEach((p, i) => (push[`p${i}`] = p));
+    const out = this.pool.lease(plan.n * storageBytes(t.dtype));
+    const h = this.holders.get(t);
+    t.lease = out;
+    t.expr = null;
+    this.dispatch(pipeline, [...plan.inputs.map((i) => i.lease), out], grid1d(vec4 ? plan.n / 4 : plan.n), spec, push, [t]);
+    this.fusedKernels++;
+    if (h) {
+      for (const l of h.leases) l.release();
+      h.leases = [out];
+    }
+  }
+
+  /** Rare: an expression whose indexing does not fit push constants is cut at its root. */
+  private splitAndMaterialize(t: HeliosTensor): void {
+    const e = t.expr;
+    if (!e || e.k === "leaf") throw new Error("helios: internal error: split of a leaf");
+    const kids = e.k === "un" ? [e.x] : [e.a, e.b];
+    const leaves: Expr[] = kids.map((c) => {
+      if (c.k === "leaf") return c;
+      const tmp = new HeliosTensor(this, [...c.shape], "f32");
+      tmp.expr = c;
+      this.track(tmp, [...leavesOf(c)].map((l) => l.retain()));
+      this.materialize(tmp);
+      const leaf: Expr = { k: "leaf", lease: tmp.lease as Lease, shape: tmp.shape, dtype: "f32" };
+      const h = this.holders.get(t);
+      h?.leases.push((tmp.lease as Lease).retain());
+      this.release(tmp);
+      return leaf;
+    });
+    t.expr = e.k === "un" ? { ...e, x: leaves[0] } : { ...e, a: leaves[0], b: leaves[1] };
+    this.materialize(t);
+  }
+
+  // ---- host access and lifetime
+
+  readTensor(t: HeliosTensor): TensorArray {
+    if (t.released) throw new Error(`helios: reading tensor ${fmt(t.shape)} after releaseGpuTensor`);
+    if (t.host) return t.host;
+    this.rethrowDeferred();
+    this.materialize(t);
+    const lease = t.lease;
+    if (!lease) return (t.host = emptyArray(t.dtype));
+    this.sched.sync();
+    this.sched.wait(t.ticket);
+    const bytes = size(t.shape) * storageBytes(t.dtype);
+    const raw = this.rt.readBuffer(lease.handle, 0, bytes);
+    this.readbacks++;
+    t.host = fromStorage(t.dtype, raw);
+    return t.host;
+  }
+
+  /** Returns a tensor's buffers to the pool now; later use of the tensor is an error. */
+  release(t: HeliosTensor): void {
+    if (t.released) return;
+    t.released = true;
+    const h = this.holders.get(t);
+    this.registry.unregister(t);
+    if (h) {
+      for (const l of h.leases) l.release();
+      h.leases = [];
+    }
+    t.lease = null;
+    t.expr = null;
+    t.host = null;
+  }
+}
+
+export function promote(a: Dtype, b: Dtype): Dtype {
+  if (a === b) return a;
+  if (a === "f64" || b === "f64") return "f64";
+  if (a === "f32" || b === "f32") return "f32";
+  return "f16";
+}
+
+function emptyArray(d: Dtype): TensorArray {
+  return d === "f16" ? new Uint16Array(0) : d === "i32" ? new Int32Array(0) : d === "f64" ? new Float64Array(0) : new Float32Array(0);
+}
+
+function checkPlain(op: string, td: TensorData): void {
+  if (!td || !Array.isArray(td.shape) && !(td.shape as unknown)) fail(op, "argument is not a tensor");
+  const n = size(td.shape);
+  if (!td.data || td.data.length !== n) {
+    fail(op, `tensor data has ${td.data?.length} elements but shape ${fmt(td.shape)} needs ${n}`);
+  }
+}
+
+/** Host array in the device storage type (f64 narrows to f32; f16 stays raw bits). */
+function toStorage(d: Dtype, data: TensorArray): ArrayBufferView {
+  if (d === "f64") return Float32Array.from(data as Float64Array);
+  if (d === "f32" && !(data instanceof Float32Array)) return Float32Array.from(data as ArrayLike<number>);
+  if (d === "i32" && !(data instanceof Int32Array)) return Int32Array.from(data as ArrayLike<number>);
+  if (d === "f16" && !(data instanceof Uint16Array)) return toF16Array(data as ArrayLike<number>);
+  return data;
+}
+
+function fromStorage(d: Dtype, raw: ArrayBuffer): TensorArray {
+  if (d === "f16") return new Uint16Array(raw);
+  if (d === "i32") return new Int32Array(raw);
+  if (d === "f64") return Float64Array.from(new Float32Array(raw));
+  return new Float32Array(raw);
+}
+
+/** Runs one kernel over resolved inputs; the last buffers are the outputs' leases. */
+export function run(
+  E: Engine, op: string, key: object, build: () => KernelDesc, spec: PushSpec, push: Record<string, number>,
+  inputs: TensorData[], outputs: HeliosTensor[], groups: [number, number, number], extra: HeliosTensor[] = [],
+): void {
+  const pipeline = E.kernel(key, build);
+  E.withInputs(op, inputs, (bufs) => {
+    E.dispatch(pipeline, [...bufs, ...outputs.map((o) => o.lease), ...extra.map((o) => o.lease)], groups, spec, push, [...outputs, ...extra]);
+  });
+}
+

@@ -1,0 +1,63 @@
+// Reference-counted ownership of leased device buffers. A tensor, a view of it (reshape)
+// and a pending fused expression that reads it each hold one reference; the buffer goes
+// back to the runtime's pool when the last one lets go. The runtime itself keeps a
+// released buffer out of circulation until the GPU work that last used it has completed,
+// so releasing right after recording a dispatch that reads it is safe.
+import type { Runtime } from "./runtime.js";
+
+export class Lease {
+  private refs = 1;
+
+  constructor(
+    private readonly pool: BufferPool,
+    readonly handle: number,
+    readonly bytes: number,
+  ) {}
+
+  get alive(): boolean {
+    return this.refs > 0;
+  }
+
+  retain(): this {
+    if (this.refs <= 0) throw new Error("helios: internal error: retain of a released buffer");
+    this.refs++;
+    return this;
+  }
+
+  release(): void {
+    if (this.refs <= 0) return;
+    if (--this.refs === 0) this.pool.free(this);
+  }
+}
+
+export class BufferPool {
+  leases = 0;
+  frees = 0;
+
+  /** Called before a buffer goes back to the runtime (queued dispatches may still use it). */
+  beforeFree: () => void = () => {};
+
+  constructor(private readonly rt: Runtime) {}
+
+  /** Sizes round up to 4 bytes so every buffer can be viewed as u32 words. */
+  lease(byteLength: number): Lease {
+    const bytes = Math.max(4, (byteLength + 3) & ~3);
+    this.leases++;
+    return new Lease(this, this.rt.leaseBuffer(bytes), bytes);
+  }
+
+  free(l: Lease): void {
+    this.frees++;
+    // outside the try: a failure to record queued work must surface, not be swallowed
+    this.beforeFree();
+    try {
+      this.rt.releaseBuffer(l.handle);
+    } catch {
+      // After destroyDevice() every handle is stale; a finalizer releasing one then must
+      // not throw out of the FinalizationRegistry callback (that would kill the process).
+      this.staleFrees++;
+    }
+  }
+
+  staleFrees = 0;
+}

@@ -1,0 +1,155 @@
+// Fused elementwise kernel: one thread per output element computes an SSA program over
+// its inputs in f32 and stores the result once.
+//
+// Bindings: 0..L-1 inputs (read, storage type of each input's dtype), L: out (write).
+// Push: n (u32 elements), then for kernels with strided inputs the collapsed output dims
+//   d0..d{R-1} and per strided input j its element strides s{j}_0..s{j}_{R-1}, then the
+//   op parameters p0..p{P-1} (f32).
+// Dispatch: grid1d(n) (x, then y past 65535 groups), WG threads.
+// Numerics: everything in f32; f16 inputs widen on load and round to nearest on store;
+// tanh is clamped so GELU/softCap never see NaN from an overflowing exp on any driver.
+import { exp, kernel, lift, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import type { Dtype } from "../types.js";
+import type { Instr, IndexMode } from "../fusion/plan.js";
+import { WG, flatIndex, fromF32, safeTanh, storageOf, toF32, type PushSpec } from "./common.js";
+
+export interface FusedKernelKey {
+  readonly signature: string;
+  readonly inputs: readonly { dtype: Dtype; mode: IndexMode }[];
+  readonly rank: number;
+  readonly program: readonly Instr[];
+  readonly nParams: number;
+  readonly outDtype: Dtype;
+  /** Four elements per thread with vector loads/stores (no strided inputs, n % 4 == 0). */
+  readonly vec4: boolean;
+}
+
+export function fusedPushSpec(key: FusedKernelKey): PushSpec {
+  const spec: PushSpec = { n: "u32" };
+  const strided = key.inputs.map((inp, j) => (inp.mode === "strided" ? j : -1)).filter((j) => j >= 0);
+  if (strided.length > 0) {
+    for (let d = 0; d < key.rank; d++) spec[`d${d}`] = "u32";
+    for (const j of strided) for (let d = 0; d < key.rank; d++) spec[`s${j}_${d}`] = "u32";
+  }
+  for (let p = 0; p < key.nParams; p++) spec[`p${p}`] = "f32";
+  return spec;
+}
+
+const SQRT_2_OVER_PI = 0.7978845608028654;
+
+export function gelu(x: Expr): Expr {
+  const inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(SQRT_2_OVER_PI);
+  return x.mul(0.5).mul(safeTanh(inner).add(1));
+}
+
+export function geluGrad(x: Expr): Expr {
+  const t = safeTanh(x.add(x.mul(x).mul(x).mul(0.044715)).mul(SQRT_2_OVER_PI));
+  const dInner = x.mul(x).mul(3 * 0.044715).add(1).mul(SQRT_2_OVER_PI);
+  return t.add(1).mul(0.5).add(x.mul(0.5).mul(t.mul(t).neg().add(1)).mul(dInner));
+}
+
+export function generateFused(key: FusedKernelKey): KernelDesc {
+  const k = kernel("fused_ew", { workgroup: [WG] });
+  const bufs = key.inputs.map((inp, j) => k.buffer(`in${j}`, storageOf(inp.dtype), "read"));
+  const out = k.buffer("out", storageOf(key.outDtype), "write");
+  const pc = k.push(fusedPushSpec(key));
+  const i = flatIndex(k);
+  const vec = key.vec4;
+  // vec4 kernels index vectors: n counts elements, the guard counts vectors
+  k.if(vec ? i.ge(pc.n.div(4)) : i.ge(pc.n), () => k.return());
+  const offsets = vec ? [] : inputOffsets(k, key, i, pc);
+  const vals: Expr[] = [];
+  const param = (n: number) => (vec ? vecOf("f32x4", pc[`p${n}`]) : pc[`p${n}`]);
+  for (const ins of key.program) {
+    if (ins.k === "load") vals.push(k.let(vec ? loadVec4(bufs[ins.input], key.inputs[ins.input].mode, i) : toF32(bufs[ins.input].load(offsets[ins.input])), "x"));
+    else if (ins.k === "un") vals.push(k.let(unary(ins.op, vals[ins.x], ins.param, param), "u"));
+    else vals.push(k.let(binary(ins.op, vals[ins.a], vals[ins.b], ins.param, param), "b"));
+  }
+  const r = vals[vals.length - 1];
+  out.store(i, vec ? r.cast(`${storageOf(key.outDtype)}x4` as "f32x4") : fromF32(r, key.outDtype));
+  const desc = k.finish();
+  desc.name = `fused_${key.outDtype}_${key.program.length}${vec ? "_v4" : ""}`;
+  return desc;
+}
+
+function loadVec4(b: Buffer, mode: IndexMode, i: Expr): Expr {
+  if (mode === "scalar") return vecOf("f32x4", toF32(b.load(0)));
+  return b.loadVec(i, 4).cast("f32x4");
+}
+
+function inputOffsets(k: KernelBuilder, key: FusedKernelKey, i: Expr, pc: Record<string, Expr>): (Expr | number)[] {
+  const strided = key.inputs.some((inp) => inp.mode === "strided");
+  const offs: (Expr | number)[] = key.inputs.map((inp) => (inp.mode === "full" ? i : 0));
+  if (!strided) return offs;
+  const acc = key.inputs.map((inp, j) => (inp.mode === "strided" ? k.var(u32, 0, `off${j}`) : null));
+  const rem = k.var(u32, i, "rem");
+  for (let d = key.rank - 1; d >= 0; d--) {
+    const r = rem.get();
+    const dim = pc[`d${d}`];
+    const c = k.let(r.rem(dim), "c");
+    rem.set(r.div(dim));
+    acc.forEach((v, j) => {
+      if (v) v.set(v.get().add(c.mul(pc[`s${j}_${d}`])));
+    });
+  }
+  return offs.map((o, j) => (acc[j] ? (acc[j] as { get(): Expr }).get() : o));
+}
+
+type Param = (n: number) => Expr;
+
+function unary(op: string, x: Expr, p: number, param: Param): Expr {
+  switch (op) {
+    case "copy": return x;
+    case "neg": return x.neg();
+    case "exp": return exp(x);
+    case "log": return log(x);
+    case "sqrt": return sqrt(x);
+    case "relu": return select(x.gt(0), x, 0);
+    case "gelu": return gelu(x);
+    case "silu": return x.div(exp(x.neg()).add(1));
+    case "sigmoid": return recip(exp(x.neg()).add(1));
+    case "tanh": return safeTanh(x);
+    case "scale": return x.mul(param(p));
+    case "addScalar": return x.add(param(p));
+    case "pow": return powSigned(x, param(p));
+    case "clamp": return max(param(p), min(param(p + 1), x));
+    case "softCap": return safeTanh(x.div(param(p))).mul(param(p));
+  }
+  throw new Error(`helios: internal error: unary op ${op}`);
+}
+
+function binary(op: string, a: Expr, b: Expr, p: number, param: Param): Expr {
+  switch (op) {
+    case "add": return a.add(b);
+    case "sub": return a.sub(b);
+    case "mul": return a.mul(b);
+    case "div": return a.div(b);
+    case "geluBwd": return b.mul(geluGrad(a));
+    case "reluBwd": return select(a.gt(0), b, 0);
+    case "siluBwd": {
+      const s = recip(exp(a.neg()).add(1));
+      return b.mul(s).mul(a.mul(s.neg().add(1)).add(1));
+    }
+    case "siluMul": return a.div(exp(a.neg()).add(1)).mul(b);
+    case "clampBwd": return select(a.gt(param(p)).and(a.lt(param(p + 1))), b, 0);
+    case "softCapBwd": {
+      const t = safeTanh(a.div(param(p)));
+      return b.mul(t.mul(t).neg().add(1));
+    }
+    case "maskedFill": return select(b.ne(0), param(p), a);
+  }
+  throw new Error(`helios: internal error: binary op ${op}`);
+}
+
+function recip(x: Expr): Expr {
+  return lift(1, x.type).div(x);
+}
+
+/** Math.pow semantics for negative bases: odd integer exponents keep the sign, others NaN. */
+function powSigned(x: Expr, e: Expr): Expr {
+  const mag = pow(abs(x), e);
+  const isInt = floor(e).eq(e);
+  const odd = abs(e.sub(floor(e.mul(0.5)).mul(2))).eq(1);
+  const neg = select(isInt, select(odd, mag.neg(), mag), lift(NaN, x.type));
+  return select(x.lt(0), neg, select(x.eq(0).and(e.eq(0)), lift(1, x.type), mag));
+}

@@ -1,0 +1,146 @@
+// LayerNorm over the last axis.
+//
+// layernorm_fwd: bindings x, w, b (read), out (write). Push {dim, eps}. One workgroup per row:
+//   mean, then the centered variance (two passes over the row: no catastrophic cancellation),
+//   then out = (x - mean) * rstd * w + b. Dispatch gridRows(rows).
+// layernorm_bwd_dx: bindings x, w, g (read), dx (write). Push {dim, eps}. One workgroup per
+//   row: recomputes mean/rstd, sums dy = g*w and dy*xhat, writes
+//   dx = rstd * (dy - (sum(dy) + xhat * sum(dy*xhat)) / dim).
+// layernorm_bwd_dwdb: bindings x, g (read), dw, db (write). Push {rows, dim, eps}. One thread
+//   per column j walks every row (recomputing that row's mean/rstd from a per-row stats
+//   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel).
+import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import type { Dtype } from "../types.js";
+import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
+
+export const LN_PUSH = { rows: "u32", dim: "u32", eps: "f32" } as const;
+
+function rowStats(k: KernelBuilder, x: Buffer, base: Expr, t: Expr, dim: Expr, eps: Expr) {
+  const sh = k.shared("partial", f32, ROW_WG);
+  const s = k.var(f32, 0, "s");
+  k.for(t, dim, (j) => s.set(s.get().add(toF32(x.load(base.add(j))))), { step: ROW_WG });
+  const mean = k.let(wgReduce(k, sh, t, s.get(), (a, b) => a.add(b)).div(dim.cast(f32)), "mean");
+  const v = k.var(f32, 0, "v");
+  k.for(t, dim, (j) => {
+    const d = k.let(toF32(x.load(base.add(j))).sub(mean), "d");
+    v.set(v.get().add(d.mul(d)));
+  }, { step: ROW_WG });
+  const variance = wgReduce(k, sh, t, v.get(), (a, b) => a.add(b)).div(dim.cast(f32));
+  const rstd = k.let(rsqrt(variance.add(eps)), "rstd");
+  return { sh, mean, rstd };
+}
+
+export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
+  const k = kernel(`layernorm_fwd_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const w = k.buffer("w", storageOf(wDtype), "read");
+  const b = k.buffer("b", storageOf(wDtype), "read");
+  const out = k.buffer("out", storageOf(dtype), "write");
+  const pc = k.push(LN_PUSH);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const base = k.let(row.mul(pc.dim), "base");
+  const { mean, rstd } = rowStats(k, x, base, t, pc.dim, pc.eps);
+  k.for(t, pc.dim, (j) => {
+    const xh = toF32(x.load(base.add(j))).sub(mean).mul(rstd);
+    out.store(base.add(j), fromF32(xh.mul(toF32(w.load(j))).add(toF32(b.load(j))), dtype));
+  }, { step: ROW_WG });
+  return k.finish();
+}
+
+export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const w = k.buffer("w", storageOf(wDtype), "read");
+  const g = k.buffer("g", storageOf(dtype), "read");
+  const dx = k.buffer("dx", storageOf(dtype), "write");
+  const stats = k.buffer("stats", f32, "write");
+  const pc = k.push(LN_PUSH);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const base = k.let(row.mul(pc.dim), "base");
+  const { sh, mean, rstd } = rowStats(k, x, base, t, pc.dim, pc.eps);
+  const s1 = k.var(f32, 0, "s1");
+  const s2 = k.var(f32, 0, "s2");
+  k.for(t, pc.dim, (j) => {
+    const dy = k.let(toF32(g.load(base.add(j))).mul(toF32(w.load(j))), "dy");
+    const xh = toF32(x.load(base.add(j))).sub(mean).mul(rstd);
+    s1.set(s1.get().add(dy));
+    s2.set(s2.get().add(dy.mul(xh)));
+  }, { step: ROW_WG });
+  const sum1 = k.let(wgReduce(k, sh, t, s1.get(), (a, b) => a.add(b)), "sum1");
+  const sum2 = k.let(wgReduce(k, sh, t, s2.get(), (a, b) => a.add(b)), "sum2");
+  const dimF = k.let(pc.dim.cast(f32), "dimf");
+  k.for(t, pc.dim, (j) => {
+    const xh = toF32(x.load(base.add(j))).sub(mean).mul(rstd);
+    const dy = toF32(g.load(base.add(j))).mul(toF32(w.load(j)));
+    const r = rstd.mul(dy.sub(sum1.add(xh.mul(sum2)).div(dimF)));
+    dx.store(base.add(j), fromF32(r, dtype));
+  }, { step: ROW_WG });
+  k.if(t.eq(0), () => {
+    stats.store(row.mul(2), mean);
+    stats.store(row.mul(2).add(1), rstd);
+  });
+  return k.finish();
+}
+
+export const LN_DWDB_PUSH = { rows: "u32", dim: "u32" } as const;
+
+export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
+  const k = kernel(`layernorm_bwd_dwdb_${dtype}`, { workgroup: [WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(dtype), "read");
+  const stats = k.buffer("stats", f32, "read");
+  const dw = k.buffer("dw", storageOf(wDtype), "write");
+  const db = k.buffer("db", storageOf(wDtype), "write");
+  const pc = k.push(LN_DWDB_PUSH);
+  const j = flatIndex(k);
+  k.if(j.ge(pc.dim), () => k.return());
+  const aw = k.var(f32, 0, "aw");
+  const ab = k.var(f32, 0, "ab");
+  k.for(lit("u32", 0), pc.rows, (r) => {
+    const idx = k.let(r.mul(pc.dim).add(j), "idx");
+    const gv = k.let(toF32(g.load(idx)), "gv");
+    const xh = toF32(x.load(idx)).sub(stats.load(r.mul(2))).mul(stats.load(r.mul(2).add(1)));
+    aw.set(aw.get().add(gv.mul(xh)));
+    ab.set(ab.get().add(gv));
+  });
+  dw.store(j, fromF32(aw.get(), wDtype));
+  db.store(j, fromF32(ab.get(), wDtype));
+  return k.finish();
+}
+
+/**
+ * layernorm_fwd_cached: layernorm_fwd's contract for rows of at most ROW_WG * vpt
+ * elements, reading x once into registers (mean and centered variance from registers).
+ */
+export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: number, sg = false): KernelDesc {
+  const k = kernel(`layernorm_fwd_c${vpt}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const w = k.buffer("w", storageOf(wDtype), "read");
+  const b = k.buffer("b", storageOf(wDtype), "read");
+  const out = k.buffer("out", storageOf(dtype), "write");
+  const pc = k.push(LN_PUSH);
+  const sh = k.shared("partial", f32, ROW_WG);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const base = k.let(row.mul(pc.dim), "base");
+  const dimF = k.let(pc.dim.cast(f32), "dimf");
+  const cols = Array.from({ length: vpt }, (_, r) => k.let(t.add(r * ROW_WG), "col"));
+  const vals = cols.map((c, r) => {
+    const v = k.var(f32, 0, `xv${r}`);
+    k.if(c.lt(pc.dim), () => v.set(toF32(x.load(base.add(c)))));
+    return v.get();
+  });
+  const sum = (v: Expr) => (sg ? wgReduceSg(k, sh, v, "add") : wgReduce(k, sh, t, v, (p, q) => p.add(q)));
+  const mean = k.let(sum(vals.reduce((p, q) => p.add(q))).div(dimF), "mean");
+  const cen = vals.map((v, r) => k.let(select(cols[r].lt(pc.dim), v.sub(mean), lit(f32, 0)), "c"));
+  const variance = sum(cen.map((c) => c.mul(c)).reduce((p, q) => p.add(q))).div(dimF);
+  const rstd = k.let(rsqrt(variance.add(pc.eps)), "rstd");
+  cols.forEach((c, r) => {
+    k.if(c.lt(pc.dim), () => {
+      out.store(base.add(c), fromF32(cen[r].mul(rstd).mul(toF32(w.load(c))).add(toF32(b.load(c))), dtype));
+    });
+  });
+  return k.finish();
+}

@@ -1,0 +1,105 @@
+// The backend's kernel variants for the registry (spirv-val sweep, compile benchmark): every
+// family in every storage dtype, plus representative fused-elementwise programs.
+import type { Dtype } from "../types.js";
+import type { KernelVariant } from "./registry.js";
+import { planFused } from "../fusion/plan.js";
+import type { Expr } from "../fusion/expr.js";
+import type { Lease } from "../exec/lease.js";
+import { generateFused } from "./elementwise.js";
+import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
+import { layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
+import { xentRowsKernel, xentBwdKernel } from "./loss.js";
+import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
+import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
+import { adamwKernel } from "./optim.js";
+import { matmulKernel } from "./matmul.js";
+import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
+
+const FLOATS: Dtype[] = ["f32", "f16"];
+
+function needs(d: Dtype): KernelVariant["needs"] {
+  return d === "f16" ? ["f16"] : [];
+}
+
+/** Representative fused programs: every unary/binary op, broadcasting, f16 in/out. */
+function fusedSamples(): KernelVariant[] {
+  const fake = {} as Lease;
+  const leaf = (shape: number[], dtype: Dtype): Expr => ({ k: "leaf", lease: { ...fake } as Lease, shape, dtype });
+  const un = (op: string, x: Expr, params: number[] = []): Expr => ({ k: "un", op: op as never, x, params, shape: [4, 5] });
+  const bin = (op: string, a: Expr, b: Expr, params: number[] = []): Expr => ({ k: "bin", op: op as never, a, b, params, shape: [4, 5] });
+  const x = leaf([4, 5], "f32"), y = leaf([5], "f32"), h = leaf([4, 1], "f16");
+  const unary = ["copy", "neg", "exp", "log", "sqrt", "relu", "gelu", "silu", "sigmoid", "tanh", "scale", "addScalar", "pow", "clamp", "softCap"];
+  const binary = ["add", "sub", "mul", "div", "geluBwd", "reluBwd", "siluBwd", "siluMul", "clampBwd", "softCapBwd", "maskedFill"];
+  let e: Expr = x;
+  for (const op of unary) e = un(op, e, [0.5, 2]);
+  for (const op of binary) e = bin(op, e, op === "maskedFill" ? h : y, [0.5, 2]);
+  const out: KernelVariant[] = [];
+  const s = leaf([1], "f32"), hf = leaf([4, 5], "f16");
+  let ef: Expr = bin("mul", x, s);
+  for (const op of unary) ef = un(op, ef, [0.5, 2]);
+  for (const op of binary) ef = bin(op, ef, op === "maskedFill" ? hf : s, [0.5, 2]);
+  for (const [id, expr, dt] of [["all_ops_f32", e, "f32"], ["all_ops_flat", ef, "f32"], ["bcast_f16_out", bin("mul", un("gelu", h), x), "f16"], ["i32_out", un("copy", x), "i32"]] as const) {
+    const plan = planFused(expr, [4, 5], dt);
+    const strided = plan.inputs.some((i) => i.mode === "strided");
+    for (const vec4 of strided ? [false] : [false, true]) {
+      out.push({
+        id: `backend/fused/${id}${vec4 ? "_v4" : ""}`,
+        needs: plan.inputs.some((i) => i.dtype === "f16") || dt === "f16" ? ["f16"] : [],
+        build: () => generateFused({
+          signature: plan.signature, inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode })),
+          rank: strided ? plan.dims.length : 0, program: plan.program, nParams: plan.params.length, outDtype: plan.outDtype, vec4,
+        }),
+      });
+    }
+  }
+  return out;
+}
+
+export function backendVariants(): KernelVariant[] {
+  const v: KernelVariant[] = [...fusedSamples()];
+  for (const d of FLOATS) {
+    for (const fn of ["sum", "sumsq", "nonfinite", "flag"] as ReduceFn[]) {
+      v.push({ id: `backend/reduce_rows/${fn}_${d}`, needs: needs(d), build: () => reduceRowsKernel(d, fn === "sum" ? d : "f32", fn) });
+    }
+    v.push({ id: `backend/reduce_strided/${d}`, needs: needs(d), build: () => reduceStridedKernel(d) });
+    for (const log of [false, true]) {
+      v.push({ id: `backend/softmax_rows/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxRowsKernel(d, log) });
+      v.push({ id: `backend/softmax_strided/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxStridedKernel(d, log) });
+    }
+    v.push({ id: `backend/layernorm_fwd/${d}`, needs: needs(d), build: () => layerNormFwdKernel(d, d) });
+    for (const vpt of [1, 16]) for (const sg of [false, true]) {
+      const n = sg ? [...needs(d), "subgroup" as const] : needs(d);
+      const tag = `${d}_${vpt}${sg ? "_sg" : ""}`;
+      v.push({ id: `backend/layernorm_fwd_cached/${tag}`, needs: n, build: () => layerNormFwdCachedKernel(d, d, vpt, sg) });
+      for (const log of [false, true]) v.push({ id: `backend/softmax_rows_cached/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRowsCachedKernel(d, log, vpt, sg) });
+    }
+    v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
+    v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });
+    v.push({ id: `backend/xent_rows/${d}`, needs: needs(d), build: () => xentRowsKernel(d) });
+    v.push({ id: `backend/xent_bwd/${d}`, needs: needs(d), build: () => xentBwdKernel(d, "f32") });
+    v.push({ id: `backend/embedding_fwd/${d}`, needs: needs(d), build: () => embeddingFwdKernel(d) });
+    v.push({ id: `backend/embedding_bwd/${d}`, needs: needs(d), build: () => embeddingBwdKernel(d) });
+    v.push({ id: `backend/embedding_bwd_csr/${d}`, needs: needs(d), build: () => embeddingBwdCsrKernel(d) });
+    v.push({ id: `backend/gather/${d}`, needs: needs(d), build: () => gatherKernel(d) });
+    v.push({ id: `backend/argmax/${d}`, needs: needs(d), build: () => argmaxKernel(d) });
+    v.push({ id: `backend/topk/${d}`, needs: needs(d), build: () => topkKernel(d) });
+    v.push({ id: `backend/adamw/${d}`, needs: needs(d), build: () => adamwKernel(d, d) });
+    for (const tA of [false, true]) for (const tB of [false, true]) for (const tile of [64, 128] as const) {
+      v.push({ id: `backend/matmul_simt${tile}/${d}_${tA ? "t" : "n"}${tB ? "t" : "n"}`, needs: needs(d), build: () => matmulKernel({ aDtype: d, bDtype: d, outDtype: d, transA: tA, transB: tB, tile }) });
+    }
+    for (const D of [64, 8]) for (const softCap of [false, true]) {
+      const fv = { dtype: d, D, softCap };
+      const tag = `${d}_d${D}${softCap ? "_cap" : ""}`;
+      v.push({ id: `backend/flash_fwd/${tag}`, needs: needs(d), build: () => flashFwdKernel(fv) });
+      v.push({ id: `backend/flash_fwd_v4/${tag}`, needs: needs(d), build: () => flashFwdVec4Kernel(fv) });
+      v.push({ id: `backend/flash_bwd_dq_v4/${tag}`, needs: needs(d), build: () => flashBwdDqVec4Kernel(fv) });
+      v.push({ id: `backend/flash_bwd_dkdv_v4/${tag}`, needs: needs(d), build: () => flashBwdDkDvVec4Kernel(fv) });
+      v.push({ id: `backend/flash_bwd_dq/${tag}`, needs: needs(d), build: () => flashBwdDqKernel(fv) });
+      v.push({ id: `backend/flash_bwd_dkdv/${tag}`, needs: needs(d), build: () => flashBwdDkDvKernel(fv) });
+    }
+  }
+  for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
+  v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });
+  v.push({ id: "backend/dropout_mask", needs: [], build: dropoutMaskKernel });
+  return v;
+}

@@ -1,0 +1,58 @@
+// Host side of flash attention forward/backward.
+import type { TensorData } from "../types.js";
+import { type Engine, run } from "../engine.js";
+import type { HeliosTensor } from "../tensor.js";
+import { fail, fmt } from "../shape.js";
+import { FA_PUSH, FA_ROWS, flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
+
+const MAX_HEAD_DIM = 256;
+
+function check(op: string, T: number, ...ts: TensorData[]): { BH: number; D: number } {
+  const [q] = ts;
+  if (q.shape.length !== 3) fail(op, `Q must be [B*H, T, D], got ${fmt(q.shape)}`);
+  const [BH, t, D] = q.shape;
+  if (t !== T) fail(op, `T=${T} does not match Q ${fmt(q.shape)}`);
+  for (const x of ts) {
+    if (x.shape.join() !== q.shape.join()) fail(op, `shapes differ: ${fmt(q.shape)} vs ${fmt(x.shape)}`);
+    if (x.dtype !== q.dtype) fail(op, `dtypes differ: ${q.dtype} vs ${x.dtype}`);
+  }
+  if (q.dtype === "i32") fail(op, "expects floating-point tensors");
+  if (D > MAX_HEAD_DIM) fail(op, `head dim ${D} above ${MAX_HEAD_DIM} is not supported`);
+  if (BH > 65535) fail(op, `B*H=${BH} exceeds 65535`);
+  return { BH, D };
+}
+
+export function flashAttention(E: Engine, Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number) {
+  const op = "flashAttention";
+  const { BH, D } = check(op, T, Q, K, V);
+  const output = E.alloc(Q.shape, Q.dtype);
+  const lse = E.alloc([BH, T], "f32");
+  if (BH === 0 || T === 0 || D === 0) return { output, lse };
+  const v: FlashVariant = { dtype: Q.dtype, D, softCap: softCap > 0 };
+  const vec4 = D % 4 === 0;
+  run(E, op, { flashFwd: v, vec4 }, () => (vec4 ? flashFwdVec4Kernel(v) : flashFwdKernel(v)), FA_PUSH, { T, scale, cap: softCap > 0 ? softCap : 1 },
+    [Q, K, V], [output, lse], [Math.ceil(T / FA_ROWS), BH, 1]);
+  return { output, lse };
+}
+
+export function flashAttentionBackward(
+  E: Engine, Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
+  T: number, scale: number, softCap: number,
+): { dQ: HeliosTensor; dK: HeliosTensor; dV: HeliosTensor } {
+  const op = "flashAttentionBackward";
+  const { BH, D } = check(op, T, Q, K, V, O, dO);
+  if (lse.shape.join() !== [BH, T].join()) fail(op, `lse ${fmt(lse.shape)} must be [${BH}, ${T}]`);
+  const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
+  if (BH === 0 || T === 0 || D === 0) return { dQ, dK, dV };
+  const v: FlashVariant = { dtype: Q.dtype, D, softCap: softCap > 0 };
+  const push = { T, scale, cap: softCap > 0 ? softCap : 1 };
+  const dpre = E.alloc([BH, T], "f32");
+  const groups: [number, number, number] = [Math.ceil(T / FA_ROWS), BH, 1];
+  const vec4 = D % 4 === 0;
+  run(E, op, { flashDq: v, vec4 }, () => (vec4 ? flashBwdDqVec4Kernel(v) : flashBwdDqKernel(v)), FA_PUSH, push,
+    [Q, K, V, O, dO, lse], [dQ, dpre], groups);
+  run(E, op, { flashDkDv: v, vec4 }, () => (vec4 ? flashBwdDkDvVec4Kernel(v) : flashBwdDkDvKernel(v)), FA_PUSH, push,
+    [Q, K, V, dO, lse, dpre], [dK, dV], groups);
+  E.release(dpre);
+  return { dQ, dK, dV };
+}

@@ -1,0 +1,135 @@
+// Host side of layerNorm, cross-entropy and embedding: validation and dispatch.
+import type { Dtype, TensorData } from "../types.js";
+import { type Engine, run } from "../engine.js";
+import type { HeliosTensor } from "../tensor.js";
+import { checkIndices, hostIndices } from "./indices.js";
+import { fail, fmt, size } from "../shape.js";
+import { gridRows, grid1d } from "../kernels/common.js";
+import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel } from "../kernels/loss.js";
+import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
+import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
+
+function floatOnly(op: string, t: TensorData, what: string): void {
+  if (t.dtype === "i32") fail(op, `${what} must be a floating-point tensor, got i32 ${fmt(t.shape)}`);
+}
+
+function checkLn(op: string, x: TensorData, w: TensorData, b: TensorData | null): number {
+  floatOnly(op, x, "x");
+  if (x.shape.length === 0) fail(op, "x must have rank >= 1");
+  const dim = x.shape[x.shape.length - 1];
+  if (w.shape.length !== 1 || w.shape[0] !== dim) fail(op, `weight ${fmt(w.shape)} must be [${dim}] for x ${fmt(x.shape)}`);
+  if (b && (b.shape.length !== 1 || b.shape[0] !== dim)) fail(op, `bias ${fmt(b.shape)} must be [${dim}] for x ${fmt(x.shape)}`);
+  if (b && b.dtype !== w.dtype) fail(op, `weight (${w.dtype}) and bias (${b.dtype}) dtypes differ`);
+  return dim;
+}
+
+export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData, eps: number): HeliosTensor {
+  const dim = checkLn("layerNorm", x, w, b);
+  const out = E.alloc(x.shape, x.dtype);
+  const rows = dim === 0 ? 0 : size(x.shape) / dim;
+  if (rows === 0 || dim === 0) return out;
+  const vpt = cachedVpt(dim);
+  const sg = E.subgroups;
+  const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt, sg) : layerNormFwdKernel(x.dtype, w.dtype));
+  run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt, sg }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
+  return out;
+}
+
+export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: TensorData, eps: number) {
+  const op = "layerNormBackward";
+  const dim = checkLn(op, x, w, null);
+  if (g.shape.join() !== x.shape.join()) fail(op, `gradOutput ${fmt(g.shape)} must match x ${fmt(x.shape)}`);
+  if (g.dtype !== x.dtype) fail(op, `gradOutput dtype ${g.dtype} must match x dtype ${x.dtype}`);
+  const dx = E.alloc(x.shape, x.dtype);
+  const dw = E.alloc(w.shape, w.dtype);
+  const db = E.alloc(w.shape, w.dtype);
+  const rows = dim === 0 ? 0 : size(x.shape) / dim;
+  if (rows === 0 || dim === 0) return { dx, dw: E.filled(w.shape, w.dtype, 0), db: E.filled(w.shape, w.dtype, 0) };
+  const stats = E.alloc([rows, 2], "f32");
+  run(E, op, { lnDx: x.dtype, w: w.dtype }, () => layerNormBwdDxKernel(x.dtype, w.dtype), LN_PUSH,
+    { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+  run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
+    { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
+  E.release(stats);
+  return { dx, dw, db };
+}
+
+function checkXent(op: string, logits: TensorData, targets: TensorData): [number, number] {
+  floatOnly(op, logits, "logits");
+  if (logits.shape.length !== 2) fail(op, `logits must be [N, C], got ${fmt(logits.shape)}`);
+  const [n, c] = logits.shape;
+  if (size(targets.shape) !== n) fail(op, `targets ${fmt(targets.shape)} must have ${n} elements for logits ${fmt(logits.shape)}`);
+  checkIndices(op, targets, c, "targets");
+  return [n, c];
+}
+
+export function crossEntropy(E: Engine, logits: TensorData, targets: TensorData): HeliosTensor {
+  const op = "crossEntropy";
+  const [n, c] = checkXent(op, logits, targets);
+  if (n === 0 || c === 0) return E.filled([], logits.dtype, NaN);
+  const rowLoss = E.alloc([n], "f32");
+  run(E, op, { xent: logits.dtype }, () => xentRowsKernel(logits.dtype), XENT_PUSH, { rows: n, classes: c },
+    [logits, targets], [rowLoss], gridRows(n), [E.indexFlag()]);
+  const out = E.alloc([], logits.dtype);
+  // mean over rows: a row-length-n reduction in one workgroup (n is a batch*time count)
+  run(E, op, { reduceRows: "sum", in: "f32", out: logits.dtype }, () => reduceRowsKernel("f32", logits.dtype, "sum"),
+    REDUCE_ROWS_PUSH, { rows: 1, len: n, n, outBase: 0, scale: 1 / n }, [rowLoss], [out], gridRows(1));
+  E.release(rowLoss);
+  return out;
+}
+
+export function crossEntropyBackward(E: Engine, logits: TensorData, targets: TensorData, g: TensorData): HeliosTensor {
+  const op = "crossEntropyBackward";
+  const [n, c] = checkXent(op, logits, targets);
+  if (size(g.shape) !== 1) fail(op, `gradOutput must be a scalar, got ${fmt(g.shape)}`);
+  const out = E.alloc(logits.shape, logits.dtype);
+  if (n === 0 || c === 0) return out;
+  run(E, op, { xentBwd: logits.dtype, g: g.dtype }, () => xentBwdKernel(logits.dtype, g.dtype), XENT_BWD_PUSH,
+    { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n), [E.indexFlag()]);
+  return out;
+}
+
+export function embedding(E: Engine, w: TensorData, idx: TensorData): HeliosTensor {
+  const op = "embedding";
+  if (w.shape.length !== 2) fail(op, `weight must be [vocab, dim], got ${fmt(w.shape)}`);
+  const [vocab, dim] = w.shape;
+  checkIndices(op, idx, vocab, "indices");
+  const out = E.alloc([...idx.shape, dim], w.dtype);
+  const n = size(out.shape);
+  if (n === 0) return out;
+  run(E, op, { emb: w.dtype }, () => embeddingFwdKernel(w.dtype), EMB_PUSH, { n, dim, vocab },
+    [w, idx], [out], grid1d(n), [E.indexFlag()]);
+  return out;
+}
+
+export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, vocab: number): HeliosTensor {
+  const op = "embeddingBackward";
+  if (!Number.isInteger(vocab) || vocab <= 0) fail(op, `vocabSize ${vocab} must be a positive integer`);
+  checkIndices(op, idx, vocab, "indices");
+  const dim = g.shape[g.shape.length - 1] ?? 0;
+  const count = size(idx.shape);
+  if (size(g.shape) !== count * dim) fail(op, `gradOutput ${fmt(g.shape)} must be [...${fmt(idx.shape)}, dim]`);
+  const outDtype: Dtype = "f32";
+  const out = E.alloc([vocab, dim], outDtype);
+  if (dim === 0) return out;
+  if (count === 0) return E.filled([vocab, dim], outDtype, 0);
+  const host = hostIndices(idx);
+  if (host) {
+    // indices range-checked above: counting sort into per-row position lists
+    const offsets = new Int32Array(vocab + 1);
+    for (let i = 0; i < count; i++) offsets[host[i] + 1]++;
+    for (let v = 0; v < vocab; v++) offsets[v + 1] += offsets[v];
+    const fill = offsets.slice(0, vocab);
+    const positions = new Int32Array(count);
+    for (let i = 0; i < count; i++) positions[fill[host[i]]++] = i;
+    const offT = { shape: [vocab + 1], dtype: "i32" as const, data: offsets };
+    const posT = { shape: [count], dtype: "i32" as const, data: positions };
+    run(E, op, { embBwdCsr: g.dtype }, () => embeddingBwdCsrKernel(g.dtype), EMB_BWD_CSR_PUSH, { n: vocab * dim, dim },
+      [offT, posT, g], [out], grid1d(vocab * dim));
+    return out;
+  }
+  run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab },
+    [idx, g], [out], grid1d(dim), [E.indexFlag()]);
+  return out;
+}

@@ -1,0 +1,120 @@
+// Host side of reductions and softmax: shape rules, pass planning, dispatch.
+import type { Dtype, TensorData } from "../types.js";
+import { type Engine, run } from "../engine.js";
+import type { HeliosTensor } from "../tensor.js";
+import { normalizeAxis, reducedShape, size, splitAxis, fail } from "../shape.js";
+import { gridRows, grid1d } from "../kernels/common.js";
+import {
+  REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
+  reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, cachedVpt, type ReduceFn,
+} from "../kernels/reduce.js";
+
+/** Elements one workgroup reduces in the first pass of a whole-tensor reduction. */
+const CHUNK = 8192;
+
+/**
+ * Reduces a flat buffer to one value with f32 partials: pass 1 writes one partial per
+ * CHUNK elements, later passes sum partials until one remains, written into `out`.
+ */
+function reduceFlat(E: Engine, op: string, src: TensorData, fn: ReduceFn, scale: number, out: HeliosTensor): void {
+  const n = size(src.shape);
+  let rows = Math.ceil(n / CHUNK);
+  const final = rows === 1;
+  const first = final ? out : E.alloc([rows], "f32");
+  run(E, op, { reduceRows: fn, in: src.dtype, out: first.dtype }, () => reduceRowsKernel(src.dtype, first.dtype, fn),
+    REDUCE_ROWS_PUSH, { rows, len: CHUNK, n, outBase: 0, scale: final ? scale : 1 }, [src], [first], gridRows(rows));
+  let cur = first;
+  while (cur !== out) {
+    const m = rows;
+    rows = Math.ceil(m / CHUNK);
+    const next = rows === 1 ? out : E.alloc([rows], "f32");
+    const nextFn: ReduceFn = fn === "nonfinite" || fn === "flag" ? "flag" : "sum";
+    run(E, op, { reduceRows: nextFn, in: "f32", out: next.dtype }, () => reduceRowsKernel("f32", next.dtype, nextFn),
+      REDUCE_ROWS_PUSH, { rows, len: CHUNK, n: m, outBase: 0, scale: rows === 1 ? scale : 1 }, [cur], [next], gridRows(rows));
+    E.release(cur);
+    cur = next;
+  }
+}
+
+export function sum(E: Engine, op: string, a: TensorData, axis: number | undefined, keepdims: boolean, mean: boolean): HeliosTensor {
+  const outDtype: Dtype = a.dtype === "i32" ? "i32" : a.dtype;
+  if (axis === undefined) {
+    const shape = keepdims ? a.shape.map(() => 1) : [];
+    const n = size(a.shape);
+    if (n === 0) return E.filled(shape, outDtype, mean ? NaN : 0);
+    const out = E.alloc(shape, outDtype);
+    reduceFlat(E, op, a, "sum", mean ? 1 / n : 1, out);
+    return out;
+  }
+  const ax = normalizeAxis(op, axis, a.shape.length);
+  const [outer, dim, inner] = splitAxis(a.shape, ax);
+  const shape = reducedShape(a.shape, ax, keepdims);
+  if (size(shape) === 0) return E.alloc(shape, outDtype);
+  if (dim === 0) return E.filled(shape, outDtype, mean ? NaN : 0);
+  const out = E.alloc(shape, outDtype);
+  const scale = mean ? 1 / dim : 1;
+  if (inner === 1) {
+    run(E, op, { reduceRows: "sum", in: a.dtype, out: outDtype }, () => reduceRowsKernel(a.dtype, outDtype, "sum"),
+      REDUCE_ROWS_PUSH, { rows: outer, len: dim, n: outer * dim, outBase: 0, scale }, [a], [out], gridRows(outer));
+  } else {
+    run(E, op, { reduceStrided: a.dtype }, () => reduceStridedKernel(a.dtype),
+      REDUCE_STRIDED_PUSH, { outer, dim, inner, scale }, [a], [out], grid1d(outer * inner));
+  }
+  return out;
+}
+
+export function sumOfSquares(E: Engine, a: TensorData): HeliosTensor {
+  const out = E.alloc([], "f32");
+  if (size(a.shape) === 0) return E.filled([], "f32", 0);
+  reduceFlat(E, "sumOfSquares", a, "sumsq", 1, out);
+  return out;
+}
+
+/** One partials buffer for every tensor, then a single final reduction: one readback. */
+export function totalSumOfSquares(E: Engine, ts: TensorData[]): HeliosTensor {
+  const live = ts.filter((t) => size(t.shape) > 0);
+  if (live.length === 0) return E.filled([], "f32", 0);
+  const rowsOf = live.map((t) => Math.ceil(size(t.shape) / CHUNK));
+  const total = rowsOf.reduce((p, q) => p + q, 0);
+  const partials = E.alloc([total], "f32");
+  let base = 0;
+  live.forEach((t, i) => {
+    run(E, "totalSumOfSquares", { reduceRows: "sumsq", in: t.dtype, out: "f32" }, () => reduceRowsKernel(t.dtype, "f32", "sumsq"),
+      REDUCE_ROWS_PUSH, { rows: rowsOf[i], len: CHUNK, n: size(t.shape), outBase: base, scale: 1 }, [t], [partials], gridRows(rowsOf[i]));
+    base += rowsOf[i];
+  });
+  const out = E.alloc([], "f32");
+  reduceFlat(E, "totalSumOfSquares", partials, "sum", 1, out);
+  E.release(partials);
+  return out;
+}
+
+export function checkFinite(E: Engine, a: TensorData): HeliosTensor {
+  if (size(a.shape) === 0) return E.filled([], "f32", 0);
+  if (a.dtype === "i32") return E.filled([], "f32", 0);
+  const out = E.alloc([], "f32");
+  reduceFlat(E, "checkFinite", a, "nonfinite", 1, out);
+  return out;
+}
+
+export function softmax(E: Engine, op: string, a: TensorData, axis: number | undefined, logOut: boolean): HeliosTensor {
+  if (a.dtype === "i32") fail(op, "expects a floating-point tensor, got i32");
+  if (a.shape.length === 0) fail(op, "needs a tensor of rank >= 1, got a scalar");
+  const ax = normalizeAxis(op, axis ?? -1, a.shape.length);
+  const out = E.alloc(a.shape, a.dtype);
+  const [outer, dim, inner] = splitAxis(a.shape, ax);
+  if (size(a.shape) === 0) return out;
+  const vpt = cachedVpt(dim);
+  if (inner === 1 && vpt > 0) {
+    const sg = E.subgroups;
+    run(E, op, { softmaxRowsCached: a.dtype, log: logOut, vpt, sg }, () => softmaxRowsCachedKernel(a.dtype, logOut, vpt, sg),
+      SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
+  } else if (inner === 1) {
+    run(E, op, { softmaxRows: a.dtype, log: logOut }, () => softmaxRowsKernel(a.dtype, logOut),
+      SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
+  } else {
+    run(E, op, { softmaxStrided: a.dtype, log: logOut }, () => softmaxStridedKernel(a.dtype, logOut),
+      SOFTMAX_STRIDED_PUSH, { outer, dim, inner }, [a], [out], grid1d(outer * inner));
+  }
+  return out;
+}

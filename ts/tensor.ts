@@ -1,0 +1,45 @@
+// HeliosTensor: a TensorData whose `data` is a lazy getter. It lives in a leased device
+// buffer (or, while pending, as a fused expression over other tensors' buffers) and reads
+// back only when `data` is touched, waiting only for the batch that wrote it.
+import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
+import type { Lease } from "./exec/lease.js";
+import type { Ticket } from "./exec/scheduler.js";
+import type { Expr } from "./fusion/expr.js";
+
+/** What a tensor needs from the engine that owns it. */
+export interface TensorHost {
+  readTensor(t: HeliosTensor): TensorArray;
+}
+
+export class HeliosTensor implements TensorData {
+  /** Own buffer; null while pending (expr set) or for empty tensors. */
+  lease: Lease | null = null;
+  /** Batch of the last GPU write to `lease`. */
+  ticket: Ticket | null = null;
+  /** Pending fused expression (holds references on its leaves' leases). */
+  expr: Expr | null = null;
+  /** Host copy and the lease version it reflects. */
+  host: TensorArray | null = null;
+  hostVersion = -1;
+  released = false;
+
+  constructor(
+    readonly owner: TensorHost,
+    readonly shape: Shape,
+    readonly dtype: Dtype,
+  ) {}
+
+  get data(): TensorArray {
+    return this.owner.readTensor(this);
+  }
+
+  get size(): number {
+    let n = 1;
+    for (const d of this.shape) n *= d;
+    return n;
+  }
+}
+
+export function isHelios(t: TensorData): t is HeliosTensor {
+  return t instanceof HeliosTensor;
+}
