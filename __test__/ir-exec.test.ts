@@ -322,3 +322,22 @@ test("f32 atomic add where the device supports it", (tc) => {
   const want = [0, 1, 2, 3].map((q) => A.filter((_, j) => j % 4 === q).reduce((x, y) => x + y, 0));
   assert.ok(maxRelErr(new Float32Array(sums), want) < 1e-4);
 });
+
+test("reinterpreting views: f16 data copied as u32x4, f32 bits read as u32", (tc) => {
+  const n4 = 40; // 40 x 128-bit = 320 f16 values
+  const k = kernel("t_views", { workgroup: [WG] });
+  const h = k.buffer("h", f16, "read"), o = k.buffer("o", f16, "write");
+  const x = k.buffer("x", f32, "read"), bits = k.buffer("bits", f32, "write");
+  const i = k.let(k.globalId.x, "i");
+  k.if(i.lt(n4), () => {
+    o.as("u32", 4).store(i, h.as("u32", 4).load(i));
+    bits.as("u32").store(i, x.as("u32").load(i).bxor(0x80000000));
+  });
+  const H = Uint16Array.from({ length: n4 * 8 }, (_, j) => (j * 2654435761) & 0x7bff);
+  const X = randF32(n4, -3, 3, 121);
+  const res = run(tc, k.finish(), { buffers: [H, n4 * 16, X, n4 * 4], groups: groups(n4) });
+  if (!res) return;
+  const [, out, , flipped] = res;
+  assert.deepEqual(Array.from(new Uint16Array(out)), Array.from(H));
+  assert.deepEqual(Array.from(new Float32Array(flipped)), Array.from(X, (v) => -v));
+});

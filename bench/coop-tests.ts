@@ -4,7 +4,8 @@
 // cleanly, exit 0, when the device has no cooperative matrices.
 //
 //   node dist/bench/coop-tests.js
-import { coopMatmulSample, type CoopMatmulOptions } from "../ts/kernels/ir-samples-coop.js";
+import { coop2MatmulSample, coopMatmulSample, type CoopMatmulOptions } from "../ts/kernels/ir-samples-coop.js";
+import type { KernelDesc } from "../ts/ir/index.js";
 import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
 
 function f16Bits(x: number): number {
@@ -40,13 +41,12 @@ function bf16Value(h: number): number {
   return new Float32Array(new Uint32Array([h << 16]).buffer)[0];
 }
 
-function runCase(o: CoopMatmulOptions, m: number, n: number, k: number): string | undefined {
+function runCase(o: CoopMatmulOptions, desc: KernelDesc, m: number, n: number, k: number): string | undefined {
   const enc = o.elem === "f16" ? f16Bits : bf16Bits;
   const dec = o.elem === "f16" ? f16Value : bf16Value;
   const A = Uint16Array.from(randF32(m * k, -1, 1, m * 31 + k), enc);
   const B = Uint16Array.from(randF32(k * n, -1, 1, n * 17 + k), enc);
   const outBytes = m * n * (o.acc === "f32" ? 4 : 2);
-  const desc = coopMatmulSample(o);
   const [, , out] = runKernel(desc, {
     buffers: [A, B, Math.max(4, (outBytes + 3) & ~3)],
     groups: [Math.ceil(n / 64), Math.ceil(m / 64)],
@@ -75,23 +75,23 @@ function main(): number {
     console.log(`coop-tests: skipped (${why})`);
     return 0;
   }
-  const variants: CoopMatmulOptions[] = [
-    { elem: "f16", acc: "f32" },
-    { elem: "f16", acc: "f16" },
-    { elem: "bf16", acc: "f32" },
+  const variants: { label: string; o: CoopMatmulOptions; desc: KernelDesc }[] = [
+    { label: "khr f16->f32", o: { elem: "f16", acc: "f32" }, desc: coopMatmulSample({ elem: "f16", acc: "f32" }) },
+    { label: "khr f16->f16", o: { elem: "f16", acc: "f16" }, desc: coopMatmulSample({ elem: "f16", acc: "f16" }) },
+    { label: "khr bf16->f32", o: { elem: "bf16", acc: "f32" }, desc: coopMatmulSample({ elem: "bf16", acc: "f32" }) },
+    { label: "nv-coopmat2 tensor f16->f32", o: { elem: "f16", acc: "f32" }, desc: coop2MatmulSample() },
   ];
   const shapes: [number, number, number][] = [[1, 1, 1], [17, 33, 65], [64, 64, 64], [128, 96, 80], [100, 200, 300], [1000, 1000, 1000]];
   let failed = 0, ran = 0;
-  for (const v of variants) {
-    const label = `${v.elem}->${v.acc}`;
+  for (const { label, o, desc } of variants) {
     try {
-      native.compileKernel(coopMatmulSample(v));
+      native.compileKernel(desc);
     } catch (e) {
       console.log(`coop-tests: ${label} skipped: ${(e as Error).message}`);
       continue;
     }
     for (const [m, n, k] of shapes) {
-      const err = runCase(v, m, n, k);
+      const err = runCase(o, desc, m, n, k);
       ran++;
       if (err) failed++;
       console.log(`${err ? "FAIL" : "ok  "} ${label} ${m}x${n}x${k}${err ? `: ${err}` : ""}`);

@@ -109,8 +109,8 @@ pub fn kernel_spirv(
 #[napi]
 pub fn kernel_disassembly(env: Env, desc: Either<String, Object>) -> napi::Result<String, ErrorCode> {
     let run = || -> HeliosResult<String> {
-        let k = compiled(&env, desc)?;
-        crate::spirv::disassemble(&k.words)
+        let json = desc_json(&env, desc)?;
+        crate::spirv::disassemble_desc(&json, &caps_or_permissive())
     };
     guard("kernelDisassembly", run)
 }

@@ -35,8 +35,9 @@ pub struct Binding {
     pub name: String,
     pub elem: Scalar,
     pub access: Access,
-    /// Vector widths (1, 2, 4) the body loads or stores through; each gets an aliased variable.
-    pub views: u8,
+    /// Element types the body reads or writes the buffer as (`elem`, its x2/x4 vectors, or a
+    /// reinterpretation with `as`); each gets its own aliased variable.
+    pub views: Vec<Type>,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +94,7 @@ pub struct Uses {
     pub subgroup_shuffle: bool,
     pub atomic_float_add: bool,
     pub glsl: bool,
+    pub tensor_addressing: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,25 @@ pub struct MemClasses {
     pub storage: bool,
 }
 
+/// A bounds-checked coopmat access through an NV tensor layout (coopmat2): the matrix is the
+/// slice at (`at[0]`, `at[1]`) of a row-major `dims[0]` x `dims[1]` tensor whose rows are
+/// `stride` elements apart, starting at element `idx`. Loads fill out-of-range elements per
+/// `clamp`; stores skip them.
+#[derive(Debug, Clone)]
+pub struct TensorAccess {
+    pub dims: [Expr; 2],
+    pub at: [Expr; 2],
+    pub clamp: TensorClamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorClamp {
+    /// Out-of-range elements read as zero.
+    Zero,
+    /// Out-of-range elements read as the nearest in-range one.
+    Edge,
+}
+
 #[derive(Debug, Clone)]
 pub enum Stmt {
     Let { slot: Slot, value: Expr },
@@ -136,7 +157,7 @@ pub enum Stmt {
     Barrier { scope: ExecScope, mem: MemClasses },
     Fence { scope: ExecScope, mem: MemClasses },
     Eval(Expr),
-    CmStore { mem: MemRef, idx: Expr, stride: Expr, layout: Layout, value: Expr },
+    CmStore { mem: MemRef, idx: Expr, stride: Expr, layout: Layout, value: Expr, view: Type, tensor: Option<Box<TensorAccess>> },
 }
 
 #[derive(Debug, Clone)]
@@ -235,7 +256,8 @@ pub enum ExprKind {
     Vote { all: bool, a: Box<Expr> },
     Atomic { f: AtomicFn, mem: MemRef, idx: Box<Expr>, a: Box<Expr>, cmp: Option<Box<Expr>> },
     CmFill(Box<Expr>),
-    CmLoad { mem: MemRef, idx: Box<Expr>, stride: Box<Expr>, layout: Layout },
+    /// `view`: the memory element type the pointer is formed with (idx and stride count it).
+    CmLoad { mem: MemRef, idx: Box<Expr>, stride: Box<Expr>, layout: Layout, view: Type, tensor: Option<Box<TensorAccess>> },
     CmMulAdd { a: Box<Expr>, b: Box<Expr>, c: Box<Expr>, sat: bool },
     CmLen(CoopMatType),
 }

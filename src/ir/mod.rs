@@ -3,6 +3,7 @@
 
 pub mod ast;
 pub mod decode;
+pub mod json;
 pub mod limits;
 pub mod path;
 pub mod presets;

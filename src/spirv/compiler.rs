@@ -22,18 +22,10 @@ pub(crate) enum SlotVal {
     Ptr(Word),
 }
 
-/// The variables of one binding: one per vector view width used (1, 2, 4).
-#[derive(Clone, Copy, Default)]
+/// The variables of one binding: one per element type it is viewed as.
+#[derive(Clone, Default)]
 pub(crate) struct BindingVars {
-    pub views: [Option<Word>; 3],
-}
-
-pub(crate) fn view_slot(width: u8) -> usize {
-    match width {
-        4 => 2,
-        2 => 1,
-        _ => 0,
-    }
+    pub views: Vec<(Type, Word)>,
 }
 
 pub(crate) struct LoopTargets {
@@ -50,6 +42,9 @@ pub struct Compiler<'k> {
     composites: HashMap<(Word, Vec<Word>), Word>,
     /// Storage-buffer block struct per element type (decorated once).
     pub(crate) sb_structs: HashMap<Type, Word>,
+    arrays: HashMap<(Word, u32), Word>,
+    /// Function-storage OpVariables, placed at the top of the entry block by `hoist_locals`.
+    locals: Vec<Instruction>,
     pub(crate) glsl: Word,
     pub(crate) void: Word,
     pub(crate) bindings: Vec<BindingVars>,
@@ -90,6 +85,8 @@ impl<'k> Compiler<'k> {
             consts: HashMap::new(),
             composites: HashMap::new(),
             sb_structs: HashMap::new(),
+            arrays: HashMap::new(),
+            locals: Vec::new(),
             glsl: 0,
             void,
             bindings: vec![BindingVars::default(); k.bindings.len()],
@@ -156,8 +153,13 @@ impl<'k> Compiler<'k> {
 
     /// A fixed-size array type (Function and Workgroup storage: no explicit layout).
     pub(crate) fn array_ty(&mut self, elem: Word, len: u32) -> Word {
+        if let Some(&id) = self.arrays.get(&(elem, len)) {
+            return id;
+        }
         let n = self.u32_const(len);
-        self.b.type_array(elem, n)
+        let id = self.b.type_array(elem, n);
+        self.arrays.insert((elem, len), id);
+        id
     }
 
     // ---- constants
@@ -241,20 +243,26 @@ impl<'k> Compiler<'k> {
         id
     }
 
-    /// A Function-storage variable, hoisted to the top of the entry block as SPIR-V requires.
+    /// A Function-storage variable; `hoist_locals` moves it to the top of the entry block, as
+    /// SPIR-V requires (collected, then spliced once: inserting each at the front is quadratic).
     pub(crate) fn local_var(&mut self, ptr_ty: Word) -> Word {
         let id = self.b.id();
-        let inst = Instruction::new(
+        self.locals.push(Instruction::new(
             spirv::Op::Variable,
             Some(ptr_ty),
             Some(id),
             vec![Operand::StorageClass(StorageClass::Function)],
-        );
+        ));
+        id
+    }
+
+    /// Places the collected OpVariables at the start of the entry block.
+    pub(crate) fn hoist_locals(&mut self) {
+        let locals = std::mem::take(&mut self.locals);
         let fi = self.func_index;
         if let Some(block) = self.b.module_mut().functions.get_mut(fi).and_then(|f| f.blocks.first_mut()) {
-            block.instructions.insert(0, inst);
+            block.instructions.splice(0..0, locals);
         }
-        id
     }
 
     /// Whether the current block is still open (not ended by a terminator).

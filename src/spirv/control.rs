@@ -70,9 +70,10 @@ impl Compiler<'_> {
             Stmt::Eval(e) => {
                 self.expr(e)?;
             }
-            Stmt::CmStore { mem, idx, stride, layout, value } => {
-                self.lower_coop_store(*mem, idx, stride, *layout, value)?
-            }
+            Stmt::CmStore { mem, idx, stride, layout, value, view, tensor } => match tensor {
+                Some(t) => self.lower_tensor_store(*mem, idx, stride, t, value, *view)?,
+                None => self.lower_coop_store(*mem, idx, stride, *layout, value, *view)?,
+            },
         }
         Ok(())
     }

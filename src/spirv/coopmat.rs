@@ -18,22 +18,20 @@ impl Compiler<'_> {
         })
     }
 
-    pub(crate) fn lower_coop_load(&mut self, mem: MemRef, idx: &Expr, stride: &Expr, layout: Layout, ty: Type) -> HeliosResult<Word> {
+    pub(crate) fn lower_coop_load(&mut self, mem: MemRef, idx: &Expr, stride: &Expr, layout: Layout, view: Type, ty: Type) -> HeliosResult<Word> {
         let i = self.expr(idx)?;
         let s = self.expr(stride)?;
-        let elem = Type::Scalar(ty.scalar());
-        let (p, _) = self.element_ptr(mem, i, elem)?;
+        let (p, _) = self.element_ptr(mem, i, view)?;
         let l = self.layout_id(layout);
         let t = self.ty(ty);
         Ok(self.cooperative_matrix_load_khr(t, None, p, l, Some(s), None, [])?)
     }
 
-    pub(crate) fn lower_coop_store(&mut self, mem: MemRef, idx: &Expr, stride: &Expr, layout: Layout, value: &Expr) -> HeliosResult<()> {
+    pub(crate) fn lower_coop_store(&mut self, mem: MemRef, idx: &Expr, stride: &Expr, layout: Layout, value: &Expr, view: Type) -> HeliosResult<()> {
         let i = self.expr(idx)?;
         let s = self.expr(stride)?;
         let v = self.expr(value)?;
-        let elem = Type::Scalar(value.ty.scalar());
-        let (p, _) = self.element_ptr(mem, i, elem)?;
+        let (p, _) = self.element_ptr(mem, i, view)?;
         let l = self.layout_id(layout);
         self.cooperative_matrix_store_khr(p, v, l, Some(s), None, [])?;
         Ok(())

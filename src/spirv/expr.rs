@@ -85,7 +85,10 @@ impl Compiler<'_> {
                 let t = self.ty(e.ty);
                 Ok(self.composite_construct(t, None, [v])?)
             }
-            ExprKind::CmLoad { mem, idx, stride, layout } => self.lower_coop_load(*mem, idx, stride, *layout, e.ty),
+            ExprKind::CmLoad { mem, idx, stride, layout, view, tensor } => match tensor {
+                Some(t) => self.lower_tensor_load(*mem, idx, stride, t, *view, e.ty),
+                None => self.lower_coop_load(*mem, idx, stride, *layout, *view, e.ty),
+            },
             ExprKind::CmMulAdd { a, b, c, sat } => self.lower_coop_muladd(a, b, c, *sat, e.ty),
             ExprKind::CmLen(c) => {
                 let ct = self.ty(Type::CoopMat(*c));

@@ -8,18 +8,16 @@ use crate::error::HeliosResult;
 use crate::ir::ast::{AtomicFn, Expr, MemRef};
 use crate::ir::types::{Scalar, Type};
 
-use super::compiler::{view_slot, Compiler};
+use super::compiler::Compiler;
 
 impl Compiler<'_> {
-    /// The variable of binding `b` seen as an array of `elem x width`, declared on first use.
-    pub(crate) fn binding_var(&mut self, b: u32, width: u8) -> Word {
-        let slot = view_slot(width);
-        if let Some(v) = self.bindings[b as usize].views[slot] {
+    /// The variable of binding `b` seen as an array of `elem`, declared on first use.
+    pub(crate) fn binding_var(&mut self, b: u32, elem: Type) -> Word {
+        if let Some(&(_, v)) = self.bindings[b as usize].views.iter().find(|(t, _)| *t == elem) {
             return v;
         }
         let info = &self.k.bindings[b as usize];
-        let (elem_s, access, views, name) = (info.elem, info.access, info.views, info.name.clone());
-        let elem = Type::vector_of(elem_s, width);
+        let (access, views, name) = (info.access, info.views.len(), info.name.clone());
         let st = match self.sb_structs.get(&elem) {
             Some(&s) => s,
             None => {
@@ -43,12 +41,12 @@ impl Compiler<'_> {
         if !access.reads() {
             self.decorate(v, Decoration::NonReadable, []);
         }
-        if views.count_ones() > 1 {
+        if views > 1 {
             // Several views of one buffer alias each other.
             self.decorate(v, Decoration::Aliased, []);
         }
         self.name(v, name);
-        self.bindings[b as usize].views[slot] = Some(v);
+        self.bindings[b as usize].views.push((elem, v));
         v
     }
 
@@ -75,7 +73,7 @@ impl Compiler<'_> {
         let et = self.ty(elem);
         match mem {
             MemRef::Binding(b) => {
-                let var = self.binding_var(b, elem.width());
+                let var = self.binding_var(b, elem);
                 let p = self.ptr(StorageClass::StorageBuffer, et);
                 let zero = self.u32_const(0);
                 Ok((self.access_chain(p, None, var, [zero, idx])?, StorageClass::StorageBuffer))

@@ -12,13 +12,14 @@ mod expr;
 mod memory;
 mod module;
 mod subgroup;
+mod tensor;
 
 use crate::caps::{DeviceCaps, PipelineLayoutDesc};
 use crate::error::{HeliosError, HeliosResult};
 use crate::ir::ast::Kernel;
 
 pub use compiler::Compiler;
-pub use module::assemble;
+pub use module::{assemble, build_module};
 
 impl From<rspirv::dr::Error> for HeliosError {
     fn from(e: rspirv::dr::Error) -> Self {
@@ -58,7 +59,15 @@ pub fn layout_of(k: &Kernel) -> PipelineLayoutDesc {
     }
 }
 
-/// Human-readable SPIR-V (rspirv's disassembler).
+/// Human-readable SPIR-V of a description (rspirv's disassembler on the built module: its
+/// binary loader does not accept OpExecutionModeId, which spec-sized workgroups use).
+pub fn disassemble_desc(desc_json: &str, caps: &DeviceCaps) -> HeliosResult<String> {
+    use rspirv::binary::Disassemble;
+    let k = crate::ir::decode(desc_json, caps)?;
+    Ok(build_module(&k)?.disassemble())
+}
+
+/// Human-readable SPIR-V from words (fails on modules with OpExecutionModeId; see above).
 pub fn disassemble(words: &[u32]) -> HeliosResult<String> {
     use rspirv::binary::Disassemble;
     let module = rspirv::dr::load_words(words).map_err(|e| HeliosError::internal(format!("reloading SPIR-V: {e}")))?;

@@ -13,6 +13,11 @@ use super::compiler::Compiler;
 
 /// Lowers a validated kernel to SPIR-V 1.6 words.
 pub fn assemble(k: &Kernel) -> HeliosResult<Vec<u32>> {
+    Ok(build_module(k)?.assemble())
+}
+
+/// Lowers a validated kernel to an rspirv module (words via `assemble`, text via `disassemble`).
+pub fn build_module(k: &Kernel) -> HeliosResult<rspirv::dr::Module> {
     let mut c = Compiler::new(k);
     declare_capabilities(&mut c, k);
     if k.uses.glsl {
@@ -34,6 +39,7 @@ pub fn assemble(k: &Kernel) -> HeliosResult<Vec<u32>> {
         c.ret()?;
     }
     c.end_function()?;
+    c.hoist_locals();
 
     let interface = c.interface.clone();
     c.entry_point(ExecutionModel::GLCompute, main, "main", interface);
@@ -44,7 +50,7 @@ pub fn assemble(k: &Kernel) -> HeliosResult<Vec<u32>> {
             c.name(id, s.name.clone());
         }
     }
-    Ok(c.into_builder().module().assemble())
+    Ok(c.into_builder().module())
 }
 
 fn declare_capabilities(c: &mut Compiler, k: &Kernel) {
@@ -77,8 +83,13 @@ fn declare_capabilities(c: &mut Compiler, k: &Kernel) {
         c.capability(Capability::CooperativeMatrixKHR);
         c.extension("SPV_KHR_cooperative_matrix");
     }
-    if u.coopmat2 {
+    if u.coopmat2 || u.tensor_addressing {
         c.extension("SPV_NV_cooperative_matrix2");
+    }
+    if u.tensor_addressing {
+        c.capability(Capability::TensorAddressingNV);
+        c.capability(Capability::CooperativeMatrixTensorAddressingNV);
+        c.extension("SPV_NV_tensor_addressing");
     }
     if u.bf16 {
         c.capability(Capability::BFloat16TypeKHR);

@@ -1,13 +1,29 @@
 // Handles for memory a kernel touches: storage buffers, shared arrays and local variables. Every
 // read is eager (bound with a `let` where the builder call happens), like a shader language.
 import { Expr, lift, type ExprLike } from "./expr.js";
-import type { Access, AtomicFn, ExprNode, Layout, MemRef } from "./nodes.js";
+import type { Access, AtomicFn, ExprNode, Layout, MemRef, TensorNode, ViewFields } from "./nodes.js";
 import type { KernelBuilder } from "./builder.js";
 import {
   isCoopMat, scalarOf, typeName, type CoopMatType, type ScalarType, type Type, type ValueType,
 } from "./types.js";
 
 const u32Like: ValueType = "u32";
+
+/** A coopmat2 tensor-layout access (see TensorNode): u32 dims and slice origin. */
+export interface TensorAccess {
+  dims: [ExprLike, ExprLike];
+  at: [ExprLike, ExprLike];
+  clamp?: "zero" | "edge";
+}
+
+function tensorNode(t: TensorAccess): TensorNode {
+  const n: TensorNode = {
+    dims: [lift(t.dims[0], u32Like).node, lift(t.dims[1], u32Like).node],
+    at: [lift(t.at[0], u32Like).node, lift(t.at[1], u32Like).node],
+  };
+  if (t.clamp) n.clamp = t.clamp;
+  return n;
+}
 
 /** Shared by storage buffers and shared arrays: loads, stores, atomics, coopmat load/store. */
 abstract class Memory {
@@ -19,14 +35,24 @@ abstract class Memory {
 
   protected abstract ref(): MemRef;
 
+  /** Extra fields of loads and coopmat ops (a buffer view's vec/as). */
+  protected view(): ViewFields {
+    return {};
+  }
+
+  /** Extra fields of stores (a buffer view's as; the width comes from the value). */
+  protected storeView(): { as?: ViewFields["as"] } {
+    return {};
+  }
+
   load(idx: ExprLike): Expr {
-    const node = { op: "load", ...this.ref(), idx: lift(idx, u32Like).node } as ExprNode;
+    const node = { op: "load", ...this.ref(), ...this.view(), idx: lift(idx, u32Like).node } as ExprNode;
     return this.k.let(new Expr(node, this.elem), this.name);
   }
 
   store(idx: ExprLike, value: ExprLike): void {
     const v = lift(value, this.elem);
-    this.k.emit({ s: "store", ...this.ref(), idx: lift(idx, u32Like).node, value: v.node });
+    this.k.emit({ s: "store", ...this.ref(), ...this.storeView(), idx: lift(idx, u32Like).node, value: v.node });
   }
 
   /** Atomic read-modify-write; returns the old value. */
@@ -45,12 +71,15 @@ abstract class Memory {
   atomicMin(idx: ExprLike, v: ExprLike): Expr { return this.atomic("min", idx, v); }
   atomicMax(idx: ExprLike, v: ExprLike): Expr { return this.atomic("max", idx, v); }
 
-  /** Loads a cooperative matrix whose first element is at element offset `idx`. */
-  cmLoad(t: CoopMatType, idx: ExprLike, stride: ExprLike, layout: Layout = "row"): Expr {
+  /** Loads a cooperative matrix whose first element is at element offset `idx`; with `tensor`
+   *  (coopmat2), `idx` is the tensor's origin and the load is bounds-checked. */
+  cmLoad(t: CoopMatType, idx: ExprLike, stride: ExprLike, layout: Layout = "row", tensor?: TensorAccess): Expr {
     const node = {
+      ...(tensor ? { tensor: tensorNode(tensor) } : {}),
       op: "cmload",
       t,
       ...this.ref(),
+      ...this.view(),
       idx: lift(idx, u32Like).node,
       stride: lift(stride, u32Like).node,
       layout,
@@ -58,10 +87,12 @@ abstract class Memory {
     return this.k.let(new Expr(node, t), `${this.name}_cm`);
   }
 
-  cmStore(value: Expr, idx: ExprLike, stride: ExprLike, layout: Layout = "row"): void {
+  cmStore(value: Expr, idx: ExprLike, stride: ExprLike, layout: Layout = "row", tensor?: TensorAccess): void {
     this.k.emit({
+      ...(tensor ? { tensor: tensorNode(tensor) } : {}),
       s: "cmstore",
       ...this.ref(),
+      ...this.view(),
       idx: lift(idx, u32Like).node,
       stride: lift(stride, u32Like).node,
       layout,
@@ -88,9 +119,39 @@ export class Buffer extends Memory {
 
   /** Vector-view load: element `idx` of the buffer seen as `elem x n` (idx counts vectors). */
   loadVec(idx: ExprLike, n: 2 | 4): Expr {
-    const t = `${scalarOf(this.elem)}x${n}` as ValueType;
-    const node: ExprNode = { op: "load", b: this.index, idx: lift(idx, u32Like).node, vec: n };
-    return this.k.let(new Expr(node, t), this.name);
+    return this.as(scalarOf(this.elem) as Exclude<ScalarType, "bool">, n).load(idx);
+  }
+
+  /**
+   * The buffer seen as elements of another type: `a.as("u32", 4)` reads/writes 128-bit u32x4
+   * (idx counts those elements); cooperative matrices can load from/store to such a view.
+   */
+  as(scalar: Exclude<ScalarType, "bool">, vec: 1 | 2 | 4 = 1): BufferView {
+    return new BufferView(this.k, this, scalar, vec);
+  }
+}
+
+/** A reinterpreting or vector view of a storage buffer (see `Buffer.as`). */
+export class BufferView extends Memory {
+  constructor(
+    k: KernelBuilder,
+    readonly buffer: Buffer,
+    readonly scalar: Exclude<ScalarType, "bool">,
+    readonly vec: 1 | 2 | 4,
+  ) {
+    super(k, buffer.name, (vec === 1 ? scalar : `${scalar}x${vec}`) as ValueType);
+  }
+  protected ref(): MemRef {
+    return { b: this.buffer.index };
+  }
+  protected view(): ViewFields {
+    const v: ViewFields = {};
+    if (this.vec !== 1) v.vec = this.vec;
+    if (this.scalar !== this.buffer.elem) v.as = this.scalar;
+    return v;
+  }
+  protected storeView(): { as?: ViewFields["as"] } {
+    return this.scalar !== this.buffer.elem ? { as: this.scalar } : {};
   }
 }
 

@@ -45,6 +45,20 @@ export interface KernelDesc {
 /** Where a load/store/atomic goes: a binding by index or a shared array by name. */
 export type MemRef = { b: number; sh?: undefined } | { sh: string; b?: undefined };
 
+/** A binding seen as vectors (`vec`) and/or another scalar type (`as`): loads, cm ops. */
+export interface ViewFields {
+  vec?: 1 | 2 | 4;
+  as?: Exclude<ScalarType, "bool">;
+}
+
+/** Bounds-checked coopmat access through an NV tensor layout (coopmat2): the matrix is the
+ *  slice at `at` of a row-major `dims` tensor; loads clamp (zero or edge), stores clip. */
+export interface TensorNode {
+  dims: [ExprNode, ExprNode];
+  at: [ExprNode, ExprNode];
+  clamp?: "zero" | "edge";
+}
+
 export type LitValue = number | boolean | string | (number | boolean | string)[];
 
 export type BinOp =
@@ -76,7 +90,7 @@ export type ExprNode =
   | { op: "push"; name: string }
   | { op: "spec"; name: string }
   | { op: "builtin"; name: Builtin }
-  | ({ op: "load"; idx: ExprNode; vec?: 2 | 4 } & MemRef)
+  | ({ op: "load"; idx: ExprNode } & MemRef & ViewFields)
   | { op: "swz"; a: ExprNode; c: string }
   | { op: "vec"; t: ValueType; args: ExprNode[] }
   | { op: BinOp; a: ExprNode; b: ExprNode }
@@ -90,7 +104,7 @@ export type ExprNode =
   | { op: "elect" }
   | ({ op: "atomic"; fn: AtomicFn; idx: ExprNode; a: ExprNode; cmp?: ExprNode } & MemRef)
   | { op: "cmfill"; t: CoopMatType; a: ExprNode }
-  | ({ op: "cmload"; t: CoopMatType; idx: ExprNode; stride: ExprNode; layout: Layout } & MemRef)
+  | ({ op: "cmload"; t: CoopMatType; idx: ExprNode; stride: ExprNode; layout: Layout; tensor?: TensorNode } & MemRef & ViewFields)
   | { op: "cmmuladd"; a: ExprNode; b: ExprNode; c: ExprNode; sat?: boolean }
   | { op: "cmlen"; t: CoopMatType };
 
@@ -98,7 +112,7 @@ export type Stmt =
   | { s: "let"; name: string; value: ExprNode }
   | { s: "var"; name: string; type: Type; init?: ExprNode; len?: number }
   | { s: "set"; name: string; idx?: ExprNode; value: ExprNode }
-  | ({ s: "store"; idx: ExprNode; value: ExprNode } & MemRef)
+  | ({ s: "store"; idx: ExprNode; value: ExprNode; as?: ViewFields["as"] } & MemRef)
   | { s: "if"; cond: ExprNode; then: Stmt[]; else?: Stmt[] }
   | { s: "for"; var: string; from: ExprNode; to: ExprNode; step?: ExprNode; unroll?: boolean; body: Stmt[] }
   | { s: "while"; cond: ExprNode; body: Stmt[] }
@@ -109,4 +123,4 @@ export type Stmt =
   | { s: "barrier"; scope?: "workgroup" | "subgroup"; mem?: ("workgroup" | "storage")[] }
   | { s: "fence"; scope?: "workgroup" | "subgroup"; mem: ("workgroup" | "storage")[] }
   | { s: "eval"; value: ExprNode }
-  | ({ s: "cmstore"; idx: ExprNode; stride: ExprNode; layout: Layout; value: ExprNode } & MemRef);
+  | ({ s: "cmstore"; idx: ExprNode; stride: ExprNode; layout: Layout; value: ExprNode; tensor?: TensorNode } & MemRef & ViewFields);

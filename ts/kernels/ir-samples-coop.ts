@@ -101,3 +101,29 @@ export function coopMatmulSample(o: CoopMatmulOptions = { elem: "f16", acc: "f32
   return k.finish();
 }
 
+
+/**
+ * The same contract (f16 in, f32 out, 64x64 tiles, same dispatch) with VK_NV_cooperative_matrix2:
+ * workgroup-scope 64x64 matrices loaded straight from global memory through tensor layouts,
+ * which bounds-check edge tiles (zero fill on load, clipped store), so there is no edge path.
+ */
+export function coop2MatmulSample(): KernelDesc {
+  const k = kernel("sample_coop2_matmul_f16_f32", { workgroup: [128] });
+  const A = k.buffer("a", "f16", "read");
+  const B = k.buffer("b", "f16", "read");
+  const C = k.buffer("c", "f32", "write");
+  const { m, n, k: K } = k.push({ m: u32, n: u32, k: u32 });
+  const ta = coopmat("a", "f16", BM, 16, "workgroup");
+  const tb = coopmat("b", "f16", 16, BN, "workgroup");
+  const tc = coopmat("acc", "f32", BM, BN, "workgroup");
+  const r0 = k.let(k.workgroupId.y.mul(BM), "r0");
+  const c0 = k.let(k.workgroupId.x.mul(BN), "c0");
+  const acc = k.var(tc, k.cmFill(tc, 0), "acc");
+  k.for(0, K, (kk) => {
+    const a = A.cmLoad(ta, 0, K, "row", { dims: [m, K], at: [r0, kk] });
+    const b = B.cmLoad(tb, 0, n, "row", { dims: [K, n], at: [kk, c0] });
+    acc.set(k.cmMulAdd(a, b, acc.get()));
+  }, { step: 16 });
+  C.cmStore(acc.get(), 0, n, "row", { dims: [m, n], at: [r0, c0] });
+  return k.finish();
+}

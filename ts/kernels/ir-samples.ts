@@ -5,7 +5,7 @@ import {
   type CoopMatType, type KernelDesc,
 } from "../ir/index.js";
 import type { KernelVariant } from "./registry.js";
-import { coopMatmulSample } from "./ir-samples-coop.js";
+import { coop2MatmulSample, coopMatmulSample } from "./ir-samples-coop.js";
 
 /** out[i] = a[i] + b[i] for i < n. */
 export function addKernel(): KernelDesc {
@@ -90,5 +90,6 @@ export function irSamples(): KernelVariant[] {
     { id: "sample/coop_matmul_f16_f32", needs: ["coopmat", "f16"], build: () => coopMatmulSample({ elem: "f16", acc: "f32" }) },
     { id: "sample/coop_matmul_f16_f16", needs: ["coopmat", "f16"], build: () => coopMatmulSample({ elem: "f16", acc: "f16" }) },
     { id: "sample/coop_matmul_bf16_f32", needs: ["coopmat", "bf16"], build: () => coopMatmulSample({ elem: "bf16", acc: "f32" }) },
+    { id: "sample/coop2_matmul_tensor_f16_f32", needs: ["coopmat2", "f16"], build: coop2MatmulSample },
   ];
 }

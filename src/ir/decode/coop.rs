@@ -1,12 +1,12 @@
 //! Cooperative-matrix types and operations: parsing the type object and checking shapes and
 //! component types against `DeviceCaps::coop_mat_shapes`.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::caps::{CoopMatShape, CoopScope};
 use crate::error::HeliosResult;
 
-use super::super::ast::{Expr, ExprKind, Layout};
+use super::super::ast::{Expr, ExprKind, Layout, TensorAccess, TensorClamp};
 use super::super::path::Path;
 use super::super::types::{CoopMatType, CoopUse, Scalar, Type};
 use super::{truncate, Decoder, Obj};
@@ -129,12 +129,54 @@ impl Decoder<'_> {
         }
     }
 
-    /// Checks the element type of the memory a coopmat is loaded from or stored to.
+    /// Checks the element type of the memory a coopmat is loaded from or stored to: its own
+    /// component type, or any numeric scalar/vector whose bits are reinterpreted (e.g. an f16
+    /// matrix from a u32x4 shared array filled by 128-bit copies); `idx` and `stride` then count
+    /// those memory elements, as in SPV_KHR_cooperative_matrix.
     pub(super) fn check_coop_mem(&self, mem_elem: Type, c: CoopMatType, path: &Path) -> HeliosResult<()> {
-        if mem_elem != Type::Scalar(c.elem) {
+        if mem_elem.is_coopmat() || mem_elem.scalar() == Scalar::Bool {
             return Err(self.err(path, format!("{} cannot be loaded from or stored to {} memory", Type::CoopMat(c), mem_elem)));
         }
         Ok(())
+    }
+
+    /// The optional `tensor` field of cmload/cmstore: `{"dims": [rows, cols], "at": [row, col],
+    /// "clamp": "zero" | "edge"}`, u32 expressions; needs coopmat2 and row layout.
+    pub(super) fn tensor_access(&mut self, o: &Obj, layout: Layout, path: &Path) -> HeliosResult<Option<Box<TensorAccess>>> {
+        let Some(v) = o.get("tensor") else { return Ok(None) };
+        let p = path.key("tensor");
+        if !self.caps.coop_mat2 {
+            return Err(self.err(&p, "tensor layouts need VK_NV_cooperative_matrix2, which this device lacks"));
+        }
+        if layout != Layout::Row {
+            return Err(self.err(&p, "tensor layouts address row-major tensors (layout must be row)"));
+        }
+        let t = self.obj(v, &p)?;
+        self.check_fields(t, &p, &["dims", "at", "clamp"])?;
+        let mut pair = |key: &'static str| -> HeliosResult<[Expr; 2]> {
+            let items = self.req_array(t, key, &p)?;
+            let kp = p.key(key);
+            if items.len() != 2 {
+                return Err(self.err(&kp, "expected 2 entries (rows, cols)"));
+            }
+            let a = self.expr(&items[0], &kp.index(0))?;
+            let b = self.expr(&items[1], &kp.index(1))?;
+            for (i, e) in [&a, &b].into_iter().enumerate() {
+                if e.ty != Type::U32 {
+                    return Err(self.err(&kp.index(i), format!("expected u32, got {}", e.ty)));
+                }
+            }
+            Ok([a, b])
+        };
+        let dims = pair("dims")?;
+        let at = pair("at")?;
+        let clamp = match t.get("clamp").map(|c| c.as_str()) {
+            None | Some(Some("zero")) => TensorClamp::Zero,
+            Some(Some("edge")) => TensorClamp::Edge,
+            Some(_) => return Err(self.err(&p.key("clamp"), "clamp must be zero or edge")),
+        };
+        self.kernel.uses.tensor_addressing = true;
+        Ok(Some(Box::new(TensorAccess { dims, at, clamp })))
     }
 
     /// `cmlen` node.

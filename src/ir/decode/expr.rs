@@ -1,6 +1,6 @@
 //! Expression nodes: parse each `op`, decode its operands and infer its type.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::error::HeliosResult;
 
@@ -225,22 +225,56 @@ impl Decoder<'_> {
     }
 
     fn load(&mut self, o: &Obj, path: &Path) -> HeliosResult<Expr> {
-        self.check_fields(o, path, &["op", "b", "sh", "idx", "vec"])?;
+        self.check_fields(o, path, &["op", "b", "sh", "idx", "vec", "as"])?;
         let (mem, elem) = self.mem_ref(o, path)?;
         self.check_access(mem, true, false, path)?;
         let idx = self.index(o, "idx", path)?;
-        let vec = match o.get("vec") {
+        let ty = self.view_type(o, mem, elem, path)?;
+        Ok(Expr { kind: ExprKind::Load { mem, idx, vec: ty.width() }, ty })
+    }
+
+    /// The element type a node sees memory as: the declared element, or for bindings a vector
+    /// view (`vec`: 2 or 4) and/or a reinterpretation of the bits (`as`: another scalar type).
+    /// Records the view so lowering declares its aliased variable.
+    pub(crate) fn view_type(&mut self, o: &Obj, mem: MemRef, elem: Type, path: &Path) -> HeliosResult<Type> {
+        let MemRef::Binding(b) = mem else {
+            if o.contains_key("vec") || o.contains_key("as") {
+                return Err(self.err(path, "vec and as apply to bindings; shared arrays have one element type"));
+            }
+            return Ok(elem);
+        };
+        let width = match o.get("vec") {
             None => 1u8,
-            Some(v) => match (v.as_u64(), mem) {
-                (Some(1), _) => 1,
-                (Some(w @ (2 | 4)), MemRef::Binding(_)) => w as u8,
-                _ => return Err(self.err(&path.key("vec"), "vec must be 2 or 4, on a binding")),
+            Some(v) => match v.as_u64() {
+                Some(w @ (1 | 2 | 4)) => w as u8,
+                _ => return Err(self.err(&path.key("vec"), "vec must be 1, 2 or 4")),
             },
         };
-        if let MemRef::Binding(i) = mem {
-            self.kernel.bindings[i as usize].views |= vec;
+        let scalar = match o.get("as") {
+            None => elem.scalar(),
+            Some(v) => match v.as_str().and_then(Scalar::parse) {
+                Some(s) if s != Scalar::Bool => s,
+                _ => return Err(self.err(&path.key("as"), "as must be f32, f16, bf16, i32 or u32")),
+            },
+        };
+        let ty = Type::vector_of(scalar, width);
+        self.note_view(b, ty, path)?;
+        Ok(ty)
+    }
+
+    pub(crate) fn note_view(&mut self, b: u32, ty: Type, path: &Path) -> HeliosResult<()> {
+        self.note_type(ty, path)?;
+        if ty.scalar().bytes() == 2 {
+            if !self.caps.storage_16bit {
+                return Err(self.err(path, "16-bit storage buffers need storageBuffer16BitAccess, which this device lacks"));
+            }
+            self.kernel.uses.storage16 = true;
         }
-        Ok(Expr { kind: ExprKind::Load { mem, idx, vec }, ty: Type::vector_of(elem.scalar(), vec).with_width_of(elem) })
+        let views = &mut self.kernel.bindings[b as usize].views;
+        if !views.contains(&ty) {
+            views.push(ty);
+        }
+        Ok(())
     }
 
     fn swizzle(&mut self, o: &Obj, path: &Path) -> HeliosResult<Expr> {
@@ -394,6 +428,9 @@ impl Decoder<'_> {
         };
         let (mem, elem) = self.mem_ref(o, path)?;
         self.check_access(mem, true, true, path)?;
+        if let MemRef::Binding(i) = mem {
+            self.note_view(i, elem, path)?;
+        }
         let ok = match elem {
             Type::Scalar(Scalar::U32 | Scalar::I32) => true,
             Type::Scalar(Scalar::F32) if matches!(f, AtomicFn::Add | AtomicFn::Exchange) => {
@@ -431,29 +468,17 @@ impl Decoder<'_> {
     }
 
     fn coop_load(&mut self, o: &Obj, path: &Path) -> HeliosResult<Expr> {
-        self.check_fields(o, path, &["op", "t", "b", "sh", "idx", "stride", "layout"])?;
+        self.check_fields(o, path, &["op", "t", "b", "sh", "idx", "stride", "layout", "vec", "as", "tensor"])?;
         let t = self.any_type(self.req(o, "t", path)?, &path.key("t"))?;
         let c = t.coopmat().ok_or_else(|| self.err(&path.key("t"), format!("cmload needs a coopmat type, got {t}")))?;
         let (mem, elem) = self.mem_ref(o, path)?;
         self.check_access(mem, true, false, path)?;
-        self.check_coop_mem(elem, c, path)?;
+        let view = self.view_type(o, mem, elem, path)?;
+        self.check_coop_mem(view, c, path)?;
         let idx = self.index(o, "idx", path)?;
         let stride = self.index(o, "stride", path)?;
         let layout = self.layout(o, path)?;
-        if let MemRef::Binding(i) = mem {
-            self.kernel.bindings[i as usize].views |= 1;
-        }
-        Ok(Expr { kind: ExprKind::CmLoad { mem, idx, stride, layout }, ty: t })
-    }
-}
-
-trait WithWidth {
-    fn with_width_of(self, elem: Type) -> Type;
-}
-
-impl WithWidth for Type {
-    /// Loads from a vector shared array keep its vector type.
-    fn with_width_of(self, elem: Type) -> Type {
-        if elem.width() > 1 { elem } else { self }
+        let tensor = self.tensor_access(o, layout, path)?;
+        Ok(Expr { kind: ExprKind::CmLoad { mem, idx, stride, layout, view, tensor }, ty: t })
     }
 }

@@ -1,7 +1,7 @@
 //! Top-level declarations: workgroup size, bindings, push constants, spec constants, shared
 //! arrays; and the device-limit checks that need the whole kernel.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::caps::{Access, CoopScope};
 use crate::error::HeliosResult;
@@ -102,7 +102,7 @@ impl Decoder<'_> {
             if self.binding_names.insert(name.clone(), i as u32).is_some() {
                 return Err(self.err(&p.key("name"), format!("duplicate binding name '{name}'")));
             }
-            self.kernel.bindings.push(Binding { name, elem, access, views: 0 });
+            self.kernel.bindings.push(Binding { name, elem, access, views: Vec::new() });
         }
         Ok(())
     }

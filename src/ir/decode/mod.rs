@@ -1,6 +1,6 @@
-//! JSON → typed, validated AST in one pass. The description is first parsed to a
-//! `serde_json::Value` (serde's derive cannot say *where* in the tree a field is missing); this
-//! module then walks it with a `Path`, so every error names its node.
+//! JSON → typed, validated AST in one pass. The description is first parsed to a lean JSON tree
+//! (`ir::json`; serde's derive cannot say *where* in the tree a field is missing); this module then
+//! walks it with a `Path`, so every error names its node.
 
 mod coop;
 mod expr;
@@ -10,7 +10,7 @@ mod stmt;
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use crate::ir::json::{Map, Value};
 
 use crate::caps::DeviceCaps;
 use crate::error::{HeliosError, HeliosResult};
@@ -20,7 +20,7 @@ use super::limits;
 use super::path::Path;
 use super::types::Type;
 
-pub(crate) type Obj = Map<String, Value>;
+pub(crate) type Obj = Map;
 
 /// Decoding state: the declarations seen so far and the names visible at this point.
 pub(crate) struct Decoder<'c> {

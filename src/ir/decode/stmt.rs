@@ -1,10 +1,10 @@
 //! Statements and blocks: scoping, control flow, stores and barriers.
 
-use serde_json::Value;
+use crate::ir::json::Value;
 
 use crate::error::HeliosResult;
 
-use super::super::ast::{ExecScope, MemClasses, MemRef, SlotKind, Stmt};
+use super::super::ast::{ExecScope, ExprKind, LitScalar, MemClasses, MemRef, SlotKind, Stmt};
 use super::super::limits;
 use super::super::path::Path;
 use super::super::types::{Scalar, Type};
@@ -65,18 +65,29 @@ impl Decoder<'_> {
             "var" => self.var(o, path),
             "set" => self.set(o, path),
             "store" => {
-                self.check_fields(o, path, &["s", "b", "sh", "idx", "value"])?;
+                self.check_fields(o, path, &["s", "b", "sh", "idx", "value", "as"])?;
                 let (mem, elem) = self.mem_ref(o, path)?;
                 self.check_access(mem, false, true, path)?;
                 let idx = *self.index(o, "idx", path)?;
                 let value = *self.operand(o, "value", path)?;
-                let ok = value.ty == elem
-                    || (matches!(mem, MemRef::Binding(_)) && matches!(value.ty, Type::Vector(s, 2 | 4) if Type::Scalar(s) == elem));
+                // The value's width picks the vector view; `as` allows another scalar type.
+                let scalar = match (o.get("as"), mem) {
+                    (None, _) => elem.scalar(),
+                    (Some(v), MemRef::Binding(_)) => match v.as_str().and_then(Scalar::parse) {
+                        Some(s) if s != Scalar::Bool => s,
+                        _ => return Err(self.err(&path.key("as"), "as must be f32, f16, bf16, i32 or u32")),
+                    },
+                    (Some(_), MemRef::Shared(_)) => return Err(self.err(path, "as applies to bindings")),
+                };
+                let ok = match mem {
+                    MemRef::Shared(_) => value.ty == elem,
+                    MemRef::Binding(_) => !value.ty.is_coopmat() && value.ty.scalar() == scalar && matches!(value.ty.width(), 1 | 2 | 4),
+                };
                 if !ok {
-                    return Err(self.err(&path.key("value"), format!("cannot store {} into {elem} memory", value.ty)));
+                    return Err(self.err(&path.key("value"), format!("cannot store {} into {} memory", value.ty, Type::Scalar(scalar))));
                 }
                 if let MemRef::Binding(i) = mem {
-                    self.kernel.bindings[i as usize].views |= value.ty.width();
+                    self.note_view(i, value.ty, path)?;
                 }
                 Ok(Stmt::Store { mem, idx, value })
             }
@@ -128,19 +139,18 @@ impl Decoder<'_> {
                 Ok(Stmt::Eval(*self.operand(o, "value", path)?))
             }
             "cmstore" => {
-                self.check_fields(o, path, &["s", "b", "sh", "idx", "stride", "layout", "value"])?;
+                self.check_fields(o, path, &["s", "b", "sh", "idx", "stride", "layout", "value", "vec", "as", "tensor"])?;
                 let (mem, elem) = self.mem_ref(o, path)?;
                 self.check_access(mem, false, true, path)?;
+                let view = self.view_type(o, mem, elem, path)?;
                 let idx = *self.index(o, "idx", path)?;
                 let stride = *self.index(o, "stride", path)?;
                 let layout = self.layout(o, path)?;
+                let tensor = self.tensor_access(o, layout, path)?;
                 let value = *self.operand(o, "value", path)?;
                 let c = value.ty.coopmat().ok_or_else(|| self.err(&path.key("value"), format!("cmstore needs a coopmat, got {}", value.ty)))?;
-                self.check_coop_mem(elem, c, path)?;
-                if let MemRef::Binding(i) = mem {
-                    self.kernel.bindings[i as usize].views |= 1;
-                }
-                Ok(Stmt::CmStore { mem, idx, stride, layout, value })
+                self.check_coop_mem(view, c, path)?;
+                Ok(Stmt::CmStore { mem, idx, stride, layout, value, view, tensor })
             }
             _ => Err(self.err(&path.key("s"), format!("unknown statement '{}'", truncate(s, 40)))),
         }
@@ -214,6 +224,12 @@ impl Decoder<'_> {
             let s = *self.operand(o, "step", path)?;
             if s.ty != from.ty {
                 return Err(self.err(&path.key("step"), format!("loop step is {}, counter is {}", s.ty, from.ty)));
+            }
+            // A literal step that cannot advance the counter is a hang, not a kernel.
+            if let ExprKind::Lit(v) = &s.kind {
+                if matches!(v.first(), Some(LitScalar::Num(x)) if *x <= 0.0) {
+                    return Err(self.err(&path.key("step"), "loop step must be positive"));
+                }
             }
             Some(s)
         } else {

@@ -255,3 +255,91 @@ fn memo_returns_the_same_module_for_the_same_text() {
     assert!(std::sync::Arc::ptr_eq(&a, &b));
     assert_eq!(cache.len(), 1);
 }
+
+/// 128-bit copies of f16 data (u32x4 views and shared arrays) feeding f16 cooperative matrices:
+/// the coopmat is loaded from memory of another element type, idx/stride in those elements.
+#[test]
+fn reinterpreted_views_feed_cooperative_matrices() {
+    let caps = permissive_caps();
+    let ta = cm("a", "f16", 16, 16, "subgroup");
+    let tb = cm("b", "f16", 16, 16, "subgroup");
+    let tc = cm("acc", "f32", 16, 16, "subgroup");
+    let t = json!({"op": "builtin", "name": "local_index"});
+    let k = json!({
+        "version": 1, "name": "views128", "workgroup": [32],
+        "bindings": [{"name": "a", "elem": "f16", "access": "read"}, {"name": "b", "elem": "f16", "access": "read"},
+                     {"name": "c", "elem": "f32", "access": "readwrite"}],
+        "shared": [{"name": "sa", "elem": "u32x4", "len": 32}],
+        "body": [
+            {"s": "store", "sh": "sa", "idx": t, "value": {"op": "load", "b": 0, "idx": t, "vec": 4, "as": "u32"}},
+            {"s": "barrier"},
+            {"s": "let", "name": "ma", "value": {"op": "cmload", "t": ta, "sh": "sa", "idx": lit("u32", json!(0)), "stride": lit("u32", json!(2)), "layout": "row"}},
+            {"s": "let", "name": "mb", "value": {"op": "cmload", "t": tb, "b": 1, "vec": 4, "as": "u32", "idx": lit("u32", json!(0)), "stride": lit("u32", json!(2)), "layout": "row"}},
+            {"s": "let", "name": "r", "value": {"op": "cmmuladd", "a": get("ma"), "b": get("mb"), "c": {"op": "cmfill", "t": tc, "a": lit("f32", json!(0))}}},
+            {"s": "cmstore", "b": 2, "vec": 4, "idx": lit("u32", json!(0)), "stride": lit("u32", json!(4)), "layout": "row", "value": get("r")},
+            {"s": "store", "b": 2, "as": "u32", "idx": lit("u32", json!(300)), "value": lit("u32", json!(7))},
+            {"s": "eval", "value": {"op": "atomic", "fn": "add", "b": 2, "idx": lit("u32", json!(301)), "a": lit("f32", json!(1))}}
+        ]
+    });
+    compile_and_validate(&k, &caps);
+}
+
+/// coopmat2: workgroup-scope matrices loaded and stored through NV tensor layouts
+/// (bounds-checked edge tiles).
+#[test]
+fn tensor_layout_loads_and_stores() {
+    let caps = permissive_caps();
+    let ta = cm("a", "f16", 32, 16, "workgroup");
+    let tb = cm("b", "f16", 16, 32, "workgroup");
+    let tc = cm("acc", "f32", 32, 32, "workgroup");
+    let push = |n: &str| json!({"op": "push", "name": n});
+    let tensor = |rows: &str, cols: &str, r: serde_json::Value, c: serde_json::Value, clamp: &str| {
+        json!({"dims": [push(rows), push(cols)], "at": [r, c], "clamp": clamp})
+    };
+    let k = json!({
+        "version": 1, "name": "tensor_layouts", "workgroup": [128],
+        "bindings": [{"name": "a", "elem": "f16", "access": "read"}, {"name": "b", "elem": "f16", "access": "read"},
+                     {"name": "c", "elem": "f32", "access": "write"}],
+        "push": [{"name": "m", "type": "u32"}, {"name": "n", "type": "u32"}, {"name": "k", "type": "u32"}],
+        "body": [
+            {"s": "let", "name": "r0", "value": {"op": "mul", "a": {"op": "swz", "a": {"op": "builtin", "name": "workgroup_id"}, "c": "y"}, "b": lit("u32", json!(32))}},
+            {"s": "let", "name": "c0", "value": {"op": "mul", "a": {"op": "swz", "a": {"op": "builtin", "name": "workgroup_id"}, "c": "x"}, "b": lit("u32", json!(32))}},
+            {"s": "var", "name": "acc", "type": tc, "init": {"op": "cmfill", "t": tc, "a": lit("f32", json!(0))}},
+            {"s": "for", "var": "kk", "from": lit("u32", json!(0)), "to": push("k"), "step": lit("u32", json!(16)), "body": [
+                {"s": "let", "name": "ma", "value": {"op": "cmload", "t": ta, "b": 0, "idx": lit("u32", json!(0)), "stride": push("k"), "layout": "row",
+                    "tensor": tensor("m", "k", get("r0"), get("kk"), "zero")}},
+                {"s": "let", "name": "mb", "value": {"op": "cmload", "t": tb, "b": 1, "idx": lit("u32", json!(0)), "stride": push("n"), "layout": "row",
+                    "tensor": tensor("k", "n", get("kk"), get("c0"), "edge")}},
+                {"s": "set", "name": "acc", "value": {"op": "cmmuladd", "a": get("ma"), "b": get("mb"), "c": get("acc")}}
+            ]},
+            {"s": "cmstore", "b": 2, "idx": lit("u32", json!(0)), "stride": push("n"), "layout": "row", "value": get("acc"),
+                "tensor": tensor("m", "n", get("r0"), get("c0"), "zero")}
+        ]
+    });
+    let c = compile_and_validate(&k, &caps);
+    let dis = crate::spirv::disassemble(&c.words).unwrap_or_default();
+    assert!(dis.contains("OpCooperativeMatrixLoadTensorNV") && dis.contains("OpCooperativeMatrixStoreTensorNV"), "{dis}");
+}
+
+/// Timing probe for large descriptions: `HELIOS_IR_PROBE=<file.json> cargo test --release
+/// probe_timing -- --ignored --nocapture` prints parse / decode / lower / assemble times.
+#[test]
+#[ignore]
+fn probe_timing() {
+    let Some(path) = std::env::var_os("HELIOS_IR_PROBE") else { return };
+    let json = std::fs::read_to_string(path).unwrap_or_default();
+    let caps = permissive_caps();
+    for _ in 0..10 {
+        let t0 = std::time::Instant::now();
+        let v: crate::ir::json::Value = serde_json::from_str(&json).unwrap_or(crate::ir::json::Value::Null);
+        let t1 = std::time::Instant::now();
+        let k = crate::ir::decode_value(&v, &caps).unwrap_or_else(|e| panic!("{e}"));
+        let t2 = std::time::Instant::now();
+        let m = crate::spirv::build_module(&k).unwrap_or_else(|e| panic!("{e}"));
+        let t3 = std::time::Instant::now();
+        use rspirv::binary::Assemble;
+        let w = m.assemble();
+        let t4 = std::time::Instant::now();
+        eprintln!("parse {:?} decode {:?} lower {:?} assemble {:?} ({} words)", t1 - t0, t2 - t1, t3 - t2, t4 - t3, w.len());
+    }
+}
