@@ -5,6 +5,7 @@
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
 part=${1:-core}
+dest=${OUT:-/tmp}
 work=/tmp/helios-$part
 rm -rf "$work"; mkdir -p "$work"
 export HELIOS_CACHE_DIR=${HELIOS_CACHE_DIR:-/tmp/helios-cache}
@@ -22,15 +23,17 @@ case "$part" in
     run coop-tests 120 node dist/bench/coop-tests.js
     ;;
   matmul)
-    OUT=$work/mm run matmul-check 270 bash bench/matmul-gpu.sh --phase=check
-    OUT=$work/mm run matmul-perf 270 bash bench/matmul-gpu.sh --phase=perf
+    export OUT=$work/mm
+    run matmul-check 270 bash bench/matmul-gpu.sh --phase=check
+    run matmul-perf 270 bash bench/matmul-gpu.sh --phase=perf
     ;;
   train)
-    OUT=$work/train run train-suite 420 bash bench/train/gpu.sh suite
-    OUT=$work/train run train-demo 150 bash bench/train/gpu.sh demo
+    export OUT=$work/train
+    run train-suite 420 bash bench/train/gpu.sh suite
+    run train-demo 150 bash bench/train/gpu.sh demo
     ;;
   *) echo "usage: bash bench/gpu-host.sh core|matmul|train" >&2; exit 2 ;;
 esac
-tar czf "${OUT:-/tmp}/$part.tgz" -C /tmp "helios-$part"
+tar czf "$dest/$part.tgz" -C /tmp "helios-$part"
 for f in "$work"/*.log; do echo "== $(basename "$f")"; tail -n 14 "$f"; done
 cat "$work/status.txt"
