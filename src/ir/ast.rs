@@ -101,6 +101,8 @@ pub struct Uses {
     pub atomic_float_add: bool,
     pub glsl: bool,
     pub tensor_addressing: bool,
+    /// A coopmat cast that changes the use (acc -> a/b): CooperativeMatrixConversionsNV.
+    pub coop_convert: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -107,3 +107,31 @@ fn misused_shared_views_are_rejected() {
     assert!(e.contains("cannot store"), "{e}");
     let _ = compile_ok;
 }
+
+/// Flash-attention style P·V: a workgroup-scope f32 accumulator converted to an f16 A matrix
+/// (OpFConvert, then OpCooperativeMatrixConvertNV); subgroup scope is rejected with the hint.
+#[test]
+fn accumulator_to_a_conversion_at_workgroup_scope() {
+    let caps = permissive_caps();
+    let (ta, tb, tc) = (cm("a", "f16", "workgroup"), cm("b", "f16", "workgroup"), cm("acc", "f32", "workgroup"));
+    let k = json!({
+        "version": 1, "name": "acc_to_a", "workgroup": [128],
+        "bindings": [{"name": "a", "elem": "f16", "access": "read"}, {"name": "c", "elem": "f32", "access": "write"}],
+        "body": [
+            {"s": "let", "name": "ma", "value": {"op": "cmload", "t": ta, "b": 0, "idx": u(0), "stride": u(16), "layout": "row"}},
+            {"s": "let", "name": "mb", "value": {"op": "cmload", "t": tb, "b": 0, "idx": u(256), "stride": u(16), "layout": "row"}},
+            {"s": "let", "name": "s", "value": {"op": "cmmuladd", "a": get("ma"), "b": get("mb"), "c": {"op": "cmfill", "t": tc, "a": {"op": "lit", "t": "f32", "v": 0}}}},
+            {"s": "let", "name": "p", "value": {"op": "cast", "t": ta, "a": get("s")}},
+            {"s": "let", "name": "o", "value": {"op": "cmmuladd", "a": get("p"), "b": get("mb"), "c": get("s")}},
+            {"s": "cmstore", "b": 1, "idx": u(0), "stride": u(16), "layout": "row", "value": get("o")}
+        ]
+    });
+    compile_and_validate(&k, &caps);
+    let sub = json!({
+        "version": 1, "name": "acc_to_a_sub", "workgroup": [32], "bindings": [],
+        "body": [{"s": "let", "name": "p", "value": {"op": "cast", "t": cm("a", "f16", "subgroup"),
+                  "a": {"op": "cmfill", "t": cm("acc", "f32", "subgroup"), "a": {"op": "lit", "t": "f32", "v": 0}}}}]
+    });
+    let e = err(&sub);
+    assert!(e.contains("body[0].value") && e.contains("shared memory"), "{e}");
+}
