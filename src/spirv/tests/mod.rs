@@ -3,3 +3,4 @@
 mod common;
 mod lowering;
 mod views;
+mod loops;
