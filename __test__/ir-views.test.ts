@@ -3,7 +3,7 @@
 // packed with u32 <-> f16x2 bitcasts.
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { f16, f32, kernel, u32, vecOf, type KernelDesc } from "../ts/ir/index.js";
+import { f16, f32, kernel, packHalves, unpackHalves, vecOf, type KernelDesc } from "../ts/ir/index.js";
 import { f16BitsToF32, f32ToF16Bits } from "../ts/f16.js";
 import {
   deviceSkipReason, maxRelErr, native, randF32, runKernel, spirvVal, spirvValPath, type RunSpec,
@@ -72,13 +72,12 @@ test("f16 binding as u32x4 (8 halves per load) through a u32x4 shared array, unp
   q.store(t, a.as("u32", 4).load(g));
   k.barrier();
   const w = q.load(t.add(1).rem(WG));
-  const h = [w.x, w.y, w.z, w.w].map((c) => k.let(c.bitcast("f16x2"), "h"));
+  const h = unpackHalves(w).map((c) => k.let(c, "h"));
   const f = h.map((c) => c.cast("f32x2").mul(1.5).add(vecOf("f32x2", 1)));
   o.store(g.mul(2), vecOf("f32x4", f[0], f[1]));
   o.store(g.mul(2).add(1), vecOf("f32x4", f[2], f[3]));
   // Repack with the halves of each pair swapped: f16x2 -> u32 bitcasts, one 128-bit store.
-  const sw = h.map((c) => c.swz("yx").bitcast(u32));
-  p.as("u32", 4).store(g, vecOf("u32x4", sw[0], sw[1], sw[2], sw[3]));
+  p.as("u32", 4).store(g, packHalves(h.map((c) => c.swz("yx"))));
   const n = GROUPS * WG * 8;
   const A = randHalfBits(n, 202);
   const res = run(tc, k.finish(), { buffers: [A, n * 4, n * 2], groups: [GROUPS] });
