@@ -231,6 +231,9 @@ impl Decoder<'_> {
                             "cast {from} -> {to}: only acc -> a/b changes the use, and only at workgroup scope (coopmat2); at subgroup scope cmstore the accumulator to shared memory and cmload it back"
                         )));
                     }
+                    if !self.caps.coop_mat2_conversions {
+                        return Err(self.err(path, format!("cast {from} -> {to} needs the cooperativeMatrixConversions feature of VK_NV_cooperative_matrix2, which this device lacks")));
+                    }
                     self.kernel.uses.coop_convert = true;
                 }
                 if !(f.elem.is_float() == g.elem.is_float() || (f.elem.is_numeric() && g.elem.is_numeric())) {
