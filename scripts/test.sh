@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every test, with the Khronos validation layer on (any validation message fails a test).
-# Assumes scripts/setup.sh has run (scripts/run.sh test does both).
+# Run by `npm test`; assumes scripts/setup.sh has run (README: `bash scripts/setup.sh && npm test`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# setup.sh may have installed Rust in this very shell session.
+export PATH="$HOME/.cargo/bin:$PATH"
 export HELIOS_VALIDATION=1
 export HELIOS_CACHE_DIR=${HELIOS_CACHE_DIR:-$(mktemp -d)}
 
