@@ -64,6 +64,8 @@ pub struct Runtime {
     pub transfer_waited: u64,
     pub ring: Ring,
     pub ring_buf: Option<GpuBuffer>,
+    /// Host staging for large synchronous reads, sized to the largest one so far (see readback.rs).
+    pub read_staging: Option<GpuBuffer>,
     pub desc_free: Vec<vk::DescriptorPool>,
     pub profiles: HashMap<u64, ProfileRecord>,
     pub readbacks: HashMap<u64, GpuBuffer>,
@@ -114,6 +116,7 @@ impl Runtime {
             transfer_waited: 0,
             ring: Ring::new(cfg.staging_bytes),
             ring_buf: Some(ring_buf),
+            read_staging: None,
             desc_free: Vec::new(),
             profiles: HashMap::new(),
             readbacks: HashMap::new(),
@@ -263,8 +266,8 @@ impl Runtime {
         for (_, b) in self.readbacks.drain() {
             memory::destroy_buffer(&self.dev, &mut self.alloc, b);
         }
-        if let Some(ring) = self.ring_buf.take() {
-            memory::destroy_buffer(&self.dev, &mut self.alloc, ring);
+        for b in [self.ring_buf.take(), self.read_staging.take()].into_iter().flatten() {
+            memory::destroy_buffer(&self.dev, &mut self.alloc, b);
         }
         pipeline::destroy_cache(&self.dev, self.cache.raw);
         self.cache.raw = vk::PipelineCache::null();
