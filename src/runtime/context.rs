@@ -75,6 +75,12 @@ pub struct Runtime {
     pub use_push_descriptors: bool,
     /// A copy or fill was recorded since the last barrier (selects the barrier's source stages).
     pub transfer_since_barrier: bool,
+    /// A hazard barrier since the last full one had a compute-only second scope: the next
+    /// copy or fill first gets a full barrier.
+    pub compute_only_barrier: bool,
+    /// The open segment writes host-visible memory (a direct buffer or a readback staging
+    /// buffer): only then does it end with a GPU-write -> host-read barrier.
+    pub host_visible_write: bool,
     /// Distinguishes runtimes across destroy/initDevice for async tasks.
     pub id: u64,
     pub dev: Arc<Device>,
@@ -124,6 +130,8 @@ impl Runtime {
             cache,
             lost: false,
             transfer_since_barrier: true,
+            compute_only_barrier: false,
+            host_visible_write: false,
             use_push_descriptors: dev.push_desc.is_some(),
             id,
             cfg,

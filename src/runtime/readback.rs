@@ -59,6 +59,7 @@ impl Runtime {
         let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("no open batch")) };
         self.apply_access(batch.cmd, &[(id, true, false)], true, &mut batch.touched);
         command::copy(&self.dev, batch.cmd, src, staging.raw, vk::BufferCopy { src_offset: off, dst_offset: 0, size: len });
+        self.host_visible_write = true;
         self.batch = Some(batch);
         self.submit_segment(true)
     }
