@@ -1,10 +1,12 @@
 //! Batches: recording dispatches (the hot path), hazard barriers from declared access, and
 //! submission in segments on the compute timeline.
 //!
-//! Every segment's command buffer starts with one global barrier (covering everything
-//! submitted before it on the queue, and making captured batches safe to replay anywhere)
-//! and, when it wrote host-visible memory, ends with a GPU-write -> host-read barrier.
-//! Between, barriers come from the tracker.
+//! Barriers come from the tracker, whose state spans command buffers: a segment starts
+//! with no barrier (a hazard with earlier submissions gets one where it occurs, and
+//! independent work none, which matters for short submit+wait round trips), and ends
+//! with a GPU-write -> host-read barrier only when it wrote host-visible memory. Replays
+//! run behind a pre-recorded global barrier (`replay_batch`), and after a capture or a
+//! replay the next command gets a full barrier (`barrier_owed`).
 
 use std::sync::Arc;
 
@@ -64,10 +66,6 @@ impl Runtime {
             self.compute.give_back(cmd);
             return Err(e);
         }
-        command::global_barrier(&self.dev, cmd);
-        self.tracker.barrier();
-        self.transfer_since_barrier = false;
-        self.compute_only_barrier = false;
         self.host_visible_write = false;
         Ok(cmd)
     }
@@ -87,8 +85,10 @@ impl Runtime {
                 hazard = hazard.max(self.tracker.hazard(&res.access, r, w));
             }
         }
-        if transfer && self.compute_only_barrier {
-            // Earlier compute-only barriers did not order work before them with transfers.
+        if self.barrier_owed || (transfer && self.compute_only_barrier) {
+            // A stale tracker, or earlier compute-only barriers that did not order work
+            // before them with transfers: a full barrier.
+            self.barrier_owed = false;
             command::global_barrier(&self.dev, cmd);
             self.tracker.barrier();
             self.transfer_since_barrier = false;

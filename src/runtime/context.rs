@@ -81,6 +81,13 @@ pub struct Runtime {
     /// The open segment writes host-visible memory (a direct buffer or a readback staging
     /// buffer): only then does it end with a GPU-write -> host-read barrier.
     pub host_visible_write: bool,
+    /// The tracker's view of the queue is stale (a batch was captured, whose recorded
+    /// barriers never ran, or a capture was replayed, whose accesses it never saw): the
+    /// next recorded command first gets a full barrier.
+    pub barrier_owed: bool,
+    /// A pre-recorded command buffer holding one global barrier, submitted ahead of every
+    /// replay so a captured batch is safe to run after any work.
+    pub head_cmd: vk::CommandBuffer,
     /// Distinguishes runtimes across destroy/initDevice for async tasks.
     pub id: u64,
     pub dev: Arc<Device>,
@@ -102,7 +109,11 @@ impl Runtime {
         }
         let dev = Arc::new(dev);
         let mut alloc = memory::create_allocator(&dev)?;
-        let compute = Lane::new(&dev, dev.adapter.compute_family, dev.compute_queue, dev.compute_sem)?;
+        let mut compute = Lane::new(&dev, dev.adapter.compute_family, dev.compute_queue, dev.compute_sem)?;
+        let head_cmd = compute.acquire(&dev)?;
+        command::begin(&dev, head_cmd)?;
+        command::global_barrier(&dev, head_cmd);
+        command::end(&dev, head_cmd)?;
         let transfer = Lane::new(&dev, dev.transfer_family, dev.transfer_queue, dev.transfer_sem)?;
         let ring_buf = memory::create_buffer(&dev, &mut alloc, cfg.staging_bytes, Placement::Staging)?;
         let cache = open_cache(&dev, &cfg);
@@ -132,6 +143,8 @@ impl Runtime {
             transfer_since_barrier: true,
             compute_only_barrier: false,
             host_visible_write: false,
+            barrier_owed: false,
+            head_cmd,
             use_push_descriptors: dev.push_desc.is_some(),
             id,
             cfg,
