@@ -138,8 +138,7 @@ pub const MAX_BUFFER_BARRIERS: usize = 16;
 
 /// The same dependency as `hazard_barrier`, as one VkBufferMemoryBarrier2 per buffer written
 /// since the last barrier (`HELIOS_BARRIER=buffer`). `written` must name every such buffer
-/// (at most MAX_BUFFER_BARRIERS): the execution dependency is global either way, but memory
-/// visibility is given only for the buffers named.
+/// (at most MAX_BUFFER_BARRIERS): memory visibility is given only for the buffers named.
 pub fn hazard_buffer_barrier(device: &Device, cmd: vk::CommandBuffer, h: HazardScope, written: &[vk::Buffer]) {
     let (src_stage, src_access, dst_stage, dst_access) = hazard_masks(h);
     if !h.memory || written.is_empty() {
@@ -159,7 +158,11 @@ pub fn hazard_buffer_barrier(device: &Device, cmd: vk::CommandBuffer, h: HazardS
             .offset(0)
             .size(vk::WHOLE_SIZE);
     }
-    let dep = vk::DependencyInfo::default().buffer_memory_barriers(&barriers[..n]);
+    // Plus an execution-only global barrier: write-after-read on buffers not named here
+    // needs ordering (no access bits, so no cache work); validation scopes buffer barriers'
+    // execution dependency to their buffer.
+    let exec = [vk::MemoryBarrier2::default().src_stage_mask(src_stage).dst_stage_mask(dst_stage)];
+    let dep = vk::DependencyInfo::default().memory_barriers(&exec).buffer_memory_barriers(&barriers[..n]);
     // SAFETY: `cmd` is recording; every buffer is alive (the runtime keeps written buffers
     // until their use completes) and the dependency info only references locals.
     unsafe { device.raw.cmd_pipeline_barrier2(cmd, &dep) };
