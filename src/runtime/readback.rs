@@ -144,7 +144,7 @@ impl Runtime {
             // The DMA reads the source until `last` (matters only if a wait below fails).
             r.last_use = r.last_use.max(Point::transfer(last));
         }
-        memory::prefault(out);
+        memory::prefault_for_overwrite(out);
         let mut result = Ok(());
         for &(value, at, n) in &chunks {
             result = self

@@ -137,9 +137,9 @@ impl Span {
     fn run(self) {
         if self.src.is_null() {
             for at in (0..self.len).step_by(PAGE) {
-                // SAFETY: `at < len`, inside the caller's buffer; the volatile write of the
-                // byte that is already there (zero) keeps the touch from being optimised away.
-                unsafe { std::ptr::write_volatile(self.dst.add(at), std::ptr::read_volatile(self.dst.add(at))) };
+                // SAFETY: `at < len`, inside the caller's buffer. Write only: a read first
+                // would map the shared zero page and fault a second time on the write.
+                unsafe { std::ptr::write_volatile(self.dst.add(at), 0) };
             }
         } else {
             // SAFETY: the span lies inside the caller's buffers, which do not overlap each other.
@@ -181,11 +181,12 @@ fn copy_pool() -> &'static CopyPool {
 
 const PAGE: usize = 4096;
 
-/// Faults in every page of `out` from all copy threads. A fresh large result is backed by
-/// untouched zero pages: the first write to each costs a page fault (zeroing included), and
-/// one thread faulting 256 MiB bounds a download far below the DMA rate; faulting in
-/// parallel while the DMA runs takes that off the critical path.
-pub fn prefault(out: &mut [u8]) {
+/// Faults in every page of `out` from all copy threads, writing a zero at each page start:
+/// only for a buffer about to be overwritten whole. A fresh large result is backed by
+/// untouched pages: the first write to each costs a page fault (zeroing included), and one
+/// thread faulting 256 MiB bounds a download far below the DMA rate; faulting in parallel
+/// while the DMA runs takes that off the critical path.
+pub fn prefault_for_overwrite(out: &mut [u8]) {
     parallel_copy(out.as_mut_ptr(), std::ptr::null(), out.len());
 }
 
