@@ -127,7 +127,7 @@ impl Runtime {
                         None => all = false,
                     }
                 }
-                all.then(|| (raw, written.len()))
+                all.then_some((raw, written.len()))
             }
             _ => None,
         };

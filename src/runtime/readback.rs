@@ -89,7 +89,7 @@ impl Runtime {
             r.gpu.read(off, &mut out)?;
             return Ok(out);
         }
-        if len >= WHOLE_READ_MIN && len <= WHOLE_READ_MAX {
+        if (WHOLE_READ_MIN..=WHOLE_READ_MAX).contains(&len) {
             self.read_via_whole_staging(id, off, &mut out)?;
         } else {
             self.read_via_ring(id, off, &mut out)?;
