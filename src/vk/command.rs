@@ -46,6 +46,14 @@ pub fn begin(device: &Device, cmd: vk::CommandBuffer) -> HeliosResult<()> {
     unsafe { device.raw.begin_command_buffer(cmd, &info) }.map_err(|e| vk_error("vkBeginCommandBuffer", e))
 }
 
+/// Begins a command buffer that is submitted exactly once (transfer-lane copies): drivers may
+/// skip the bookkeeping SIMULTANEOUS_USE implies.
+pub fn begin_once(device: &Device, cmd: vk::CommandBuffer) -> HeliosResult<()> {
+    let info = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    // SAFETY: `cmd` is not pending (recycled only after its timeline value completed).
+    unsafe { device.raw.begin_command_buffer(cmd, &info) }.map_err(|e| vk_error("vkBeginCommandBuffer", e))
+}
+
 pub fn end(device: &Device, cmd: vk::CommandBuffer) -> HeliosResult<()> {
     // SAFETY: `cmd` is in the recording state.
     unsafe { device.raw.end_command_buffer(cmd) }.map_err(|e| vk_error("vkEndCommandBuffer", e))
