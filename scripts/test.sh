@@ -27,6 +27,10 @@ HELIOS_FORCE_STAGING=1 HELIOS_NO_PUSH_DESCRIPTORS=1 node --test --test-concurren
   dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/leasing.test.js dist/__test__/buffers.test.js \
   dist/__test__/capture.test.js dist/__test__/profiling.test.js
 
+step "JS tests again with per-buffer hazard barriers (HELIOS_BARRIER=buffer)"
+HELIOS_BARRIER=buffer node --test --test-concurrency=2 \
+  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/buffers.test.js dist/__test__/capture.test.js
+
 step "Bun smoke test"
 npx bun __test__/bun-smoke.mjs
 
