@@ -93,7 +93,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   log(
     `model: ${cfg.layers} layers, dim ${cfg.dim}, ${cfg.heads} heads, T ${o.seq}, batch ${o.batch}, ` +
       `${(paramCount(cfg) / 1e6).toFixed(2)}M params; text ${path.basename(o.text)} ` +
-      `(${data.train.length} train / ${data.val.length} val bytes); matmuls ${o.matmul16 ? "f16 operands" : "f32"}; capture ${env.capture ? "requested (eager: see bench/train/README.md)" : "off"}`,
+      `(${data.train.length} train / ${data.val.length} val bytes); matmuls ${o.matmul16 ? "f16 operands" : "f32"}; capture ${tr.capturing ? "on" : env.capture ? "unavailable on this backend (eager)" : "off"}`,
   );
   const val = evalSet(data.val, o);
   const rng = new Rng(o.seed + tr.opt.step);
