@@ -15,7 +15,7 @@ const MICRO: GPTConfig = { vocab: 13, blockSize: 8, layers: 2, heads: 2, dim: 8,
 const skip = !onNative() && "the mock runtime has no captured batches";
 
 test("captured steps give the eager losses, with new tokens each step", { skip }, () => {
-  const H = makeBackend();
+  const H = makeBackend({ capture: true });
   const init = initHostParams(MICRO, 7);
   const opt = { ...TINY_OPT, warmup: 3, clip: 0.5 };
   const cap = new Trainer(asTrainBackend(H), MICRO, opt, { init, seed: 7, capture: true });
@@ -36,7 +36,7 @@ test("captured steps give the eager losses, with new tokens each step", { skip }
 });
 
 test("captured steps keep pool bytes flat and record only once", { skip }, () => {
-  const H = makeBackend();
+  const H = makeBackend({ capture: true });
   const tr = new Trainer(asTrainBackend(H), MICRO, TINY_OPT, { init: initHostParams(MICRO, 8), seed: 8, capture: true });
   const leased: number[] = [];
   const dispatches: number[] = [];
@@ -52,7 +52,7 @@ test("captured steps keep pool bytes flat and record only once", { skip }, () =>
 });
 
 test("a host read inside the captured step is refused with ERR_HELIOS_CAPTURE; the backend stays usable", { skip }, () => {
-  const H = makeBackend();
+  const H = makeBackend({ capture: true });
   const x = H.fromArray(Float32Array.from([1, 2, 3, 4]), [4]);
   H.beginCapture();
   const y = H.add(x, x);
@@ -68,7 +68,7 @@ test("a host read inside the captured step is refused with ERR_HELIOS_CAPTURE; t
 });
 
 test("the eager optimizer's gradient-norm read inside a capture is refused, not silently captured", { skip }, () => {
-  const H = makeBackend();
+  const H = makeBackend({ capture: true });
   const tr = new Trainer(asTrainBackend(H), MICRO, TINY_OPT, { init: initHostParams(MICRO, 9), seed: 9, capture: false });
   H.beginCapture();
   assert.throws(() => tr.step(patternBatch(MICRO.vocab, 2, 5, 1)), (e: Error & { code?: string }) => e.code === "ERR_HELIOS_CAPTURE");
@@ -78,7 +78,7 @@ test("the eager optimizer's gradient-norm read inside a capture is refused, not 
 });
 
 test("non-finite gradients skip the captured update like the eager one; a new loss scale re-records", { skip }, () => {
-  const H = makeBackend();
+  const H = makeBackend({ capture: true });
   const cfg: GPTConfig = { ...MICRO, dim: 16, dropout: 0 };
   const init = initHostParams(cfg, 10);
   // 2^40 overflows the f16 matmul operands of the backward pass: the first steps must be skipped.
