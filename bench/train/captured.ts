@@ -5,7 +5,7 @@
 // loss, the sum of squares and the non-finite flag after the replay, once per step.
 import type { TensorData } from "../../ts/types.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
-import { Scope, scalar, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
+import { Scope, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
 import type { GPT } from "./model.js";
 import type { ParamSpec, Params } from "./params.js";
 import type { OptimState } from "./optim.js";
@@ -37,7 +37,7 @@ export class CapturedStep {
     private readonly C: CB,
     private readonly graph: CaptureHandle,
     /** Inputs written before each replay, outputs read after it, and what they depend on. */
-    private readonly io: { idx: TensorData; targets: TensorData; sched: TensorData; counter: TensorData; loss: TensorData; ss: TensorData; bad: TensorData },
+    private readonly io: { idx: TensorData; targets: TensorData; sched: TensorData; counter: TensorData; out: TensorData },
     private readonly held: Scope,
     /** Dropout masks per step (the counter advances by this much). */
     readonly masks: number,
@@ -60,8 +60,8 @@ export class CapturedStep {
     C.writeTensor(io.sched, [lr, bc1, bc2]);
     if (this.masks > 0) C.writeTensor(io.counter, [counter | 0]);
     C.replay(this.graph);
-    const loss = scalar(io.loss), sumSq = scalar(io.ss);
-    return { loss, sumSq, nonFinite: scalar(io.bad) !== 0 || !Number.isFinite(sumSq) };
+    const [loss, sumSq, bad] = Array.from(io.out.data, Number);
+    return { loss, sumSq, nonFinite: bad !== 0 || !Number.isFinite(sumSq) };
   }
 
   destroy(): void {
@@ -103,8 +103,8 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
       if (!g) throw new Error(`no gradient for ${s.name}`);
       return g;
     });
-    const ss = held.keep(C.totalSumOfSquares(list));
-    const bad = held.keep(C.checkFinite(ss));
+    const ss = tmp.keep(C.totalSumOfSquares(list));
+    const bad = tmp.keep(C.checkFinite(ss));
     const hyper = hyperTensor(C, tmp, o, io.sched, ss, bad, ctx.lossScale);
     for (const s of ctx.specs) {
       const wd = s.decay ? o.weightDecay : 0;
@@ -113,11 +113,13 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
         o.beta1, o.beta2, o.eps, wd,
       );
     }
-    const loss = held.keep(tmp.forget(fc.loss));
-    const graph = C.endCapture(loss, ss, bad);
+    // [loss, sumSq, nonFinite]: one read after each replay.
+    const one = (t: TensorData) => tmp.keep(C.reshape(t, [1]));
+    const out = held.keep(C.cat([one(fc.loss), one(ss), one(bad)], 0));
+    const graph = C.endCapture(out);
     // The runtime pins every buffer the capture uses, so the temporaries can go back now.
     tmp.releaseAll();
-    return new CapturedStep(C, graph, { ...io, loss, ss, bad }, held, drop ? drop.counter : 0, stepKey(hb, ctx.lossScale), boundTensors(ctx));
+    return new CapturedStep(C, graph, { ...io, out }, held, drop ? drop.counter : 0, stepKey(hb, ctx.lossScale), boundTensors(ctx));
   } catch (e) {
     C.abortCapture();
     tmp.releaseAll();
