@@ -124,6 +124,9 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
     C.abortCapture();
     tmp.releaseAll();
     held.releaseAll();
+    if (e instanceof Error && (e as Error & { code?: string }).code === "ERR_HELIOS_CAPTURE") {
+      e.message += " (recording the training step; HELIOS_CAPTURE=0 runs it eagerly)";
+    }
     throw e;
   }
 }
