@@ -149,11 +149,6 @@ export class Scheduler {
 
   private capturing: Ticket | null = null;
 
-  /** Whether a batch is being captured (between beginCapture and endCapture). */
-  get isCapturing(): boolean {
-    return this.capturing !== null;
-  }
-
   /**
    * Submits what is recorded so far, then opens the batch to capture. Until endCapture,
    * the size threshold is ignored and a flush or a host read of captured work is an error.
