@@ -138,7 +138,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   const timed = Math.max(1, done - 2);
   const msPerStep = totalMs / timed;
   const res = { steps: tr.opt.step, firstLoss, lastLoss, valLoss, tokensPerSec: (o.batch * o.seq) / (msPerStep / 1000), msPerStep, sample };
-  if (o.json) writeFileSync(o.json, JSON.stringify({ ...res, model: cfg, batch: o.batch, seq: o.seq, device: B.name, valTarget: 1.6, valBelowTarget: valLoss < 1.6 }, null, 1));
+  if (o.json) writeFileSync(o.json, JSON.stringify({ ...res, model: cfg, batch: o.batch, seq: o.seq, device: B.name, capture: tr.capturing, valTarget: 1.6, valBelowTarget: valLoss < 1.6 }, null, 1));
   return res;
 }
 
