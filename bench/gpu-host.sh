@@ -17,7 +17,7 @@ run() { # run <name> <timeout-s> <command...>: log to $work/<name>.log, keep goi
 }
 case "$part" in
   core)
-    run dispatch 150 node dist/bench/dispatch.js --out="$work/dispatch.json"
+    run dispatch 200 node dist/bench/dispatch.js --barrier=global,buffer --out="$work/dispatch.json"
     run ops 200 node dist/bench/ops.js --out="$work/ops.json"
     run compile 60 node dist/bench/compile.js --out="$work/compile.json"
     run coop-tests 120 node dist/bench/coop-tests.js
