@@ -55,6 +55,23 @@ test("softmax and logSoftmax over every axis", () => {
   assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax of large logits");
 });
 
+// Rows whose length is a multiple of 4 take the 4-wide register kernels (rows4): one vector
+// per thread up to 8, partial last chunks, rows shorter than a workgroup, the 4096-wide row.
+test("softmax and logSoftmax on 4-wide rows (dims multiple of 4, every vectors-per-thread)", () => {
+  const rng = new Rng(24);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    for (const shape of [[1, 4], [3, 8], [5, 12], [2, 1020], [3, 1028], [2, 4096], [1, 8192], [2, 3, 36]]) {
+      const a = randTensor(rng, shape, dt, -6, 6);
+      const sm = N.softmax(a.ref, -1), ls = N.logSoftmax(a.ref, -1);
+      const tol = dt === "f16" ? TOL.f16 : TOL.f32;
+      assertClose(B.softmax(a.td), dt === "f16" ? asF16Output(sm) : sm, tol, `softmax rows4 ${dt} [${shape}]`);
+      assertClose(B.logSoftmax(a.td), dt === "f16" ? asF16Output(ls) : ls, dt === "f16" ? { atol: 1e-2, rtol: 4e-3 } : tol, `logSoftmax rows4 ${dt} [${shape}]`);
+    }
+  }
+  const big = sampleOf([2, 4], [1000, 0, -1000, 88, 89, 90, -3, 2], "f32");
+  assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax rows4 of large logits");
+});
+
 test("sumOfSquares, totalSumOfSquares, checkFinite", () => {
   const rng = new Rng(24);
   const ts = [randTensor(rng, [3, 7], "f32"), randTensor(rng, [9000], "f32"), randTensor(rng, [5], "f16")];

@@ -2,7 +2,7 @@
 // same GPU in the same run (python3 subprocess, CUDA events) when python3 + torch + CUDA exist;
 // otherwise Helios-only rows with a note. Prints a table (last) and writes JSON.
 //
-//   node dist/bench/ops.js [--quick] [--iters=30] [--out=bench/ops.json]
+//   node dist/bench/ops.js [--quick] [--iters=30] [--out=bench/ops.json] [--n= --rows= --cols= --bh= --t=]
 //
 // Protocol (both sides): warm up with one full repetition (compiles kernels and lets the
 // buffer pool reach its steady size), then 3 repetitions of `iters` back-to-back calls;
@@ -39,9 +39,10 @@ const iters = Number(arg("iters", quick ? "5" : "30"));
 const REPEATS = 3;
 const out = arg("out", "bench/ops.json");
 
-const N = quick ? 1 << 16 : 1 << 26;
-const [R, C] = quick ? [64, 256] : [8192, 4096];
-const [BH, T, D] = quick ? [2, 64, 64] : [96, 1024, 64];
+// --n, --rows, --cols, --bh, --t override the sizes (lavapipe experiments at mid sizes)
+const N = Number(arg("n", String(quick ? 1 << 16 : 1 << 26)));
+const [R, C] = [Number(arg("rows", quick ? "64" : "8192")), Number(arg("cols", quick ? "256" : "4096"))];
+const [BH, T, D] = [Number(arg("bh", quick ? "2" : "96")), Number(arg("t", quick ? "64" : "1024")), 64];
 
 const cases: Case[] = [
   {

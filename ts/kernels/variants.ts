@@ -7,6 +7,7 @@ import type { Expr } from "../fusion/expr.js";
 import type { Lease } from "../exec/lease.js";
 import { generateFused } from "./elementwise.js";
 import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
+import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
@@ -72,6 +73,12 @@ export function backendVariants(): KernelVariant[] {
       const tag = `${d}_${vpt}${sg ? "_sg" : ""}`;
       v.push({ id: `backend/layernorm_fwd_cached/${tag}`, needs: n, build: () => layerNormFwdCachedKernel(d, d, vpt, sg) });
       for (const log of [false, true]) v.push({ id: `backend/softmax_rows_cached/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRowsCachedKernel(d, log, vpt, sg) });
+    }
+    for (const v4 of [1, 4]) for (const sg of [false, true]) {
+      const n = sg ? [...needs(d), "subgroup" as const] : needs(d);
+      const tag = `${d}_${v4}${sg ? "_sg" : ""}`;
+      v.push({ id: `backend/layernorm_fwd4/${tag}`, needs: n, build: () => layerNormFwd4Kernel(d, d, v4, sg) });
+      for (const log of [false, true]) v.push({ id: `backend/softmax_rows4/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRows4Kernel(d, log, v4, sg) });
     }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });

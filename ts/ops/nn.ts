@@ -9,6 +9,7 @@ import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormFwdCachedKernel, la
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
+import { layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
   if (t.dtype === "i32") fail(op, `${what} must be a floating-point tensor, got i32 ${fmt(t.shape)}`);
@@ -29,8 +30,14 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const out = E.alloc(x.shape, x.dtype);
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
-  const vpt = cachedVpt(dim);
   const sg = E.subgroups;
+  const v4 = rows4Vpt(dim);
+  if (v4 > 0) {
+    run(E, "layerNorm", { ln4: x.dtype, w: w.dtype, v4, sg }, () => layerNormFwd4Kernel(x.dtype, w.dtype, v4, sg),
+      LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
+    return out;
+  }
+  const vpt = cachedVpt(dim);
   const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt, sg) : layerNormFwdKernel(x.dtype, w.dtype));
   run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt, sg }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
   return out;

@@ -8,6 +8,7 @@ import {
   REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
   reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, cachedVpt, type ReduceFn,
 } from "../kernels/reduce.js";
+import { softmaxRows4Kernel, rows4Vpt } from "../kernels/rows4.js";
 
 /** Elements one workgroup reduces in the first pass of a whole-tensor reduction. */
 const CHUNK = 8192;
@@ -105,8 +106,12 @@ export function softmax(E: Engine, op: string, a: TensorData, axis: number | und
   const [outer, dim, inner] = splitAxis(a.shape, ax);
   if (size(a.shape) === 0) return out;
   const vpt = cachedVpt(dim);
-  if (inner === 1 && vpt > 0) {
-    const sg = E.subgroups;
+  const v4 = rows4Vpt(dim);
+  const sg = E.subgroups;
+  if (inner === 1 && v4 > 0) {
+    run(E, op, { softmaxRows4: a.dtype, log: logOut, v4, sg }, () => softmaxRows4Kernel(a.dtype, logOut, v4, sg),
+      SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
+  } else if (inner === 1 && vpt > 0) {
     run(E, op, { softmaxRowsCached: a.dtype, log: logOut, vpt, sg }, () => softmaxRowsCachedKernel(a.dtype, logOut, vpt, sg),
       SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
   } else if (inner === 1) {
