@@ -44,6 +44,18 @@ const N = Number(arg("n", String(quick ? 1 << 16 : 1 << 26)));
 const [R, C] = [Number(arg("rows", quick ? "64" : "8192")), Number(arg("cols", quick ? "256" : "4096"))];
 const [BH, T, D] = [Number(arg("bh", quick ? "2" : "96")), Number(arg("t", quick ? "64" : "1024")), 64];
 
+/** scale(add(mul(a,b),c)); intermediates are released as soon as they are consumed. */
+function chain(B: HeliosBackend): () => TensorData[] {
+  const a = B.randn([N]), b = B.randn([N]), c = B.randn([N]);
+  return () => {
+    const m = B.mul(a, b), s = B.add(m, c);
+    B.releaseGpuTensor(m);
+    const out = B.scale(s, 0.5);
+    B.releaseGpuTensor(s);
+    return [out];
+  };
+}
+
 const cases: Case[] = [
   {
     name: `add f32 n=${N}`, bytes: 3 * 4 * N,
@@ -52,12 +64,12 @@ const cases: Case[] = [
   },
   {
     name: `fused scale(add(mul(a,b),c)) n=${N}`, bytes: 4 * 4 * N,
-    helios: (B) => { const a = B.randn([N]), b = B.randn([N]), c = B.randn([N]); return () => [B.scale(B.add(B.mul(a, b), c), 0.5)]; },
+    helios: chain,
     torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d);c=torch.randn(${N},device=d)\nf=lambda: (a*b+c)*0.5`,
   },
   {
     name: `unfused scale(add(mul(a,b),c)) n=${N}`, bytes: 4 * 4 * N, unfused: true,
-    helios: (B) => { const a = B.randn([N]), b = B.randn([N]), c = B.randn([N]); return () => [B.scale(B.add(B.mul(a, b), c), 0.5)]; },
+    helios: chain,
     torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d);c=torch.randn(${N},device=d)\nf=lambda: (a*b+c)*0.5`,
   },
   {
@@ -120,6 +132,8 @@ interface HeliosTiming {
   gpuMs: number;
   hostMs: number;
   dispatches: number;
+  /** New device allocations per iteration in the timed repetitions (0 once the pool is warm). */
+  allocations: number;
   /** GPU ms per iteration by kernel label (median repetition), largest first. */
   kernels: Record<string, number>;
 }
@@ -144,6 +158,7 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
   runIters(); // warm-up repetition: pool buffers for `iters` in-flight outputs exist after it
   const gpu: number[] = [], host: number[] = [], counts: number[] = [];
   const byLabel: Record<string, number>[] = [];
+  const allocs0 = B.stats().pool.allocations;
   for (let r = 0; r < REPEATS; r++) {
     P.profiling = true;
     const t0 = performance.now();
@@ -163,7 +178,8 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
   }
   const mid = gpu.indexOf(median(gpu));
   const kernels = Object.fromEntries(Object.entries(byLabel[mid]).sort((p, q) => q[1] - p[1]));
-  return { gpuMs: median(gpu), hostMs: median(host), dispatches: median(counts), kernels };
+  const allocations = (B.stats().pool.allocations - allocs0) / (REPEATS * iters);
+  return { gpuMs: median(gpu), hostMs: median(host), dispatches: median(counts), allocations, kernels };
 }
 
 function torchTimes(): Record<string, number> | string {
@@ -214,7 +230,7 @@ function main(): void {
     const tms = typeof torch === "string" ? null : torch[c.name] ?? null;
     return {
       op: c.name, heliosGpuMs: h.gpuMs, heliosHostMs: h.hostMs, heliosGBps: c.bytes / (h.gpuMs * 1e6),
-      dispatchesPerIter: h.dispatches, kernels: h.kernels,
+      dispatchesPerIter: h.dispatches, allocationsPerIter: h.allocations, kernels: h.kernels,
       torchMs: tms, torchGBps: tms ? c.bytes / (tms * 1e6) : null, ratio: tms ? tms / h.gpuMs : null,
     };
   });
@@ -228,7 +244,7 @@ function main(): void {
   console.log(`wrote ${out}`);
   for (const r of rows) {
     const top = Object.entries(r.kernels).slice(0, 3).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
-    console.log(`  ${r.op}: ${r.dispatchesPerIter} dispatch(es)/iter; GPU ms by kernel: ${top}`);
+    console.log(`  ${r.op}: ${r.dispatchesPerIter} dispatch(es), ${r.allocationsPerIter.toFixed(2)} new allocation(s) per iter; GPU ms by kernel: ${top}`);
   }
   console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}; ${iters} iters x ${REPEATS} repetitions, medians`);
   if (note) console.log(`note: ${note}`);
