@@ -55,6 +55,23 @@ test("softmax and logSoftmax over every axis", () => {
   assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax of large logits");
 });
 
+// Few output lines and a long reduced axis take the two-pass chunked path (reduce_cols_part):
+// partial last chunks, a single line, inner > 1, f16 in and out.
+test("sum and mean over a long axis with few outputs (chunked two-pass path)", () => {
+  const rng = new Rng(22);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const tol = dt === "f16" ? { atol: 2e-2, rtol: 4e-3 } : { atol: 1e-4, rtol: 1e-4 };
+    for (const [shape, ax] of [[[64, 1], 0], [[300, 7], 0], [[1000, 3], 0], [[2, 129, 5], 1], [[8193, 2], 0], [[77, 1, 3], 0]] as [number[], number][]) {
+      const a = randTensor(rng, shape, dt);
+      for (const mean of [false, true]) {
+        const r = N.sum(a.ref, ax, false, mean);
+        const got = mean ? B.mean(a.td, ax) : B.sum(a.td, ax);
+        assertClose(got, dt === "f16" ? asF16Output(r) : r, tol, `${mean ? "mean" : "sum"} long axis ${ax} ${dt} [${shape}]`);
+      }
+    }
+  }
+});
+
 // Rows whose length is a multiple of 4 take the 4-wide register kernels (rows4): one vector
 // per thread up to 8, partial last chunks, rows shorter than a workgroup, the 4096-wide row.
 test("softmax and logSoftmax on 4-wide rows (dims multiple of 4, every vectors-per-thread)", () => {
