@@ -6,9 +6,9 @@ import { planFused } from "../fusion/plan.js";
 import type { Expr } from "../fusion/expr.js";
 import type { Lease } from "../exec/lease.js";
 import { generateFused } from "./elementwise.js";
-import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
+import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
 import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
-import { layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
+import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
 import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
@@ -63,6 +63,9 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/reduce_rows/${fn}_${d}`, needs: needs(d), build: () => reduceRowsKernel(d, fn === "sum" ? d : "f32", fn) });
     }
     v.push({ id: `backend/reduce_strided/${d}`, needs: needs(d), build: () => reduceStridedKernel(d) });
+    v.push({ id: `backend/reduce_strided_from_f32/${d}`, needs: needs(d), build: () => reduceStridedKernel("f32", d) });
+    v.push({ id: `backend/reduce_cols_part/${d}`, needs: needs(d), build: () => reduceColsPartKernel(d) });
+    v.push({ id: `backend/layernorm_bwd_dwdb_part/${d}`, needs: needs(d), build: () => layerNormBwdDwDbPartKernel(d) });
     for (const log of [false, true]) {
       v.push({ id: `backend/softmax_rows/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxRowsKernel(d, log) });
       v.push({ id: `backend/softmax_strided/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxStridedKernel(d, log) });
