@@ -8,6 +8,7 @@ import type { Lease } from "../exec/lease.js";
 import { generateFused } from "./elementwise.js";
 import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
 import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
+import { flashFwdCmKernel } from "./attention-cm.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
@@ -107,6 +108,9 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/flash_bwd_dq/${tag}`, needs: needs(d), build: () => flashBwdDqKernel(fv) });
       v.push({ id: `backend/flash_bwd_dkdv/${tag}`, needs: needs(d), build: () => flashBwdDkDvKernel(fv) });
     }
+  }
+  for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
+    v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });
