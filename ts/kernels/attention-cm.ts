@@ -4,7 +4,7 @@
 //
 // Dispatch: [T/64, BH], 128 threads = 4 subgroups; subgroup s owns query rows
 //   q0 + 16s .. q0 + 16s + 15 of the workgroup's 64. Per 64-key tile (k0 <= q0 only: causal):
-//   K and V tiles are staged in shared memory (f16, rows padded by 8 halves); S = Q K^T is 4x(D/16)
+//   K and V tiles are staged in shared memory (64-bit f16x4 loads; rows padded by 8 halves); S = Q K^T is 4x(D/16)
 //   coopmat products (Q fragments stay in registers all along); S goes through a per-subgroup
 //   f32 stage where lane pair (2r, 2r+1) runs the online softmax of row r over 32 keys each
 //   (running max shared through `red`; each lane keeps its half of the running sum), writes P
@@ -45,6 +45,7 @@ export function flashFwdCmKernel(v: FlashCmVariant): KernelDesc {
   const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
   const O = k.buffer("o", f16, "write"), L = k.buffer("lse", f32, "write");
   const pc = k.push(FA_PUSH);
+  const Kv = K.as("f16", 4), Vv = V.as("f16", 4);
   const Ks = k.shared("Ks", f16, BC * LD), Vs = k.shared("Vs", f16, BC * LD);
   const St = k.shared("St", f32, 4 * CM * BC);
   const Ps = k.shared("Ps", f16, 4 * CM * LP);
@@ -69,12 +70,16 @@ export function flashFwdCmKernel(v: FlashCmVariant): KernelDesc {
   const l = k.var(f32, 0, "l");
   const sgBarrier = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
   k.for(lit("u32", 0), q0.add(FA_CM_ROWS), (k0) => {
-    k.for(tid, lit("u32", BC * D), (e) => {
-      const row = k.let(e.div(D), "kr");
-      const col = k.let(e.rem(D), "kc");
-      const src = k.let(base.add(k0.add(row).mul(D)).add(col), "ksrc");
-      Ks.store(row.mul(LD).add(col), K.load(src));
-      Vs.store(row.mul(LD).add(col), V.load(src));
+    // 64-bit global loads (f16x4), unpacked into the padded f16 tiles
+    k.for(tid, lit("u32", (BC * D) / 4), (e) => {
+      const row = k.let(e.div(D / 4), "kr");
+      const col = k.let(e.rem(D / 4).mul(4), "kc");
+      const src = k.let(base.add(k0.add(row).mul(D)).add(col).shr(2), "ksrc");
+      const dst = k.let(row.mul(LD).add(col), "kdst");
+      for (const [buf, sh] of [[Kv, Ks], [Vv, Vs]] as const) {
+        const w = k.let(buf.load(src), "w");
+        ["x", "y", "z", "w"].forEach((c, i) => sh.store(dst.add(i), w.swz(c)));
+      }
     }, { step: 128 });
     k.barrier();
     for (let j = 0; j < BC / CM; j++) {
