@@ -248,13 +248,13 @@ function main(): void {
   }
   console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}; ${iters} iters x ${REPEATS} repetitions, medians`);
   if (note) console.log(`note: ${note}`);
+  console.log(`fused chain vs unfused (GPU time): ${speedup.toFixed(2)}x`);
   const heads = ["gpu ms", "GB/s", "host ms", "torch ms", "GB/s", "ratio"];
   console.log(["op".padEnd(52), ...heads.map((h) => h.padStart(9))].join("  "));
   for (const r of rows) {
     const f = (x: number | null, d = 3) => (x === null ? "-" : x.toFixed(d)).padStart(9);
     console.log([r.op.padEnd(52), f(r.heliosGpuMs), f(r.heliosGBps, 1), f(r.heliosHostMs), f(r.torchMs), f(r.torchGBps, 1), f(r.ratio, 2)].join("  "));
   }
-  console.log(`fused chain vs unfused (GPU time): ${speedup.toFixed(2)}x`);
 }
 
 main();
