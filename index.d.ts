@@ -98,6 +98,15 @@ export interface DeviceInfo {
   /** Maximum invocations per workgroup. */
   maxWorkgroupSize: number
   maxSharedMemoryBytes: number
+  /** maxStorageBufferRange as the driver reports it (bytes). */
+  maxStorageBufferRange: number
+  /** maxBufferSize (maintenance4, bytes). */
+  maxBufferSize: number
+  /**
+   * The largest buffer a dispatch may bind (bytes): min(maxStorageBufferRange, 2^31 - 1,
+   * HELIOS_MAX_BINDING_BYTES). A dispatch binding a larger buffer fails with ERR_HELIOS_OUT_OF_RANGE.
+   */
+  maxBindingBytes: number
   hasAsyncTransfer: boolean
   hasPushDescriptors: boolean
   hasBDA: boolean

@@ -44,6 +44,14 @@ export class RefTrainBackend implements TrainBackend {
   reshape(a: TensorData, shape: Shape): TensorData { return { shape: [...shape], dtype: a.dtype, data: a.data }; }
   transpose(a: TensorData, d0: number, d1: number): TensorData { return out(N.transpose(f(a), d0, d1)); }
   cat(ts: TensorData[], axis: number): TensorData { return out(N.cat(ts.map(f), axis)); }
+  slice(a: TensorData, starts: number[], ends: number[]): TensorData {
+    if (a.dtype === "i32") {
+      const [s0] = starts, [e0] = ends;
+      if (a.shape.length !== 1) throw new Error("ref slice: i32 only 1-D");
+      return { shape: [e0 - s0], dtype: "i32", data: (a.data as Int32Array).slice(s0, e0) };
+    }
+    return out(N.slice(f(a), starts, ends));
+  }
   sliceQkv(a: TensorData): [TensorData, TensorData, TensorData] {
     const [rows, w] = a.shape;
     const d = w / 3;

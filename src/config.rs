@@ -12,6 +12,7 @@
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
 //! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
+//! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 
 use std::path::PathBuf;
 
@@ -94,4 +95,10 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// (`<name>-<hash>.spv`). Read per compile so tests and tools can set it at any time.
 pub fn dump_spirv_dir() -> Option<PathBuf> {
     env("HELIOS_DUMP_SPIRV").map(PathBuf::from)
+}
+
+/// `HELIOS_MAX_BINDING_BYTES=<n>`: lower the storage-binding limit below the device's (read at
+/// initDevice; an unparsable value is ignored).
+pub fn max_binding_override() -> Option<u64> {
+    env("HELIOS_MAX_BINDING_BYTES").and_then(|v| v.trim().parse::<u64>().ok())
 }

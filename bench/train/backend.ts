@@ -8,7 +8,7 @@ type Required_<T, K extends keyof T> = T & { [P in K]-?: NonNullable<T[P]> };
 export type TrainBackend = Required_<
   Pick<
     Backend,
-    | "name" | "zeros" | "fromArray" | "add" | "mul" | "sum" | "matmul" | "reshape" | "transpose" | "cat"
+    | "name" | "zeros" | "fromArray" | "add" | "mul" | "sum" | "matmul" | "reshape" | "transpose" | "cat" | "slice"
     | "embedding" | "layerNorm" | "gelu" | "crossEntropy"
     | "matmulTransposed" | "matmulTransposedA" | "sliceQkv" | "flashAttention" | "flashAttentionBackward"
     | "geluBackward" | "layerNormBackward" | "crossEntropyBackward" | "embeddingBackward"

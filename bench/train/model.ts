@@ -41,7 +41,8 @@ export interface ForwardCache {
   blocks: BlockCache[];
   xf: TensorData;
   hf: TensorData;
-  logits: TensorData;
+  /** Null when the head ran in row chunks (see GPTOptions.headChunkBytes). */
+  logits: TensorData | null;
   loss: TensorData;
 }
 
@@ -51,15 +52,27 @@ export interface GPTOptions {
    * LayerNorm / softmax / attention / loss statistics); the trainer pairs it with loss scaling.
    */
   matmul16?: boolean;
+  /**
+   * Largest logits tensor the LM head + cross-entropy makes at once (bytes, default 256 MiB).
+   * Above it the head runs in row chunks: forward keeps only the loss, backward recomputes each
+   * chunk's logits. GPT-2 124M at B=16, T=1024 has 3.3 GB of f32 logits: past the 2 GiB a
+   * storage binding may span, and twice that ([N, vocab] logits + gradient) dominated peak memory.
+   */
+  headChunkBytes?: number;
 }
+
+const DEFAULT_HEAD_CHUNK_BYTES = 256 * 2 ** 20;
 
 export class GPT {
   readonly matmul16: boolean;
+  readonly headChunkBytes: number;
   /** f16 copies of the matrices for this step (matmul16), keyed by the f32 parameter. */
   private half = new Map<TensorData, TensorData>();
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, o: GPTOptions = {}) {
     this.matmul16 = o.matmul16 ?? false;
+    this.headChunkBytes = o.headChunkBytes ?? DEFAULT_HEAD_CHUNK_BYTES;
+    if (!(this.headChunkBytes > 0)) throw new Error(`GPTOptions.headChunkBytes = ${o.headChunkBytes}: expected > 0`);
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
   }
 
@@ -79,6 +92,12 @@ export class GPT {
   /** A matmul result back in f32 (fused into its consumer by the backend). */
   private f32(s: Scope, t: TensorData): TensorData {
     return this.matmul16 ? s.keep(this.B.castDtype!(t, "f32")) : t;
+  }
+
+  /** `t` in f32 kept in `top` (outliving the chunk scope `s`, which keeps any 16-bit original). */
+  private f32Into(s: Scope, top: Scope, t: TensorData): TensorData {
+    if (!this.matmul16) return top.keep(t);
+    return top.keep(this.B.castDtype!(s.keep(t), "f32"));
   }
 
   /** Casts every matrix to f16 once per step (after the previous update). */
@@ -165,10 +184,83 @@ export class GPT {
       x = x2;
     }
     const hf = this.operand(top, top.keep(this.B.layerNorm(x, get(p, "transformer.ln_f.weight"), get(p, "transformer.ln_f.bias"), LN_EPS)), true);
-    // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
-    const logits = top.keep(this.B.matmulTransposed(hf, this.weight(get(p, "transformer.wte.weight"))));
-    const loss = this.f32(top, top.keep(this.B.crossEntropy(logits, batch.targets)));
-    return { batch, blocks, xf: x, hf, logits, loss };
+    const wte = this.weight(get(p, "transformer.wte.weight"));
+    const rows = this.headRows(N);
+    if (rows >= N) {
+      // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
+      const logits = top.keep(this.B.matmulTransposed(hf, wte));
+      const loss = this.f32(top, top.keep(this.B.crossEntropy(logits, batch.targets)));
+      return { batch, blocks, xf: x, hf, logits, loss };
+    }
+    let loss: TensorData | null = null;
+    for (let r0 = 0; r0 < N; r0 += rows) {
+      const r1 = Math.min(N, r0 + rows);
+      const s = new Scope(this.B);
+      const logits = s.keep(this.B.matmulTransposed(s.keep(this.B.slice(hf, [r0, 0], [r1, hf.shape[1]])), wte));
+      const ce = this.f32(s, s.keep(this.B.crossEntropy(logits, s.keep(this.B.slice(batch.targets, [r0], [r1])))));
+      // crossEntropy is a mean over the chunk's rows: weight it by its share of all N rows.
+      const part = this.B.mul(ce, s.keep(this.B.fromArray([(r1 - r0) / N], [1], "f32")));
+      if (loss === null) loss = top.keep(part);
+      else {
+        const prev: TensorData = loss;
+        loss = top.keep(this.B.add(prev, s.keep(part)));
+        top.drop(prev);
+      }
+      s.releaseAll();
+    }
+    return { batch, blocks, xf: x, hf, logits: null, loss: loss! };
+  }
+
+  /** Rows of the LM head per chunk: all N when the logits fit in headChunkBytes. */
+  headRows(N: number): number {
+    const bytes = this.cfg.vocab * (this.matmul16 ? 2 : 4);
+    return Math.max(1, Math.min(N, Math.floor(this.headChunkBytes / bytes)));
+  }
+
+  /**
+   * dhf and the head's share of dwte from the loss gradient `one` (= lossScale): one pass when
+   * the forward kept the logits, else per row chunk (logits recomputed, gradient scaled by the
+   * chunk's share of rows because crossEntropyBackward divides by the chunk's row count).
+   */
+  private headBackward(p: Params, c: ForwardCache, top: Scope, lossScale: number): { dhf: TensorData; dwteHead: TensorData } {
+    const Bk = this.B;
+    const wte = this.weight(get(p, "transformer.wte.weight"));
+    const { targets } = c.batch;
+    if (c.logits) {
+      const one = top.keep(Bk.fromArray([lossScale], [1], "f32"));
+      const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, targets, one));
+      const dhf = this.f32(top, top.keep(Bk.matmul(dlogits, wte)));
+      const dwteHead = this.f32(top, top.keep(Bk.matmulTransposedA(dlogits, c.hf)));
+      // [N, vocab] twice is the largest memory of a GPT-2 step: return both before the blocks run.
+      top.drop(c.logits);
+      top.drop(dlogits);
+      return { dhf, dwteHead };
+    }
+    const N = c.hf.shape[0], C = c.hf.shape[1];
+    const rows = this.headRows(N);
+    const dhfParts: TensorData[] = [];
+    let dwteHead: TensorData | null = null;
+    for (let r0 = 0; r0 < N; r0 += rows) {
+      const r1 = Math.min(N, r0 + rows);
+      const s = new Scope(Bk);
+      const hfc = s.keep(Bk.slice(c.hf, [r0, 0], [r1, C]));
+      const logits = s.keep(Bk.matmulTransposed(hfc, wte));
+      const g = s.keep(Bk.fromArray([(lossScale * (r1 - r0)) / N], [1], "f32"));
+      const dlogits = s.keep(Bk.crossEntropyBackward(logits, s.keep(Bk.slice(targets, [r0], [r1])), g));
+      s.drop(logits);
+      dhfParts.push(this.f32Into(s, top, Bk.matmul(dlogits, wte)));
+      const dw = Bk.matmulTransposedA(dlogits, hfc);
+      if (dwteHead === null) dwteHead = this.f32Into(s, top, dw);
+      else {
+        const prev: TensorData = dwteHead;
+        dwteHead = top.keep(Bk.add(prev, this.f32(s, s.keep(dw))));
+        top.drop(prev);
+      }
+      s.releaseAll();
+    }
+    const dhf = top.keep(Bk.cat(dhfParts, 0));
+    for (const t of dhfParts) top.drop(t);
+    return { dhf, dwteHead: dwteHead! };
   }
 
   /**
@@ -181,14 +273,7 @@ export class GPT {
     const { batch } = c;
     const { B: nb, T } = batch;
     const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
-    const one = top.keep(Bk.fromArray([lossScale], [1], "f32"));
-    const wte = get(p, "transformer.wte.weight");
-    const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, batch.targets, one));
-    const dhf = this.f32(top, top.keep(Bk.matmul(dlogits, this.weight(wte))));
-    const dwteHead = this.f32(top, top.keep(Bk.matmulTransposedA(dlogits, c.hf)));
-    // [N, vocab] twice is the largest memory of a GPT-2 step: return both before the blocks run.
-    top.drop(c.logits);
-    top.drop(dlogits);
+    const { dhf, dwteHead } = this.headBackward(p, c, top, lossScale);
     const lnf = Bk.layerNormBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, LN_EPS);
     grads.set("transformer.ln_f.weight", lnf.dw);
     grads.set("transformer.ln_f.bias", lnf.db);

@@ -174,7 +174,9 @@ export class Trainer {
     try {
       const batch = this.upload(scope, hb);
       const fc = this.model.forward(this.params, batch, null, scope);
-      const logits = fc.logits.dtype === "f32" ? fc.logits : scope.keep(this.B.castDtype!(fc.logits, "f32"));
+      const fl = fc.logits;
+      if (!fl) throw new Error(`lastLogits: B=${hb.B}, T=${hb.T} runs the LM head in chunks; sample with fewer rows`);
+      const logits = fl.dtype === "f32" ? fl : scope.keep(this.B.castDtype!(fl, "f32"));
       const all = logits.data;
       const V = this.cfg.vocab;
       const out = new Float32Array(hb.B * V);

@@ -58,6 +58,13 @@ pub struct DeviceInfo {
     /// Maximum invocations per workgroup.
     pub max_workgroup_size: u32,
     pub max_shared_memory_bytes: u32,
+    /// maxStorageBufferRange as the driver reports it (bytes).
+    pub max_storage_buffer_range: f64,
+    /// maxBufferSize (maintenance4, bytes).
+    pub max_buffer_size: f64,
+    /// The largest buffer a dispatch may bind (bytes): min(maxStorageBufferRange, 2^31 - 1,
+    /// HELIOS_MAX_BINDING_BYTES). A dispatch binding a larger buffer fails with ERR_HELIOS_OUT_OF_RANGE.
+    pub max_binding_bytes: f64,
     pub has_async_transfer: bool,
     pub has_push_descriptors: bool,
     #[napi(js_name = "hasBDA")]
@@ -164,6 +171,9 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         subgroup_size: caps.subgroup_size,
         max_workgroup_size: caps.max_workgroup_invocations,
         max_shared_memory_bytes: caps.max_shared_memory_bytes,
+        max_storage_buffer_range: info.max_storage_buffer_range as f64,
+        max_buffer_size: info.max_buffer_size as f64,
+        max_binding_bytes: info.max_binding_bytes as f64,
         has_async_transfer: flags.has_async_transfer,
         has_push_descriptors: flags.has_push_descriptors,
         has_bda: flags.has_bda,

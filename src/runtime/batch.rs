@@ -169,8 +169,12 @@ impl Runtime {
             return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
         }
         self.check_shape(self.pipelines.get(pipeline)?, buffers.len(), groups, push.len())?;
+        let pipe = self.pipelines.get(pipeline)?;
         for (i, &h) in buffers.iter().enumerate() {
-            self.buffer(h).map_err(|e| HeliosError::new(e.code, format!("buffers[{i}]: {}", e.message)))?;
+            let (_, r) = self.buffer(h).map_err(|e| HeliosError::new(e.code, format!("buffers[{i}]: {}", e.message)))?;
+            if r.unbindable() {
+                return Err(unbindable(&pipe.label, i, r));
+            }
         }
         Ok(())
     }
@@ -197,6 +201,14 @@ impl Runtime {
                 }
                 return Err(HeliosError::invalid_handle(format!("buffers[{i}]: {why}")));
             };
+            if r.unbindable() {
+                let err = unbindable(&pipe.label, i, r);
+                if let Some(b) = self.batch.as_mut() {
+                    b.scratch_access = access;
+                    b.scratch_binds = binds;
+                }
+                return Err(err);
+            }
             access.push((id, acc.reads(), acc.writes()));
             binds.push((r.gpu.raw, r.bind_range));
         }
@@ -318,4 +330,13 @@ impl Runtime {
     pub fn access_flags(a: Access) -> (bool, bool) {
         (a.reads(), a.writes())
     }
+}
+
+/// A buffer past the storage-binding limit: drivers drop such bindings silently, so refuse it.
+fn unbindable(label: &str, index: usize, r: &crate::runtime::resources::BufferRes) -> HeliosError {
+    HeliosError::out_of_range(format!(
+        "recordDispatch: pipeline {label:?} binding {index} is a {}-byte buffer, over the device's \
+         {}-byte storage-binding limit (min of maxStorageBufferRange, 2^31 - 1, HELIOS_MAX_BINDING_BYTES)",
+        r.len, r.bind_range
+    ))
 }

@@ -55,7 +55,9 @@ impl Runtime {
             self.maintain()?;
         }
         let gpu = self.allocate_buffer(alloc_size, placement)?;
-        let range = (self.dev.adapter.limits.max_storage_buffer_range as u64).min(gpu.size);
+        // A buffer longer than the limit keeps a valid (clamped) range but `len > bind_range`
+        // marks it unbindable: record_dispatch rejects it instead of letting the driver drop it.
+        let range = self.dev.adapter.info.max_binding_bytes.min(gpu.size);
         let direct = gpu.is_mapped() && (placement == Placement::HostVisible || !self.cfg.force_staging);
         Ok(self.res.insert(BufferRes::new(gpu, len, range, direct, owner)))
     }

@@ -23,7 +23,8 @@ pub struct BufferRes {
     pub gpu: GpuBuffer,
     /// The byte length the user asked for (a lease may be smaller than its bucket).
     pub len: u64,
-    /// Range bound to descriptors (clamped to maxStorageBufferRange).
+    /// Range bound to descriptors (clamped to the binding limit); `len > bind_range` means the
+    /// buffer is too large to bind (see `BufferRes::unbindable`).
     pub bind_range: u64,
     /// Host may memcpy directly (mapped, coherent, and not forced through staging).
     pub direct: bool,
@@ -53,6 +54,12 @@ impl BufferRes {
             pins: 0,
             owner,
         }
+    }
+
+    /// Longer than the device's storage-binding limit: a dispatch must not bind it.
+    #[inline]
+    pub fn unbindable(&self) -> bool {
+        self.len > self.bind_range
     }
 
     /// Not used by the open segment, not pinned, and its last GPU use completed.

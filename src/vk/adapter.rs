@@ -24,6 +24,21 @@ pub struct AdapterInfo {
     pub api_version: String,
     pub device_uuid: String,
     pub timestamp_period_ns: f64,
+    /// VkPhysicalDeviceLimits::maxStorageBufferRange as reported.
+    pub max_storage_buffer_range: u64,
+    /// VkPhysicalDeviceMaintenance4Properties::maxBufferSize (core in 1.3).
+    pub max_buffer_size: u64,
+    /// The largest storage buffer a dispatch may bind: see `max_binding_bytes`.
+    pub max_binding_bytes: u64,
+}
+
+/// Bindings past 2^31 - 1 bytes fail silently on NVIDIA (H100, driver advertising 4 GiB - 1:
+/// every access of such a binding reads 0 and writes nothing — wgpu caps at i32::MAX for the
+/// same reason), so the usable limit is min(maxStorageBufferRange, 2^31 - 1), lowered further
+/// by HELIOS_MAX_BINDING_BYTES (tests use it to reach the limit with small buffers).
+pub fn max_binding_bytes(max_storage_buffer_range: u64, override_bytes: Option<u64>) -> u64 {
+    let hw = max_storage_buffer_range.min(i32::MAX as u64);
+    override_bytes.map_or(hw, |o| o.clamp(4, hw))
 }
 
 pub struct Adapter {
@@ -144,6 +159,12 @@ fn probe(instance: &Instance, pd: vk::PhysicalDevice) -> HeliosResult<Adapter> {
         api_version: version_string(props.api_version),
         device_uuid: p11.device_uuid.iter().map(|b| format!("{b:02x}")).collect(),
         timestamp_period_ns: props.limits.timestamp_period as f64,
+        max_storage_buffer_range: u64::from(props.limits.max_storage_buffer_range),
+        max_buffer_size: p13.max_buffer_size,
+        max_binding_bytes: max_binding_bytes(
+            u64::from(props.limits.max_storage_buffer_range),
+            crate::config::max_binding_override(),
+        ),
     };
     let mut adapter = Adapter {
         raw: pd,

@@ -1,0 +1,76 @@
+// The LM head + cross-entropy in row chunks (GPTOptions.headChunkBytes) against the one-pass
+// head: same loss and same gradient of every parameter, on the float64 reference and on
+// HeliosBackend (f32 and 16-bit matmul operands), with a chunk that does not divide the rows.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { GPT } from "../bench/train/model.js";
+import { Scope, asTrainBackend, type TrainBackend } from "../bench/train/backend.js";
+import { initHostParams, type Params } from "../bench/train/params.js";
+import type { GPTConfig } from "../bench/train/config.js";
+import { Trainer } from "../bench/train/trainer.js";
+import { RefTrainBackend } from "./train-ref-backend.js";
+import { makeBackend } from "./backend-helpers.js";
+import { TINY, TINY_OPT, randomBatch } from "./train-helpers.js";
+
+const CFG: GPTConfig = { ...TINY, vocab: 37 };
+const B = 2, T = 7; // 14 rows
+
+function run(Bk: TrainBackend, params: Params, headChunkBytes: number | undefined, matmul16 = false) {
+  const model = new GPT(Bk, CFG, { headChunkBytes, matmul16 });
+  const hb = randomBatch(CFG.vocab, B, T, 4);
+  const s = new Scope(Bk);
+  const batch = {
+    idx: Bk.fromArray([...hb.idx], [B * T], "i32"),
+    targets: Bk.fromArray([...hb.targets], [B * T], "i32"),
+    pos: Bk.fromArray(Array.from({ length: B * T }, (_, i) => i % T), [B * T], "i32"),
+    B, T,
+  };
+  const fc = model.forward(params, batch, null, s);
+  const loss = Number(fc.loss.data[0]);
+  const grads = model.backward(params, fc, s, 8);
+  const host = new Map<string, Float64Array>();
+  for (const [k, g] of grads) host.set(k, Float64Array.from(g.data as ArrayLike<number>, Number));
+  return { loss, grads: host, chunked: fc.logits === null };
+}
+
+function compare(a: ReturnType<typeof run>, b: ReturnType<typeof run>, tol: number): void {
+  assert.ok(Math.abs(a.loss - b.loss) <= tol * Math.max(1, Math.abs(a.loss)), `loss ${a.loss} vs ${b.loss}`);
+  assert.equal(a.grads.size, b.grads.size);
+  for (const [k, ga] of a.grads) {
+    const gb = b.grads.get(k)!;
+    assert.equal(ga.length, gb.length, k);
+    let scale = 0;
+    for (const v of ga) scale = Math.max(scale, Math.abs(v));
+    for (let i = 0; i < ga.length; i++) {
+      assert.ok(Math.abs(ga[i] - gb[i]) <= tol * Math.max(1e-3, scale), `${k}[${i}]: one pass ${ga[i]} vs chunked ${gb[i]}`);
+    }
+  }
+}
+
+test("chunked LM head equals the one-pass head (float64 reference)", () => {
+  const Bk = new RefTrainBackend();
+  const tr = new Trainer(Bk, CFG, TINY_OPT, { init: initHostParams(CFG, 3), seed: 3 });
+  const whole = run(Bk, tr.params, undefined);
+  // 5 rows of f32 logits per chunk: chunks of 5, 5, 4.
+  const chunked = run(Bk, tr.params, CFG.vocab * 4 * 5);
+  assert.equal(whole.chunked, false);
+  assert.equal(chunked.chunked, true);
+  compare(whole, chunked, 1e-12);
+});
+
+for (const matmul16 of [false, true]) {
+  test(`chunked LM head equals the one-pass head on HeliosBackend (${matmul16 ? "matmul16" : "f32"})`, () => {
+    const Bk = asTrainBackend(makeBackend());
+    const tr = new Trainer(Bk, CFG, TINY_OPT, { init: initHostParams(CFG, 3), seed: 3 });
+    const bytes = matmul16 ? 2 : 4;
+    const whole = run(Bk, tr.params, undefined, matmul16);
+    const chunked = run(Bk, tr.params, CFG.vocab * bytes * 4, matmul16);
+    assert.equal(chunked.chunked, true);
+    compare(whole, chunked, matmul16 ? 2e-3 : 1e-5);
+  });
+}
+
+test("headChunkBytes must be positive", () => {
+  assert.throws(() => new GPT(new RefTrainBackend(), CFG, { headChunkBytes: 0 }), /headChunkBytes/);
+});
+
