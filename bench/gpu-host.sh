@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -32,7 +32,12 @@ case "$part" in
     run train-suite 420 bash bench/train/gpu.sh suite
     run train-demo 150 bash bench/train/gpu.sh demo
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|train" >&2; exit 2 ;;
+  ops-train)
+    run ops 150 node dist/bench/ops.js --out="$work/ops.json"
+    export OUT=$work/train
+    run train-suite 400 bash bench/train/gpu.sh suite
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train" >&2; exit 2 ;;
 esac
 tar czf "$dest/$part.tgz" -C /tmp "helios-$part"
 for f in "$work"/*.log; do echo "== $(basename "$f")"; tail -n 14 "$f"; done
