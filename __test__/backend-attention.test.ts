@@ -27,6 +27,20 @@ for (const [cap, D] of [[0, 8], [2.5, 8], [0, 6], [1.5, 6]]) {
   });
 }
 
+// Forward across several query workgroups and key tiles, head sizes whose tile is not a power
+// of two (D=44), the chunked inner loop's partial chunks, and T = 1.
+for (const [bh, T, D, cap] of [[2, 130, 64, 0], [1, 77, 44, 0], [1, 77, 44, 3], [3, 1, 16, 0], [1, 9, 256, 0]]) {
+  test(`flashAttention forward bh=${bh} T=${T} D=${D} softCap=${cap}`, () => {
+    const rng = new Rng(63 + T + D);
+    const q = randTensor(rng, [bh, T, D], "f32"), k = randTensor(rng, [bh, T, D], "f32"), v = randTensor(rng, [bh, T, D], "f32");
+    const scale = 1 / Math.sqrt(D);
+    const { output, lse } = B.flashAttention!(q.td, k.td, v.td, T, scale, cap);
+    const ref = N.attention(q.ref, k.ref, v.ref, scale, cap);
+    assertClose(output, ref.output, { atol: 2e-5, rtol: 2e-4 }, "output");
+    assertClose(lse, ref.lse, { atol: 2e-5, rtol: 2e-5 }, "lse");
+  });
+}
+
 test("flashAttention rejects mismatched shapes", () => {
   assert.throws(() => B.flashAttention!(B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), B.zeros([2, 5, 8]), 4, 1, 0), /flashAttention: shapes differ: \[2, 4, 8\] vs \[2, 5, 8\]/);
   assert.throws(() => B.flashAttention!(B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), B.zeros([2, 4, 8]), 5, 1, 0), /flashAttention: T=5 does not match Q \[2, 4, 8\]/);

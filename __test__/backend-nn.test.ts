@@ -13,7 +13,10 @@ const B = makeBackend();
 test("layerNorm forward and backward (f32, f16; odd dims)", () => {
   const rng = new Rng(31);
   for (const dt of ["f32", "f16"] as Dtype[]) {
-    for (const shape of [[1, 5], [3, 37], [2, 3, 300], [1, 4099]]) {
+    // dims that are multiples of 4 take the 4-wide register kernel (rows4)
+    for (const shape of [[1, 5], [3, 37], [2, 3, 300], [1, 4099], [1, 4], [3, 12], [2, 1028], [2, 4096], [1, 8192],
+      // 64+ rows: dw/db through row chunks (layernorm_bwd_dwdb_part), partial last chunk
+      [64, 3], [2, 65, 7], [1000, 12]]) {
       const dim = shape[shape.length - 1];
       const x = randTensor(rng, shape, dt, -2, 3);
       const w = randTensor(rng, [dim], dt), b = randTensor(rng, [dim], dt);

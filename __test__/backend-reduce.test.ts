@@ -55,6 +55,40 @@ test("softmax and logSoftmax over every axis", () => {
   assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax of large logits");
 });
 
+// Few output lines and a long reduced axis take the two-pass chunked path (reduce_cols_part):
+// partial last chunks, a single line, inner > 1, f16 in and out.
+test("sum and mean over a long axis with few outputs (chunked two-pass path)", () => {
+  const rng = new Rng(22);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const tol = dt === "f16" ? { atol: 2e-2, rtol: 4e-3 } : { atol: 1e-4, rtol: 1e-4 };
+    for (const [shape, ax] of [[[64, 1], 0], [[300, 7], 0], [[1000, 3], 0], [[2, 129, 5], 1], [[8193, 2], 0], [[77, 1, 3], 0]] as [number[], number][]) {
+      const a = randTensor(rng, shape, dt);
+      for (const mean of [false, true]) {
+        const r = N.sum(a.ref, ax, false, mean);
+        const got = mean ? B.mean(a.td, ax) : B.sum(a.td, ax);
+        assertClose(got, dt === "f16" ? asF16Output(r) : r, tol, `${mean ? "mean" : "sum"} long axis ${ax} ${dt} [${shape}]`);
+      }
+    }
+  }
+});
+
+// Rows whose length is a multiple of 4 take the 4-wide register kernels (rows4): one vector
+// per thread up to 8, partial last chunks, rows shorter than a workgroup, the 4096-wide row.
+test("softmax and logSoftmax on 4-wide rows (dims multiple of 4, every vectors-per-thread)", () => {
+  const rng = new Rng(24);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    for (const shape of [[1, 4], [3, 8], [5, 12], [2, 1020], [3, 1028], [2, 4096], [1, 8192], [2, 3, 36]]) {
+      const a = randTensor(rng, shape, dt, -6, 6);
+      const sm = N.softmax(a.ref, -1), ls = N.logSoftmax(a.ref, -1);
+      const tol = dt === "f16" ? TOL.f16 : TOL.f32;
+      assertClose(B.softmax(a.td), dt === "f16" ? asF16Output(sm) : sm, tol, `softmax rows4 ${dt} [${shape}]`);
+      assertClose(B.logSoftmax(a.td), dt === "f16" ? asF16Output(ls) : ls, dt === "f16" ? { atol: 1e-2, rtol: 4e-3 } : tol, `logSoftmax rows4 ${dt} [${shape}]`);
+    }
+  }
+  const big = sampleOf([2, 4], [1000, 0, -1000, 88, 89, 90, -3, 2], "f32");
+  assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax rows4 of large logits");
+});
+
 test("sumOfSquares, totalSumOfSquares, checkFinite", () => {
   const rng = new Rng(24);
   const ts = [randTensor(rng, [3, 7], "f32"), randTensor(rng, [9000], "f32"), randTensor(rng, [5], "f16")];

@@ -1,15 +1,21 @@
-// bench/ops: per-op bandwidth of HeliosBackend and the ratio to PyTorch on the same GPU in
-// the same run (python3 subprocess, CUDA events) when python3 + torch + CUDA exist;
-// otherwise Helios-only rows with a note. Prints a table and writes JSON.
+// bench/ops: per-op GPU time and bandwidth of HeliosBackend and the ratio to PyTorch on the
+// same GPU in the same run (python3 subprocess, CUDA events) when python3 + torch + CUDA exist;
+// otherwise Helios-only rows with a note. Prints a table (last) and writes JSON.
 //
-//   node dist/bench/ops.js [--quick] [--iters=50] [--out=bench/ops.json]
+//   node dist/bench/ops.js [--quick] [--iters=30] [--out=bench/ops.json] [--n= --rows= --cols= --bh= --t=]
 //
-// Helios time is wall clock over `iters` back-to-back dispatches drained once (host
-// recording overlaps GPU work, as in training); PyTorch time is CUDA-event time over the
-// same count. ratio = torchMs / heliosMs (> 1 means Helios is faster).
+// Protocol (both sides): warm up with one full repetition (compiles kernels and lets the
+// buffer pool reach its steady size), then 3 repetitions of `iters` back-to-back calls;
+// each figure is the median of the 3 per-repetition means.
+// Helios GPU ms: batches begun with {profile: true}; the sum of the per-dispatch GPU
+// timestamps (batchProfile) of a repetition divided by `iters`. Helios host ms: wall clock
+// of the same repetition (recording, submit and the final wait) divided by `iters`.
+// ratio = torchMs / heliosGpuMs (> 1 means Helios is faster).
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { HeliosBackend } from "../ts/backend.js";
+import { runtime } from "../ts/device.js";
+import type { Runtime } from "../ts/exec/runtime.js";
 import type { TensorData } from "../ts/types.js";
 
 interface Case {
@@ -29,12 +35,26 @@ function arg(name: string, dflt: string): string {
 }
 
 const quick = process.argv.includes("--quick");
-const iters = Number(arg("iters", quick ? "5" : "50"));
+const iters = Number(arg("iters", quick ? "5" : "30"));
+const REPEATS = 3;
 const out = arg("out", "bench/ops.json");
 
-const N = quick ? 1 << 16 : 1 << 26;
-const [R, C] = quick ? [64, 256] : [8192, 4096];
-const [BH, T, D] = quick ? [2, 64, 64] : [96, 1024, 64];
+// --n, --rows, --cols, --bh, --t override the sizes (lavapipe experiments at mid sizes)
+const N = Number(arg("n", String(quick ? 1 << 16 : 1 << 26)));
+const [R, C] = [Number(arg("rows", quick ? "64" : "8192")), Number(arg("cols", quick ? "256" : "4096"))];
+const [BH, T, D] = [Number(arg("bh", quick ? "2" : "96")), Number(arg("t", quick ? "64" : "1024")), 64];
+
+/** scale(add(mul(a,b),c)); intermediates are released as soon as they are consumed. */
+function chain(B: HeliosBackend): () => TensorData[] {
+  const a = B.randn([N]), b = B.randn([N]), c = B.randn([N]);
+  return () => {
+    const m = B.mul(a, b), s = B.add(m, c);
+    B.releaseGpuTensor(m);
+    const out = B.scale(s, 0.5);
+    B.releaseGpuTensor(s);
+    return [out];
+  };
+}
 
 const cases: Case[] = [
   {
@@ -44,12 +64,12 @@ const cases: Case[] = [
   },
   {
     name: `fused scale(add(mul(a,b),c)) n=${N}`, bytes: 4 * 4 * N,
-    helios: (B) => { const a = B.randn([N]), b = B.randn([N]), c = B.randn([N]); return () => [B.scale(B.add(B.mul(a, b), c), 0.5)]; },
+    helios: chain,
     torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d);c=torch.randn(${N},device=d)\nf=lambda: (a*b+c)*0.5`,
   },
   {
     name: `unfused scale(add(mul(a,b),c)) n=${N}`, bytes: 4 * 4 * N, unfused: true,
-    helios: (B) => { const a = B.randn([N]), b = B.randn([N]), c = B.randn([N]); return () => [B.scale(B.add(B.mul(a, b), c), 0.5)]; },
+    helios: chain,
     torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d);c=torch.randn(${N},device=d)\nf=lambda: (a*b+c)*0.5`,
   },
   {
@@ -72,22 +92,94 @@ const cases: Case[] = [
   },
 ];
 
-function timeHelios(B: HeliosBackend, c: Case): number {
-  const step = c.helios(B);
-  B.syncGpu();
-  const warm = step();
-  for (const t of warm) void t.data;
-  warm.forEach((t) => B.releaseGpuTensor(t));
-  B.syncGpu();
-  const t0 = performance.now();
-  for (let i = 0; i < iters; i++) {
-    const outs = step();
-    // force the fused chain to dispatch; then hand buffers back as training would
-    B.evaluate(...outs);
-    outs.forEach((t) => B.releaseGpuTensor(t));
+interface ProfileEntry { label: string; gpuNs: number }
+
+/**
+ * The native runtime with batch profiling switchable from here: while `profiling` is on,
+ * every batch the scheduler opens writes timestamps and its timeline value is kept for
+ * batchProfile. Wrapping keeps the scheduler (ts/exec) unaware of benchmarks.
+ */
+class ProfilingRuntime {
+  profiling = false;
+  submitted: number[] = [];
+  readonly rt: Runtime;
+  private readonly batchProfile: (value: number) => ProfileEntry[];
+
+  constructor(base: Runtime) {
+    const bp = (base as unknown as { batchProfile?: (v: number) => ProfileEntry[] }).batchProfile;
+    if (typeof bp !== "function") throw new Error("bench/ops: the native addon lacks batchProfile (rebuild it)");
+    this.batchProfile = bp;
+    this.rt = {
+      ...base,
+      beginBatch: (opts) => base.beginBatch(this.profiling ? { ...opts, profile: true } : opts),
+      submitBatch: () => {
+        const v = base.submitBatch();
+        if (this.profiling) this.submitted.push(v);
+        return v;
+      },
+    };
   }
+
+  /** Per-dispatch GPU times of the batches submitted while profiling (waits for them). */
+  take(): ProfileEntry[] {
+    const vals = this.submitted;
+    this.submitted = [];
+    return vals.flatMap((v) => this.batchProfile(v));
+  }
+}
+
+interface HeliosTiming {
+  gpuMs: number;
+  hostMs: number;
+  dispatches: number;
+  /** New device allocations per iteration in the timed repetitions (0 once the pool is warm). */
+  allocations: number;
+  /** GPU ms per iteration by kernel label (median repetition), largest first. */
+  kernels: Record<string, number>;
+}
+
+const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
+
+function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTiming {
+  const step = c.helios(B);
+  const runIters = () => {
+    for (let i = 0; i < iters; i++) {
+      const outs = step();
+      // force the fused chain to dispatch; then hand buffers back as training would
+      B.evaluate(...outs);
+      outs.forEach((t) => B.releaseGpuTensor(t));
+    }
+    B.syncGpu();
+  };
   B.syncGpu();
-  return (performance.now() - t0) / iters;
+  const check = step();
+  for (const t of check) void t.data;
+  check.forEach((t) => B.releaseGpuTensor(t));
+  runIters(); // warm-up repetition: pool buffers for `iters` in-flight outputs exist after it
+  const gpu: number[] = [], host: number[] = [], counts: number[] = [];
+  const byLabel: Record<string, number>[] = [];
+  const allocs0 = B.stats().pool.allocations;
+  for (let r = 0; r < REPEATS; r++) {
+    P.profiling = true;
+    const t0 = performance.now();
+    runIters();
+    host.push((performance.now() - t0) / iters);
+    P.profiling = false;
+    const prof = P.take();
+    const labels: Record<string, number> = {};
+    let ns = 0;
+    for (const p of prof) {
+      ns += p.gpuNs;
+      labels[p.label] = (labels[p.label] ?? 0) + p.gpuNs / 1e6 / iters;
+    }
+    gpu.push(ns / 1e6 / iters);
+    counts.push(prof.length / iters);
+    byLabel.push(labels);
+  }
+  const mid = gpu.indexOf(median(gpu));
+  const kernels = Object.fromEntries(Object.entries(byLabel[mid]).sort((p, q) => q[1] - p[1]));
+  const allocations = (B.stats().pool.allocations - allocs0) / (REPEATS * iters);
+  return { gpuMs: median(gpu), hostMs: median(host), dispatches: median(counts), allocations, kernels };
 }
 
 function torchTimes(): Record<string, number> | string {
@@ -99,11 +191,16 @@ d="cuda"; res={}
 def bench(f):
     for _ in range(3): f()
     torch.cuda.synchronize()
-    s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
-    s.record()
     for _ in range(${iters}): f()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e)/${iters}
+    torch.cuda.synchronize()
+    reps=[]
+    for _ in range(${REPEATS}):
+        s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(${iters}): f()
+        e.record(); torch.cuda.synchronize()
+        reps.append(s.elapsed_time(e)/${iters})
+    return sorted(reps)[len(reps)//2]
 ${body}
 print(json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "ms": res}))
 `;
@@ -122,32 +219,42 @@ print(json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__vers
 let torchMeta: Record<string, string> | null = null;
 
 function main(): void {
-  const B = new HeliosBackend();
-  const U = new HeliosBackend({ config: { fusion: false } });
+  const P = new ProfilingRuntime(runtime());
+  const B = new HeliosBackend({ runtime: P.rt });
+  const U = new HeliosBackend({ runtime: P.rt, config: { fusion: false } });
   const info = B.getDeviceInfo();
   const torch = torchTimes();
   const rows = cases.map((c) => {
-    const ms = timeHelios(c.unfused ? U : B, c);
+    const h = timeHelios(c.unfused ? U : B, P, c);
+    B.purgeBufferPools();
     const tms = typeof torch === "string" ? null : torch[c.name] ?? null;
     return {
-      op: c.name, heliosMs: ms, heliosGBps: c.bytes / (ms * 1e6),
-      torchMs: tms, torchGBps: tms ? c.bytes / (tms * 1e6) : null, ratio: tms ? tms / ms : null,
+      op: c.name, heliosGpuMs: h.gpuMs, heliosHostMs: h.hostMs, heliosGBps: c.bytes / (h.gpuMs * 1e6),
+      dispatchesPerIter: h.dispatches, allocationsPerIter: h.allocations, kernels: h.kernels,
+      torchMs: tms, torchGBps: tms ? c.bytes / (tms * 1e6) : null, ratio: tms ? tms / h.gpuMs : null,
     };
   });
-  const chain = rows[1];
-  const speedup = rows[2].heliosMs / rows[1].heliosMs;
+  const speedup = rows[2].heliosGpuMs / rows[1].heliosGpuMs;
   const note = typeof torch === "string" ? torch : null;
-  console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}`);
+  const json = {
+    meta: { device: info.deviceName, driver: info.driverName ?? null, torch: torchMeta, iters, repeats: REPEATS, quick, note, time: new Date().toISOString() },
+    rows, fusedChainSpeedup: speedup,
+  };
+  writeFileSync(out, JSON.stringify(json, null, 2));
+  console.log(`wrote ${out}`);
+  for (const r of rows) {
+    const top = Object.entries(r.kernels).slice(0, 3).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+    console.log(`  ${r.op}: ${r.dispatchesPerIter} dispatch(es), ${r.allocationsPerIter.toFixed(2)} new allocation(s) per iter; GPU ms by kernel: ${top}`);
+  }
+  console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}; ${iters} iters x ${REPEATS} repetitions, medians`);
   if (note) console.log(`note: ${note}`);
-  console.log(["op".padEnd(52), ...["helios ms", "GB/s", "torch ms", "GB/s", "ratio"].map((h) => h.padStart(9))].join("  "));
+  console.log(`fused chain vs unfused (GPU time): ${speedup.toFixed(2)}x`);
+  const heads = ["gpu ms", "GB/s", "host ms", "torch ms", "GB/s", "ratio"];
+  console.log(["op".padEnd(52), ...heads.map((h) => h.padStart(9))].join("  "));
   for (const r of rows) {
     const f = (x: number | null, d = 3) => (x === null ? "-" : x.toFixed(d)).padStart(9);
-    console.log([r.op.padEnd(52), f(r.heliosMs), f(r.heliosGBps, 1), f(r.torchMs), f(r.torchGBps, 1), f(r.ratio, 2)].join("  "));
+    console.log([r.op.padEnd(52), f(r.heliosGpuMs), f(r.heliosGBps, 1), f(r.heliosHostMs), f(r.torchMs), f(r.torchGBps, 1), f(r.ratio, 2)].join("  "));
   }
-  const json = { meta: { device: info.deviceName, driver: info.driverName ?? null, torch: torchMeta, iters, quick, note, time: new Date().toISOString() }, rows, fusedChainMs: chain.heliosMs };
-  console.log(`fused chain vs unfused: ${speedup.toFixed(2)}x`);
-  writeFileSync(out, JSON.stringify({ ...json, fusedChainSpeedup: speedup }, null, 2));
-  console.log(`wrote ${out}`);
 }
 
 main();

@@ -62,6 +62,8 @@ pub struct DeviceCaps {
     pub storage_16bit: bool,
     pub coop_mat: bool,
     pub coop_mat2: bool,
+    /// VK_NV_cooperative_matrix2 `cooperativeMatrixConversions`: acc -> a/b casts.
+    pub coop_mat2_conversions: bool,
     pub coop_mat_shapes: Vec<CoopMatShape>,
     pub subgroup_size: u32,
     pub max_workgroup_invocations: u32,

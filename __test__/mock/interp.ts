@@ -96,8 +96,17 @@ function typeOf(c: Ctx, n: ExprNode): Type {
 function load(c: Ctx, n: ExprNode & { op: "load" }): number {
   const idx = ev(c, n.idx) as number;
   if (n.vec) {
-    if (n.b === undefined) throw new Error("interp: vector loads from shared unsupported");
     const w = n.vec;
+    if (n.b === undefined) {
+      // vector view of a shared array of scalars (idx counts vectors)
+      const sh = c.shared.get(n.sh as string);
+      if (!sh) throw new Error(`interp: shared ${n.sh}`);
+      return Array.from({ length: w }, (_, j) => {
+        const k = idx * w + j;
+        if (!Number.isInteger(k) || k < 0 || k >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${n.sh}[${k}] out of bounds`);
+        return sh.data[k] as number;
+      }) as unknown as number;
+    }
     return Array.from({ length: w }, (_, j) => readMem(c.bufs[n.b as number], idx * w + j, `${c.name}: binding ${n.b}`)) as unknown as number;
   }
   if (n.b !== undefined) return readMem(c.bufs[n.b], idx, `${c.name}: binding ${n.b}`);
@@ -151,8 +160,14 @@ function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
         } else if (s.b !== undefined) writeMem(c.bufs[s.b], idx, v as number, `${c.name}: binding ${s.b}`);
         else {
           const sh = c.shared.get(s.sh as string);
-          if (!sh || !Number.isInteger(idx) || idx < 0 || idx >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${s.sh}[${idx}] out of bounds`);
-          (sh.data as unknown[])[idx] = Array.isArray(v) ? [...v] : v;
+          // a vector into a shared array of scalars is a vector view: write its components
+          const split = Array.isArray(v) && sh !== undefined && !String(sh.elem).includes("x");
+          const vals = split ? (v as number[]) : [v];
+          const at = split ? idx * vals.length : idx;
+          vals.forEach((x, j) => {
+            if (!sh || !Number.isInteger(at + j) || at + j < 0 || at + j >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${s.sh}[${at + j}] out of bounds`);
+            (sh.data as unknown[])[at + j] = Array.isArray(x) ? [...x] : x;
+          });
         }
         break;
       }

@@ -61,6 +61,12 @@ pub struct SharedArray {
     pub name: String,
     pub elem: Type,
     pub len: u32,
+    /// Widest vector view (`vec: 2|4`) the body uses on a scalar-element array; the lowering
+    /// declares the array with `elem x vec` elements so those views are single wide accesses.
+    pub vec: u8,
+    /// Widths of the views cooperative-matrix loads/stores use, with their node paths: they must
+    /// equal `vec` (checked once the body is decoded, when `vec` is final).
+    pub coop_views: Vec<(u8, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +101,8 @@ pub struct Uses {
     pub atomic_float_add: bool,
     pub glsl: bool,
     pub tensor_addressing: bool,
+    /// A coopmat cast that changes the use (acc -> a/b): CooperativeMatrixConversionsNV.
+    pub coop_convert: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

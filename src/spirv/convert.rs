@@ -3,18 +3,30 @@
 
 use rspirv::spirv::Word;
 
-use crate::error::HeliosResult;
+use crate::error::{HeliosError, HeliosResult};
 use crate::ir::ast::{Expr, LitScalar};
-use crate::ir::types::{Scalar, Type};
+use crate::ir::types::{CoopMatType, Scalar, Type};
 
 use super::compiler::Compiler;
 
 impl Compiler<'_> {
     pub(crate) fn lower_cast(&mut self, a: &Expr, to: Type) -> HeliosResult<Word> {
-        let v = self.expr(a)?;
+        let mut v = self.expr(a)?;
         let (fs, ts) = (a.ty.scalar(), to.scalar());
         if a.ty == to {
             return Ok(v);
+        }
+        if let (Some(f), Some(g)) = (a.ty.coopmat(), to.coopmat()) {
+            if f.use_ != g.use_ {
+                // Component type first (acc f32 -> acc f16), then the use (acc -> a/b).
+                let mid = Type::CoopMat(CoopMatType { use_: f.use_, ..g });
+                if mid != a.ty {
+                    let tm = self.ty(mid);
+                    v = if fs.is_float() && ts.is_float() { self.f_convert(tm, None, v)? } else { return Err(HeliosError::internal("non-float coopmat use conversion (decoder bug)")) };
+                }
+                let t = self.ty(to);
+                return Ok(self.cooperative_matrix_convert_nv(t, None, v)?);
+            }
         }
         let t = self.ty(to);
         let r = match (fs, ts) {

@@ -58,9 +58,11 @@ impl Compiler<'_> {
             self.shared_vars.resize(self.k.shared.len(), 0);
         }
         let sh = &self.k.shared[i as usize];
-        let (elem, len, name) = (sh.elem, sh.len, sh.name.clone());
-        let et = self.ty(elem);
-        let arr = self.array_ty(et, len);
+        let (elem, len, name, w) = (sh.elem, sh.len, sh.name.clone(), sh.vec);
+        // With vector views the array holds `elem x w` (len is a multiple of w, checked in the
+        // decoder), so a w-wide view is one wide access; scalars are component pointers.
+        let et = if w > 1 { self.ty(Type::vector_of(elem.scalar(), w)) } else { self.ty(elem) };
+        let arr = self.array_ty(et, len / u32::from(w.max(1)));
         let p = self.ptr(StorageClass::Workgroup, arr);
         let v = self.global_var(p, StorageClass::Workgroup);
         self.name(v, name);
@@ -81,21 +83,82 @@ impl Compiler<'_> {
             MemRef::Shared(i) => {
                 let var = self.shared_var(i);
                 let p = self.ptr(StorageClass::Workgroup, et);
-                Ok((self.access_chain(p, None, var, [idx])?, StorageClass::Workgroup))
+                let w = self.shared_width(i);
+                let chain = if w > 1 && elem.width() == 1 {
+                    // Scalar inside a w-wide element: [idx / w][idx % w] (w is 2 or 4).
+                    let u = self.scalar_ty(Scalar::U32);
+                    let sh = self.u32_const(w.trailing_zeros());
+                    let mask = self.u32_const(w - 1);
+                    let hi = self.shift_right_logical(u, None, idx, sh)?;
+                    let lo = self.bitwise_and(u, None, idx, mask)?;
+                    self.access_chain(p, None, var, [hi, lo])?
+                } else {
+                    self.access_chain(p, None, var, [idx])?
+                };
+                Ok((chain, StorageClass::Workgroup))
             }
         }
     }
 
+    /// Width of the elements shared array `i` is declared with (its widest vector view).
+    fn shared_width(&self, i: u32) -> u32 {
+        let sh = &self.k.shared[i as usize];
+        if sh.elem.width() == 1 { u32::from(sh.vec.max(1)) } else { 1 }
+    }
+
+    /// True when a `ty` access to `mem` is narrower than the declared vector elements but not a
+    /// scalar (a 2-wide view of a 4-wide shared array): it is split into scalar accesses.
+    fn split_access(&self, mem: MemRef, ty: Type) -> bool {
+        match mem {
+            MemRef::Shared(i) => ty.width() > 1 && u32::from(ty.width()) < self.shared_width(i),
+            MemRef::Binding(_) => false,
+        }
+    }
+
+    /// Index of component `c` of vector `i` of a `w`-wide view, in scalars.
+    fn component_index(&mut self, i: Word, w: u8, c: u8) -> HeliosResult<Word> {
+        let u = self.scalar_ty(Scalar::U32);
+        let wc = self.u32_const(u32::from(w));
+        let base = self.i_mul(u, None, i, wc)?;
+        if c == 0 {
+            return Ok(base);
+        }
+        let cc = self.u32_const(u32::from(c));
+        Ok(self.i_add(u, None, base, cc)?)
+    }
+
     pub(crate) fn lower_load(&mut self, mem: MemRef, idx: &Expr, _vec: u8, ty: Type) -> HeliosResult<Word> {
         let i = self.expr(idx)?;
-        let (p, _) = self.element_ptr(mem, i, ty)?;
         let t = self.ty(ty);
+        if self.split_access(mem, ty) {
+            let st = Type::Scalar(ty.scalar());
+            let stw = self.ty(st);
+            let mut parts = Vec::with_capacity(usize::from(ty.width()));
+            for c in 0..ty.width() {
+                let j = self.component_index(i, ty.width(), c)?;
+                let (p, _) = self.element_ptr(mem, j, st)?;
+                parts.push(self.load(stw, None, p, None, [])?);
+            }
+            return Ok(self.composite_construct(t, None, parts)?);
+        }
+        let (p, _) = self.element_ptr(mem, i, ty)?;
         Ok(self.load(t, None, p, None, [])?)
     }
 
     pub(crate) fn lower_store(&mut self, mem: MemRef, idx: &Expr, value: &Expr) -> HeliosResult<()> {
         let i = self.expr(idx)?;
         let v = self.expr(value)?;
+        if self.split_access(mem, value.ty) {
+            let st = Type::Scalar(value.ty.scalar());
+            let stw = self.ty(st);
+            for c in 0..value.ty.width() {
+                let j = self.component_index(i, value.ty.width(), c)?;
+                let (p, _) = self.element_ptr(mem, j, st)?;
+                let x = self.composite_extract(stw, None, v, [u32::from(c)])?;
+                self.store(p, x, None, [])?;
+            }
+            return Ok(());
+        }
         let (p, _) = self.element_ptr(mem, i, value.ty)?;
         self.store(p, v, None, [])?;
         Ok(())

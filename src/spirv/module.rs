@@ -83,8 +83,11 @@ fn declare_capabilities(c: &mut Compiler, k: &Kernel) {
         c.capability(Capability::CooperativeMatrixKHR);
         c.extension("SPV_KHR_cooperative_matrix");
     }
-    if u.coopmat2 || u.tensor_addressing {
+    if u.coopmat2 || u.tensor_addressing || u.coop_convert {
         c.extension("SPV_NV_cooperative_matrix2");
+    }
+    if u.coop_convert {
+        c.capability(Capability::CooperativeMatrixConversionsNV);
     }
     if u.tensor_addressing {
         c.capability(Capability::TensorAddressingNV);

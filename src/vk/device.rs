@@ -128,6 +128,7 @@ fn fill_caps(adapter: &Adapter, core: &vk::PhysicalDeviceFeatures, f: &Features)
         storage_16bit: f.v11.storage_buffer16_bit_access != 0,
         coop_mat: f.coop.cooperative_matrix != 0,
         coop_mat2: f.coop2.workgroup_scope != 0 || f.coop2.flexible_dimensions != 0,
+        coop_mat2_conversions: f.coop2.conversions != 0,
         coop_mat_shapes: if f.coop.cooperative_matrix != 0 { adapter.coop_shapes.clone() } else { Vec::new() },
         subgroup_size: adapter.subgroup_size,
         max_workgroup_invocations: l.max_compute_work_group_invocations,

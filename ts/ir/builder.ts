@@ -15,7 +15,7 @@ import {
   type SpecDesc, type Stmt, type SubgroupFn, type SubgroupMode,
 } from "./nodes.js";
 import {
-  scalarOf, typeName, typeEq, type CoopMatType, type ScalarType, type Type, type ValueType,
+  isCoopMat, scalarOf, typeName, typeEq, type CoopMatType, type ScalarType, type Type, type ValueType,
 } from "./types.js";
 
 export interface KernelOptions {
@@ -208,6 +208,28 @@ export class KernelBuilder {
     if (saturating) node.sat = true;
     return new Expr(node, c.type);
   }
+  /**
+   * Accumulator -> A/B (attention's P·V). Workgroup scope (coopmat2): one `cast` (component type,
+   * then OpCooperativeMatrixConvertNV). Subgroup scope (KHR has no use conversion): a round trip
+   * through `scratch`, this subgroup's own rows x cols tile at element `offset` of a shared array
+   * of `t`'s element type: cast, cmStore (row-major), subgroup barrier, cmLoad. A barrier before the
+   * store also orders it after this subgroup's earlier reads of the tile (next loop iteration).
+   */
+  cmToUse(acc: Expr, t: CoopMatType, scratch?: { mem: Shared; offset: ExprLike }): Expr {
+    if (!isCoopMat(acc.type) || acc.type.coopmat !== "acc" || t.coopmat === "acc") {
+      throw new Error(`cmToUse converts an accumulator to a or b, got ${typeName(acc.type)} -> ${typeName(t)}`);
+    }
+    if (t.scope === "workgroup") return this.let(acc.cast(t), "cm");
+    if (!scratch) throw new Error("cmToUse at subgroup scope needs a shared scratch tile");
+    const sameElem = { ...acc.type, elem: t.elem };
+    const v = this.let(acc.cast(sameElem), "cm");
+    const sync = { scope: "subgroup" as const, mem: ["workgroup" as const] };
+    this.barrier(sync);
+    scratch.mem.cmStore(v, scratch.offset, t.cols, "row");
+    this.barrier(sync);
+    return scratch.mem.cmLoad(t, scratch.offset, t.cols, "row");
+  }
+
   /** Number of elements of `t` this invocation holds (index range of `Var.at`). */
   cmLen(t: CoopMatType): Expr {
     return new Expr({ op: "cmlen", t }, "u32");

@@ -155,13 +155,46 @@ export class BufferView extends Memory {
   }
 }
 
-/** A workgroup shared array. */
+/**
+ * A workgroup shared array. `store(i, v)` with a 2- or 4-wide vector `v` of a scalar array is a
+ * vector store (`i` counts vectors); `loadVec(i, n)` and `vec(n)` read it the same way. For 128-bit
+ * traffic of 16-bit data, declare the array `u32x4` and bitcast (`q.x.bitcast("f16x2")`).
+ */
 export class Shared extends Memory {
   constructor(k: KernelBuilder, name: string, elem: ValueType, readonly len: number) {
     super(k, name, elem);
   }
   protected ref(): MemRef {
     return { sh: this.name };
+  }
+
+  /** Vector-view load: element `idx` of the array seen as `elem x n` (idx counts vectors). */
+  loadVec(idx: ExprLike, n: 2 | 4): Expr {
+    return this.vec(n).load(idx);
+  }
+
+  /**
+   * The array seen as `elem x n` vectors: loads, stores and cooperative matrices (idx and stride
+   * in vectors). A coopmat on an array with vector views must use its widest view.
+   */
+  vec(n: 2 | 4): SharedView {
+    if (typeof this.elem !== "string" || this.elem.includes("x")) {
+      throw new Error(`${this.name}: vector views apply to shared arrays of scalars, not ${typeName(this.elem)}`);
+    }
+    return new SharedView(this.k, this, n);
+  }
+}
+
+/** A vector view of a shared array of scalars (see `Shared.vec`). */
+export class SharedView extends Memory {
+  constructor(k: KernelBuilder, readonly array: Shared, readonly n: 2 | 4) {
+    super(k, array.name, `${scalarOf(array.elem)}x${n}` as ValueType);
+  }
+  protected ref(): MemRef {
+    return { sh: this.array.name };
+  }
+  protected view(): ViewFields {
+    return { vec: this.n };
   }
 }
 

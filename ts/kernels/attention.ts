@@ -16,16 +16,18 @@
 // Each has a _v4 variant for D % 4 == 0 (f32x4 shared tiles and registers: a shared read
 // feeds four FMAs); the scalar kernels serve other head sizes. This is the portable SIMT
 // formulation; a tensor-core (cooperative-matrix) variant is future work.
-import { dot, exp, f32, kernel, lit, log, max, min, u32, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { dot, exp, f32, kernel, lit, log, max, min, select, u32, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { fromF32, safeTanh, storageOf, sumTree, toF32, uvar } from "./common.js";
 
 export const FA_ROWS = 64;
 export const FA_PUSH = { T: "u32", scale: "f32", cap: "f32" } as const;
+/** Keys per inner step of flash_fwd_v4 (divides every faTile). */
+const FA_CHUNK = 8;
 
-/** Keys per shared tile: two tiles of BC x D f32 stay within 16 KiB. */
+/** Keys per shared tile: two tiles of BC x D f32 stay within 16 KiB; a multiple of FA_CHUNK. */
 export function faTile(D: number): number {
-  return Math.max(8, Math.min(64, Math.floor(2048 / D)));
+  return Math.max(FA_CHUNK, Math.min(64, Math.floor(2048 / D / FA_CHUNK) * FA_CHUNK));
 }
 
 export interface FlashVariant {
@@ -264,17 +266,24 @@ export function flashFwdVec4Kernel(v: FlashVariant): KernelDesc {
     k.barrier();
     k.if(valid, () => {
       const jEnd = k.let(min(lit(u32, BC), i.add(1).sub(min(k0, i.add(1)))), "jend");
-      k.for(lit(u32, 0), jEnd, (j) => {
-        const row = k.let(j.mul(D4), "kr");
-        const dotv = sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d)))));
-        const s = k.let(capScore(dot(dotv, vecOf("f32x4", lit(f32, 1))), pc.cap, v.softCap), "s");
-        const mNew = k.let(max(m.get(), s), "mn");
+      // FA_CHUNK keys per step: independent scores (ILP), one running-max correction per chunk.
+      // Keys at or past jEnd get s = -inf, so p = 0 (chunk key 0 is always valid: m stays finite).
+      k.for(lit(u32, 0), jEnd, (j0) => {
+        const rows = Array.from({ length: FA_CHUNK }, (_, c) => k.let(j0.add(c).mul(D4), "kr"));
+        const ss = rows.map((row, c) => {
+          const dotv = sumTree(q.map((qd, d) => qd.mul(Ks.load(row.add(d)))));
+          const sc = capScore(dot(dotv, vecOf("f32x4", lit(f32, 1))), pc.cap, v.softCap);
+          return k.let(c === 0 ? sc : select(j0.add(c).lt(jEnd), sc, lit(f32, "-inf")), "s");
+        });
+        const mNew = k.let(max(m.get(), ss.reduce((a, b) => max(a, b))), "mn");
         const corr = k.let(exp(m.get().sub(mNew)), "corr");
-        const p = k.let(exp(s.sub(mNew)), "p");
-        l.set(l.get().mul(corr).add(p));
-        for (let d = 0; d < D4; d++) acc[d].set(acc[d].get().mul(corr).add(Vs.load(row.add(d)).mul(p)));
+        const ps = ss.map((sc) => k.let(exp(sc.sub(mNew)), "p"));
+        l.set(l.get().mul(corr).add(sumTree(ps)));
+        for (let d = 0; d < D4; d++) {
+          acc[d].set(sumTree([acc[d].get().mul(corr), ...rows.map((row, c) => Vs.load(row.add(d)).mul(ps[c]))]));
+        }
         m.set(mNew);
-      });
+      }, { step: FA_CHUNK });
     });
     k.barrier();
   }, { step: BC });

@@ -9,7 +9,7 @@
 // layernorm_bwd_dwdb: bindings x, g (read), dw, db (write). Push {rows, dim, eps}. One thread
 //   per column j walks every row (recomputing that row's mean/rstd from a per-row stats
 //   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel).
-import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { f32, kernel, lit, min, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
 
@@ -107,6 +107,41 @@ export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc 
   });
   dw.store(j, fromF32(aw.get(), wDtype));
   db.store(j, fromF32(ab.get(), wDtype));
+  return k.finish();
+}
+
+export const LN_DWDB_PART_PUSH = { rows: "u32", dim: "u32", chunk: "u32" } as const;
+
+/**
+ * layernorm_bwd_dwdb_part: layernorm_bwd_dwdb split over row chunks so many rows do not run
+ * serially in dim threads. Bindings x, g, stats (read), pw, pb (write, f32 [chunks, dim]).
+ * Push LN_DWDB_PART_PUSH. Grid [ceil(dim/WG), chunks]: thread (j, c) sums rows
+ * [c*chunk, min(rows, (c+1)*chunk)); reduce_strided over [1, chunks, dim] finishes dw, db.
+ */
+export function layerNormBwdDwDbPartKernel(dtype: Dtype): KernelDesc {
+  const k = kernel(`layernorm_bwd_dwdb_part_${dtype}`, { workgroup: [WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(dtype), "read");
+  const stats = k.buffer("stats", f32, "read");
+  const pw = k.buffer("pw", f32, "write");
+  const pb = k.buffer("pb", f32, "write");
+  const pc = k.push(LN_DWDB_PART_PUSH);
+  const j = k.let(k.globalId.x, "j");
+  k.if(j.ge(pc.dim), () => k.return());
+  const c = k.let(k.workgroupId.y, "c");
+  const r0 = k.let(c.mul(pc.chunk), "r0");
+  const aw = k.var(f32, 0, "aw");
+  const ab = k.var(f32, 0, "ab");
+  k.for(r0, min(pc.rows, r0.add(pc.chunk)), (r) => {
+    const idx = k.let(r.mul(pc.dim).add(j), "idx");
+    const gv = k.let(toF32(g.load(idx)), "gv");
+    const xh = toF32(x.load(idx)).sub(stats.load(r.mul(2))).mul(stats.load(r.mul(2).add(1)));
+    aw.set(aw.get().add(gv.mul(xh)));
+    ab.set(ab.get().add(gv));
+  });
+  const o = k.let(c.mul(pc.dim).add(j), "o");
+  pw.store(o, aw.get());
+  pb.store(o, ab.get());
   return k.finish();
 }
 

@@ -6,12 +6,15 @@ import { planFused } from "../fusion/plan.js";
 import type { Expr } from "../fusion/expr.js";
 import type { Lease } from "../exec/lease.js";
 import { generateFused } from "./elementwise.js";
-import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
-import { layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
+import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
+import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
+import { flashFwdCmKernel } from "./attention-cm.js";
+import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
 import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
 import { adamwKernel } from "./optim.js";
+import { adamwDeviceKernel, dropoutMaskAtKernel } from "./step.js";
 import { matmulKernel } from "./matmul.js";
 import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
 
@@ -62,6 +65,9 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/reduce_rows/${fn}_${d}`, needs: needs(d), build: () => reduceRowsKernel(d, fn === "sum" ? d : "f32", fn) });
     }
     v.push({ id: `backend/reduce_strided/${d}`, needs: needs(d), build: () => reduceStridedKernel(d) });
+    v.push({ id: `backend/reduce_strided_from_f32/${d}`, needs: needs(d), build: () => reduceStridedKernel("f32", d) });
+    v.push({ id: `backend/reduce_cols_part/${d}`, needs: needs(d), build: () => reduceColsPartKernel(d) });
+    v.push({ id: `backend/layernorm_bwd_dwdb_part/${d}`, needs: needs(d), build: () => layerNormBwdDwDbPartKernel(d) });
     for (const log of [false, true]) {
       v.push({ id: `backend/softmax_rows/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxRowsKernel(d, log) });
       v.push({ id: `backend/softmax_strided/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxStridedKernel(d, log) });
@@ -72,6 +78,12 @@ export function backendVariants(): KernelVariant[] {
       const tag = `${d}_${vpt}${sg ? "_sg" : ""}`;
       v.push({ id: `backend/layernorm_fwd_cached/${tag}`, needs: n, build: () => layerNormFwdCachedKernel(d, d, vpt, sg) });
       for (const log of [false, true]) v.push({ id: `backend/softmax_rows_cached/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRowsCachedKernel(d, log, vpt, sg) });
+    }
+    for (const v4 of [1, 4]) for (const sg of [false, true]) {
+      const n = sg ? [...needs(d), "subgroup" as const] : needs(d);
+      const tag = `${d}_${v4}${sg ? "_sg" : ""}`;
+      v.push({ id: `backend/layernorm_fwd4/${tag}`, needs: n, build: () => layerNormFwd4Kernel(d, d, v4, sg) });
+      for (const log of [false, true]) v.push({ id: `backend/softmax_rows4/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRows4Kernel(d, log, v4, sg) });
     }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });
@@ -98,8 +110,13 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/flash_bwd_dkdv/${tag}`, needs: needs(d), build: () => flashBwdDkDvKernel(fv) });
     }
   }
+  for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
+    v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
+  }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });
   v.push({ id: "backend/dropout_mask", needs: [], build: dropoutMaskKernel });
+  for (const d of FLOATS) v.push({ id: `backend/adamw_device/${d}`, needs: needs(d), build: () => adamwDeviceKernel(d, d) });
+  v.push({ id: "backend/dropout_mask_at", needs: [], build: dropoutMaskAtKernel });
   return v;
 }

@@ -1,10 +1,77 @@
-// Host side of matmul and its transposed variants (SIMT path).
+// Host side of matmul and its transposed variants. Same-dtype f32/f16 products go through the
+// matmul planner (ts/kernels/matmul: tensor-core tiles for f16 on devices with cooperative
+// matrices, its tuned SIMT kernels elsewhere); mixed dtypes and a batch-broadcast A, which the
+// planner's layouts cannot express, use the backend's own SIMT kernel.
 import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, matmulGeometry, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
+import { planMatmul, PUSH_FIELDS, type MatmulCaps, type MatmulDtype, type BindingRole } from "../kernels/matmul/index.js";
+import type { KernelDesc } from "../ir/index.js";
+import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
+
+const capsByEngine = new WeakMap<Engine, MatmulCaps>();
+
+function capsOf(E: Engine): MatmulCaps {
+  let c = capsByEngine.get(E);
+  if (!c) {
+    const d = E.rt.getDeviceInfo();
+    c = {
+      coopMatSupported: !!d.coopMatSupported, coopMat2Supported: !!d.coopMat2Supported,
+      coopMatShapes: d.coopMatShapes as MatmulCaps["coopMatShapes"], f16Supported: d.f16Supported,
+      bf16Supported: d.bf16Supported as boolean | undefined, subgroupSize: d.subgroupSize, maxSharedMemoryBytes: d.maxSharedMemoryBytes,
+    };
+    capsByEngine.set(E, c);
+  }
+  return c;
+}
+
+/** Planner descriptions are memoized objects: a small id per object keys the pipeline cache. */
+const descIds = new WeakMap<KernelDesc, number>();
+let nextDescId = 0;
+function descId(d: KernelDesc): number {
+  let id = descIds.get(d);
+  if (id === undefined) descIds.set(d, (id = nextDescId++));
+  return id;
+}
+
+/** Storage dtype the planner sees (f64 tensors live as f32), or null when it cannot serve. */
+function plannerDtype(a: Dtype, b: Dtype): MatmulDtype | null {
+  const s = (d: Dtype) => (d === "f64" ? "f32" : d);
+  const x = s(a);
+  if (x !== s(b) || (x !== "f32" && x !== "f16")) return null;
+  return x;
+}
+
+/**
+ * Records planMatmul's steps for C = op(A) op(B) over `batch` contiguous batches (B shared by
+ * every batch when broadcastB). Returns false when the planner cannot take the problem.
+ */
+function planned(
+  E: Engine, op: string, A: TensorData, B: TensorData, out: HeliosTensor,
+  g: { m: number; n: number; k: number; batch: number }, transA: boolean, transB: boolean, broadcastB: boolean,
+): boolean {
+  const dtype = plannerDtype(A.dtype, B.dtype);
+  if (!dtype) return false;
+  const plan = planMatmul({ m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype }, capsOf(E));
+  const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
+  E.withInputs(op, [A, B], ([la, lb]) => {
+    const ws: Lease | null = plan.workspaceBytes > 0 ? E.pool.lease(plan.workspaceBytes) : null;
+    try {
+      const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, workspace: ws };
+      plan.steps.forEach((s, i) => {
+        const bufs = s.bindings.map((r) => roles[r] ?? null);
+        E.dispatch(pipes[i], bufs, s.groups, PUSH_FIELDS, s.pushValues as unknown as Record<string, number>, [out]);
+      });
+    } finally {
+      // the runtime keeps a released buffer out of circulation until the GPU is done with it
+      ws?.release();
+    }
+  });
+  return true;
+}
 
 export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, transA: boolean, transB: boolean): HeliosTensor {
   if (a.dtype === "i32" || b.dtype === "i32") fail(op, `expects floating-point operands, got ${a.dtype} x ${b.dtype}`);
@@ -28,6 +95,12 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
     sb = g.k * g.n;
   }
   if (g.batch > 65535) fail(op, `batch ${g.batch} exceeds 65535`);
+  const plainA = g.batch === 1 || sa === g.m * g.k;
+  const plainB = g.batch === 1 || sb === g.k * g.n;
+  if (plainA && (plainB || sb === 0) && planned(E, op, A, B, out, g, transA, transB, g.batch > 1 && !plainB)) {
+    for (const t of temps) E.release(t);
+    return out;
+  }
   // 128-wide tiles (8x8 per thread) once the output fills enough of them to occupy the GPU
   const tile: MatmulTile = g.m >= 128 && g.n >= 128 && g.m * g.n * g.batch >= 512 * 512 ? 128 : 64;
   const variant = { aDtype: A.dtype, bDtype: B.dtype, outDtype, transA, transB, tile };

@@ -4,11 +4,13 @@ import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { checkIndices, hostIndices } from "./indices.js";
 import { fail, fmt, size } from "../shape.js";
-import { gridRows, grid1d } from "../kernels/common.js";
-import { LN_PUSH, LN_DWDB_PUSH, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { gridRows, grid1d, WG } from "../kernels/common.js";
+import { LN_PUSH, LN_DWDB_PUSH, LN_DWDB_PART_PUSH, layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
+import { layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
+import { stridedSum } from "./reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
   if (t.dtype === "i32") fail(op, `${what} must be a floating-point tensor, got i32 ${fmt(t.shape)}`);
@@ -29,8 +31,14 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const out = E.alloc(x.shape, x.dtype);
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
-  const vpt = cachedVpt(dim);
   const sg = E.subgroups;
+  const v4 = rows4Vpt(dim);
+  if (v4 > 0) {
+    run(E, "layerNorm", { ln4: x.dtype, w: w.dtype, v4, sg }, () => layerNormFwd4Kernel(x.dtype, w.dtype, v4, sg),
+      LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
+    return out;
+  }
+  const vpt = cachedVpt(dim);
   const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt, sg) : layerNormFwdKernel(x.dtype, w.dtype));
   run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt, sg }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
   return out;
@@ -49,8 +57,23 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
   const stats = E.alloc([rows, 2], "f32");
   run(E, op, { lnDx: x.dtype, w: w.dtype }, () => layerNormBwdDxKernel(x.dtype, w.dtype), LN_PUSH,
     { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
-  run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
-    { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
+  if (rows < 64) {
+    run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
+      { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
+  } else {
+    // many rows: chunks of rows in parallel, then one thread per column folds the chunk partials
+    const colGroups = Math.ceil(dim / WG);
+    const chunks = Math.min(256, Math.ceil(rows / 32), Math.max(1, Math.floor(65536 / colGroups)));
+    const chunk = Math.ceil(rows / chunks);
+    const used = Math.ceil(rows / chunk);
+    const pw = E.alloc([used, dim], "f32"), pb = E.alloc([used, dim], "f32");
+    run(E, op, { lnDwDbPart: x.dtype }, () => layerNormBwdDwDbPartKernel(x.dtype), LN_DWDB_PART_PUSH,
+      { rows, dim, chunk }, [x, g, stats], [pw, pb], [colGroups, used, 1]);
+    stridedSum(E, op, pw, 1, used, dim, 1, dw);
+    stridedSum(E, op, pb, 1, used, dim, 1, db);
+    E.release(pw);
+    E.release(pb);
+  }
   E.release(stats);
   return { dx, dw, db };
 }

@@ -3,11 +3,12 @@ import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { normalizeAxis, reducedShape, size, splitAxis, fail } from "../shape.js";
-import { gridRows, grid1d } from "../kernels/common.js";
+import { gridRows, grid1d, WG } from "../kernels/common.js";
 import {
-  REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
+  REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, REDUCE_COLS_PART_PUSH, reduceColsPartKernel, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
   reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, cachedVpt, type ReduceFn,
 } from "../kernels/reduce.js";
+import { softmaxRows4Kernel, rows4Vpt } from "../kernels/rows4.js";
 
 /** Elements one workgroup reduces in the first pass of a whole-tensor reduction. */
 const CHUNK = 8192;
@@ -57,10 +58,39 @@ export function sum(E: Engine, op: string, a: TensorData, axis: number | undefin
     run(E, op, { reduceRows: "sum", in: a.dtype, out: outDtype }, () => reduceRowsKernel(a.dtype, outDtype, "sum"),
       REDUCE_ROWS_PUSH, { rows: outer, len: dim, n: outer * dim, outBase: 0, scale }, [a], [out], gridRows(outer));
   } else {
-    run(E, op, { reduceStrided: a.dtype }, () => reduceStridedKernel(a.dtype),
-      REDUCE_STRIDED_PUSH, { outer, dim, inner, scale }, [a], [out], grid1d(outer * inner));
+    stridedSum(E, op, a, outer, dim, inner, scale, out);
   }
   return out;
+}
+
+/** Output lines below which a long reduced axis is split into chunks (two passes). */
+const FEW_LINES = 16384;
+/** Reduced-axis length from which the two-pass split pays off. */
+const SPLIT_DIM = 64;
+
+/**
+ * out[o, i] = scale * sum_j a[o, j, i]. With few output lines and a long axis (bias gradients)
+ * the axis is cut into chunks summed in parallel (reduce_cols_part) before one thread per line
+ * folds the chunk partials; otherwise one thread per line walks the axis.
+ */
+export function stridedSum(
+  E: Engine, op: string, a: TensorData, outer: number, dim: number, inner: number, scale: number, out: HeliosTensor,
+): void {
+  const lines = outer * inner;
+  if (lines >= FEW_LINES || dim < SPLIT_DIM) {
+    run(E, op, { reduceStrided: a.dtype, out: out.dtype }, () => reduceStridedKernel(a.dtype, out.dtype),
+      REDUCE_STRIDED_PUSH, { outer, dim, inner, scale }, [a], [out], grid1d(lines));
+    return;
+  }
+  const chunks = Math.min(256, Math.ceil(dim / 32), Math.max(1, Math.floor(65536 / Math.ceil(lines / WG))));
+  const chunk = Math.ceil(dim / chunks);
+  const used = Math.ceil(dim / chunk);
+  const part = E.alloc([outer, used, inner], "f32");
+  run(E, op, { reduceColsPart: a.dtype }, () => reduceColsPartKernel(a.dtype), REDUCE_COLS_PART_PUSH,
+    { lines, dim, inner, chunk, chunks: used }, [a], [part], [Math.ceil(lines / WG), used, 1]);
+  run(E, op, { reduceStrided: "f32", out: out.dtype }, () => reduceStridedKernel("f32", out.dtype),
+    REDUCE_STRIDED_PUSH, { outer, dim: used, inner, scale }, [part], [out], grid1d(lines));
+  E.release(part);
 }
 
 export function sumOfSquares(E: Engine, a: TensorData): HeliosTensor {
@@ -105,8 +135,12 @@ export function softmax(E: Engine, op: string, a: TensorData, axis: number | und
   const [outer, dim, inner] = splitAxis(a.shape, ax);
   if (size(a.shape) === 0) return out;
   const vpt = cachedVpt(dim);
-  if (inner === 1 && vpt > 0) {
-    const sg = E.subgroups;
+  const v4 = rows4Vpt(dim);
+  const sg = E.subgroups;
+  if (inner === 1 && v4 > 0) {
+    run(E, op, { softmaxRows4: a.dtype, log: logOut, v4, sg }, () => softmaxRows4Kernel(a.dtype, logOut, v4, sg),
+      SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
+  } else if (inner === 1 && vpt > 0) {
     run(E, op, { softmaxRowsCached: a.dtype, log: logOut, vpt, sg }, () => softmaxRowsCachedKernel(a.dtype, logOut, vpt, sg),
       SOFTMAX_ROWS_PUSH, { rows: outer, dim }, [a], [out], gridRows(outer));
   } else if (inner === 1) {

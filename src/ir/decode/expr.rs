@@ -238,10 +238,7 @@ impl Decoder<'_> {
     /// Records the view so lowering declares its aliased variable.
     pub(crate) fn view_type(&mut self, o: &Obj, mem: MemRef, elem: Type, path: &Path) -> HeliosResult<Type> {
         let MemRef::Binding(b) = mem else {
-            if o.contains_key("vec") || o.contains_key("as") {
-                return Err(self.err(path, "vec and as apply to bindings; shared arrays have one element type"));
-            }
-            return Ok(elem);
+            return self.shared_view(o, mem, elem, path);
         };
         let width = match o.get("vec") {
             None => 1u8,
@@ -260,6 +257,45 @@ impl Decoder<'_> {
         let ty = Type::vector_of(scalar, width);
         self.note_view(b, ty, path)?;
         Ok(ty)
+    }
+
+    /// A vector view of a shared array of scalars (`vec`: 2 or 4, idx counts vectors); `as` is
+    /// for bindings only (declare the shared array with the element type you need and bitcast).
+    fn shared_view(&mut self, o: &Obj, mem: MemRef, elem: Type, path: &Path) -> HeliosResult<Type> {
+        if o.contains_key("as") {
+            return Err(self.err(&path.key("as"), "as applies to bindings; declare the shared array with the element type you need (e.g. u32x4) and bitcast"));
+        }
+        let Some(v) = o.get("vec") else { return Ok(elem) };
+        let width = match v.as_u64() {
+            Some(w @ (1 | 2 | 4)) => w as u8,
+            _ => return Err(self.err(&path.key("vec"), "vec must be 1, 2 or 4")),
+        };
+        if width == 1 {
+            return Ok(elem);
+        }
+        if elem.width() != 1 {
+            return Err(self.err(&path.key("vec"), format!("vec views apply to shared arrays of scalars; this one holds {elem}")));
+        }
+        self.note_shared_width(mem, width);
+        Ok(Type::vector_of(elem.scalar(), width))
+    }
+
+    /// Records a vector view width on a shared array (the widest one sets its declared layout).
+    pub(crate) fn note_shared_width(&mut self, mem: MemRef, width: u8) {
+        if let MemRef::Shared(i) = mem {
+            let sh = &mut self.kernel.shared[i as usize];
+            sh.vec = sh.vec.max(width);
+        }
+    }
+
+    /// Remembers the view a cooperative-matrix op uses on a shared array (see `finish_checks`).
+    pub(crate) fn note_coop_view(&mut self, mem: MemRef, view: Type, path: &Path) {
+        if let MemRef::Shared(i) = mem {
+            let sh = &mut self.kernel.shared[i as usize];
+            if sh.elem.width() == 1 {
+                sh.coop_views.push((view.width(), path.to_string()));
+            }
+        }
     }
 
     pub(crate) fn note_view(&mut self, b: u32, ty: Type, path: &Path) -> HeliosResult<()> {
@@ -475,6 +511,7 @@ impl Decoder<'_> {
         self.check_access(mem, true, false, path)?;
         let view = self.view_type(o, mem, elem, path)?;
         self.check_coop_mem(view, c, path)?;
+        self.note_coop_view(mem, view, path);
         let idx = self.index(o, "idx", path)?;
         let stride = self.index(o, "stride", path)?;
         let layout = self.layout(o, path)?;

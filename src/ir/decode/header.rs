@@ -4,7 +4,7 @@
 use crate::ir::json::Value;
 
 use crate::caps::{Access, CoopScope};
-use crate::error::HeliosResult;
+use crate::error::{HeliosError, HeliosResult};
 
 use super::super::ast::{Binding, PushField, SharedArray, SpecConst, WorkgroupDim};
 use super::super::limits;
@@ -190,7 +190,7 @@ impl Decoder<'_> {
             if self.shared_names.insert(name.clone(), i as u32).is_some() {
                 return Err(self.err(&p.key("name"), format!("duplicate shared array '{name}'")));
             }
-            self.kernel.shared.push(SharedArray { name, elem, len });
+            self.kernel.shared.push(SharedArray { name, elem, len, vec: 1, coop_views: Vec::new() });
         }
         if total > u64::from(self.caps.max_shared_memory_bytes) {
             return Err(self.err(path, format!("shared arrays take {total} bytes, over the device limit of {}", self.caps.max_shared_memory_bytes)));
@@ -227,6 +227,20 @@ impl Decoder<'_> {
 
     /// Checks that need the whole kernel: workgroup size limits.
     pub(super) fn finish_checks(&self, root: &Path) -> HeliosResult<()> {
+        for (i, sh) in self.kernel.shared.iter().enumerate() {
+            let w = u32::from(sh.vec);
+            if !sh.len.is_multiple_of(w) {
+                let p = root.key("shared");
+                let pi = p.index(i);
+                return Err(self.err(&pi.key("len"), format!("shared array '{}' is read as {}-wide vectors: its length must be a multiple of {w}", sh.name, w)));
+            }
+            if let Some((cw, at)) = sh.coop_views.iter().find(|(cw, _)| *cw != sh.vec) {
+                return Err(HeliosError::invalid_kernel(format!(
+                    "{}: {at}: cooperative matrices on shared array '{}' must use its widest view (vec {}), not vec {cw}: idx and stride then count {}-wide vectors",
+                    self.kernel.name, sh.name, sh.vec, sh.vec
+                )));
+            }
+        }
         let mut total: u64 = 1;
         for (i, d) in self.kernel.workgroup.iter().enumerate() {
             let n = match d {

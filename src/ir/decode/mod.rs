@@ -32,8 +32,8 @@ pub(crate) struct Decoder<'c> {
     spec_names: HashMap<String, u32>,
     shared_names: HashMap<String, u32>,
     visible: HashMap<String, Slot>,
-    /// Names declared in each open block, removed from `visible` when it closes.
-    scopes: Vec<Vec<String>>,
+    /// Slots declared in each open block; their names leave `visible` when it closes.
+    scopes: Vec<Vec<Slot>>,
     loop_depth: u32,
     nodes: u32,
     depth: u32,
@@ -208,9 +208,9 @@ impl<'c> Decoder<'c> {
     }
 
     pub(crate) fn close_scope(&mut self) {
-        if let Some(names) = self.scopes.pop() {
-            for n in names {
-                self.visible.remove(&n);
+        if let Some(slots) = self.scopes.pop() {
+            for slot in slots {
+                self.visible.remove(self.kernel.slots[slot as usize].name.as_str());
             }
         }
     }
@@ -228,7 +228,7 @@ impl<'c> Decoder<'c> {
         self.kernel.slots.push(SlotInfo { name: name.to_string(), kind, ty, len });
         self.visible.insert(name.to_string(), slot);
         if let Some(scope) = self.scopes.last_mut() {
-            scope.push(name.to_string());
+            scope.push(slot);
         }
         Ok(slot)
     }

@@ -5,7 +5,8 @@ use crate::error::HeliosResult;
 
 use super::super::ast::{BinOp, Expr, ExprKind, TernOp, UnOp};
 use super::super::path::Path;
-use super::super::types::{Scalar, Type};
+use super::super::types::{CoopUse, Scalar, Type};
+use crate::caps::CoopScope;
 use super::{Decoder, Obj};
 
 fn bin_op(op: &str) -> Option<BinOp> {
@@ -218,8 +219,22 @@ impl Decoder<'_> {
         }
         match (from, to) {
             (Type::CoopMat(f), Type::CoopMat(g)) => {
-                if f.rows != g.rows || f.cols != g.cols || f.scope != g.scope || f.use_ != g.use_ {
-                    return Err(self.err(path, format!("cast {from} -> {to} must keep shape, scope and use")));
+                if f.rows != g.rows || f.cols != g.cols || f.scope != g.scope {
+                    return Err(self.err(path, format!("cast {from} -> {to} must keep shape and scope")));
+                }
+                if f.use_ != g.use_ {
+                    // acc -> a/b (P·V in attention) is OpCooperativeMatrixConvertNV, coopmat2
+                    // only; subgroup-scope kernels round-trip through shared memory instead.
+                    let to_ab = f.use_ == CoopUse::Acc && matches!(g.use_, CoopUse::A | CoopUse::B) && f.elem.is_float() && g.elem.is_float();
+                    if !to_ab || f.scope != CoopScope::Workgroup {
+                        return Err(self.err(path, format!(
+                            "cast {from} -> {to}: only acc -> a/b changes the use, and only at workgroup scope (coopmat2); at subgroup scope cmstore the accumulator to shared memory and cmload it back"
+                        )));
+                    }
+                    if !self.caps.coop_mat2_conversions {
+                        return Err(self.err(path, format!("cast {from} -> {to} needs the cooperativeMatrixConversions feature of VK_NV_cooperative_matrix2, which this device lacks")));
+                    }
+                    self.kernel.uses.coop_convert = true;
                 }
                 if !(f.elem.is_float() == g.elem.is_float() || (f.elem.is_numeric() && g.elem.is_numeric())) {
                     return Err(self.err(path, format!("cast {from} -> {to} is not defined")));

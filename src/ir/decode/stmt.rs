@@ -77,10 +77,15 @@ impl Decoder<'_> {
                         Some(s) if s != Scalar::Bool => s,
                         _ => return Err(self.err(&path.key("as"), "as must be f32, f16, bf16, i32 or u32")),
                     },
-                    (Some(_), MemRef::Shared(_)) => return Err(self.err(path, "as applies to bindings")),
+                    (Some(_), MemRef::Shared(_)) => return Err(self.err(&path.key("as"), "as applies to bindings; declare the shared array with the element type you need (e.g. u32x4) and bitcast")),
                 };
+                // A 2- or 4-wide vector into a shared array of its scalars is a vector view.
+                let shared_vec = elem.width() == 1 && !value.ty.is_coopmat() && value.ty.scalar() == elem.scalar() && matches!(value.ty.width(), 2 | 4);
+                if shared_vec {
+                    self.note_shared_width(mem, value.ty.width());
+                }
                 let ok = match mem {
-                    MemRef::Shared(_) => value.ty == elem,
+                    MemRef::Shared(_) => value.ty == elem || shared_vec,
                     MemRef::Binding(_) => !value.ty.is_coopmat() && value.ty.scalar() == scalar && matches!(value.ty.width(), 1 | 2 | 4),
                 };
                 if !ok {
@@ -150,6 +155,7 @@ impl Decoder<'_> {
                 let value = *self.operand(o, "value", path)?;
                 let c = value.ty.coopmat().ok_or_else(|| self.err(&path.key("value"), format!("cmstore needs a coopmat, got {}", value.ty)))?;
                 self.check_coop_mem(view, c, path)?;
+                self.note_coop_view(mem, view, path);
                 Ok(Stmt::CmStore { mem, idx, stride, layout, value, view, tensor })
             }
             _ => Err(self.err(&path.key("s"), format!("unknown statement '{}'", truncate(s, 40)))),

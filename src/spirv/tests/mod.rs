@@ -2,3 +2,5 @@
 
 mod common;
 mod lowering;
+mod views;
+mod loops;

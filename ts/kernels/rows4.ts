@@ -1,0 +1,105 @@
+// Register-resident row kernels with 4-wide loads for rows whose length is a multiple of 4
+// (softmax / logSoftmax and layerNorm forward over the last axis).
+//
+// softmax_rows4 / logsoftmax_rows4: bindings x (read), out (write). Push SOFTMAX_ROWS_PUSH
+//   {rows, dim}. layernorm_fwd4: bindings x, w, b (read), out (write). Push LN_PUSH
+//   {rows, dim, eps}. Both need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
+// Dispatch: gridRows(rows), ROW_WG threads, one workgroup per row.
+// Thread t owns the vectors t, t + ROW_WG, ... (< dim/4) of its row: every load is issued
+//   unconditionally at a clamped index (so all v4 loads are in flight at once, no per-load
+//   branch) and masked afterwards; the row is read once and written once. Reductions: subgroup
+//   reduce, then one partial per subgroup in shared memory (wgReduceSg), or the shared-memory
+//   tree where subgroups are unavailable.
+// Numerics: as softmax_rows_cached / layernorm_fwd_cached (f32, max subtracted, centered
+//   variance from registers).
+import { exp, f32, kernel, lit, log, max, min, rsqrt, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import type { Dtype } from "../types.js";
+import { ROW_WG, rowIndex, storageOf, wgReduce, wgReduceSg } from "./common.js";
+import { SOFTMAX_ROWS_PUSH } from "./reduce.js";
+import { LN_PUSH } from "./norm.js";
+
+/** Vectors per thread for a row of `dim` elements, or 0 when the 4-wide kernels do not apply. */
+export function rows4Vpt(dim: number): number {
+  if (dim % 4 !== 0 || dim === 0) return 0;
+  for (const v of [1, 2, 4, 8]) if (dim / 4 <= ROW_WG * v) return v;
+  return 0;
+}
+
+interface RowVecs {
+  t: Expr;
+  base4: Expr;
+  cols: Expr[];
+  valid: Expr[];
+  vals: Expr[];
+  red: (v: Expr, fn: "add" | "max") => Expr;
+}
+
+/** Loads this thread's vectors of the row (f32x4), clamped in range; `valid` marks real ones. */
+function loadRow(k: KernelBuilder, x: Buffer, dtype: Dtype, rows: Expr, dim: Expr, v4: number, sg: boolean): RowVecs {
+  const sh = k.shared("partial", f32, ROW_WG);
+  const row = rowIndex(k, rows);
+  const t = k.let(k.localIndex, "t");
+  const dim4 = k.let(dim.shr(2), "dim4");
+  const last = k.let(dim4.sub(1), "last");
+  const base4 = k.let(row.mul(dim4), "base4");
+  const cols = Array.from({ length: v4 }, (_, r) => k.let(t.add(r * ROW_WG), "col"));
+  const valid = cols.map((c) => k.let(c.lt(dim4), "ok"));
+  const xv = x.as(storageOf(dtype), 4);
+  const vals = cols.map((c) => k.let(xv.load(base4.add(min(c, last))).cast("f32x4"), "xv"));
+  const red = (v: Expr, fn: "add" | "max") =>
+    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b));
+  return { t, base4, cols, valid, vals, red };
+}
+
+const hsum = (v: Expr) => v.x.add(v.y).add(v.z.add(v.w));
+const hmax = (v: Expr) => max(max(v.x, v.y), max(v.z, v.w));
+const splat = (s: Expr) => vecOf("f32x4", s);
+const tree = (xs: Expr[], f: (a: Expr, b: Expr) => Expr) => xs.reduce(f);
+
+export function softmaxRows4Kernel(dtype: Dtype, logOut: boolean, v4: number, sg: boolean): KernelDesc {
+  const k = kernel(`${logOut ? "logsoftmax" : "softmax"}_rows4_v${v4}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const out = k.buffer("out", storageOf(dtype), "write");
+  const pc = k.push(SOFTMAX_ROWS_PUSH);
+  const { base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
+  const localMax = tree(vals.map((v, r) => select(valid[r], hmax(v), lit(f32, "-inf"))), (a, b) => max(a, b));
+  const rowMax = k.let(red(localMax, "max"), "rmax");
+  const mx = k.let(splat(rowMax), "mx");
+  const exps = vals.map((v) => k.let(exp(v.sub(mx)), "e"));
+  const localSum = tree(exps.map((e, r) => select(valid[r], hsum(e), lit(f32, 0))), (a, b) => a.add(b));
+  const sum = k.let(red(localSum, "add"), "sum");
+  const ov = out.as(storageOf(dtype), 4);
+  const shift = k.let(splat(log(sum).add(rowMax)), "lse");
+  const inv = k.let(lit(f32, 1).div(sum), "inv");
+  cols.forEach((c, r) => {
+    const y = logOut ? vals[r].sub(shift) : exps[r].mul(inv);
+    k.if(valid[r], () => ov.store(base4.add(c), y.cast(`${storageOf(dtype)}x4` as "f32x4")));
+  });
+  return k.finish();
+}
+
+export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean): KernelDesc {
+  const k = kernel(`layernorm_fwd4_v${v4}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const w = k.buffer("w", storageOf(wDtype), "read");
+  const b = k.buffer("b", storageOf(wDtype), "read");
+  const out = k.buffer("out", storageOf(dtype), "write");
+  const pc = k.push(LN_PUSH);
+  const { base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
+  const dimF = k.let(pc.dim.cast(f32), "dimf");
+  const localSum = tree(vals.map((v, r) => select(valid[r], hsum(v), lit(f32, 0))), (p, q) => p.add(q));
+  const mean = k.let(red(localSum, "add").div(dimF), "mean");
+  const mv = k.let(splat(mean), "mv");
+  const cen = vals.map((v) => k.let(v.sub(mv), "c"));
+  const localSq = tree(cen.map((c, r) => select(valid[r], hsum(c.mul(c)), lit(f32, 0))), (p, q) => p.add(q));
+  const rstd = k.let(rsqrt(red(localSq, "add").div(dimF).add(pc.eps)), "rstd");
+  const wv = w.as(storageOf(wDtype), 4), bv = b.as(storageOf(wDtype), 4), ov = out.as(storageOf(dtype), 4);
+  cols.forEach((c, r) => {
+    k.if(valid[r], () => {
+      const y = cen[r].mul(rstd).mul(wv.load(c).cast("f32x4")).add(bv.load(c).cast("f32x4"));
+      ov.store(base4.add(c), y.cast(`${storageOf(dtype)}x4` as "f32x4"));
+    });
+  });
+  return k.finish();
+}
+
