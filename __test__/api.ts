@@ -21,6 +21,10 @@ export interface DeviceInfo {
   subgroupSize: number;
   maxWorkgroupSize: number | number[];
   maxSharedMemoryBytes: number;
+  /** maxStorageBufferRange as reported, maxBufferSize (maintenance4), and the effective limit. */
+  maxStorageBufferRange: number;
+  maxBufferSize: number;
+  maxBindingBytes: number;
   hasAsyncTransfer: boolean;
   hasPushDescriptors: boolean;
   hasBDA: boolean;

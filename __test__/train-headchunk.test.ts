@@ -70,6 +70,19 @@ for (const matmul16 of [false, true]) {
   });
 }
 
+test("training steps with a chunked head match the one-pass head (HeliosBackend, captured when available)", () => {
+  const Bk = asTrainBackend(makeBackend());
+  const init = initHostParams(CFG, 9);
+  const whole = new Trainer(Bk, CFG, TINY_OPT, { init, seed: 9 });
+  const chunked = new Trainer(Bk, CFG, TINY_OPT, { init, seed: 9, headChunkBytes: CFG.vocab * 4 * 3 });
+  for (let s = 0; s < 3; s++) {
+    const hb = randomBatch(CFG.vocab, B, T, 20 + s);
+    const a = whole.step(hb), b = chunked.step(hb);
+    assert.ok(Math.abs(a.loss - b.loss) < 1e-5 * Math.max(1, a.loss), `step ${s + 1}: ${a.loss} vs ${b.loss}`);
+    assert.ok(Math.abs(a.gradNorm - b.gradNorm) < 1e-4 * Math.max(1, a.gradNorm), `step ${s + 1}: |g| ${a.gradNorm} vs ${b.gradNorm}`);
+  }
+});
+
 test("headChunkBytes must be positive", () => {
   assert.throws(() => new GPT(new RefTrainBackend(), CFG, { headChunkBytes: 0 }), /headChunkBytes/);
 });

@@ -16,6 +16,7 @@ import * as S from "./ops/select.js";
 import * as MM from "./ops/matmul.js";
 import * as FA from "./ops/attention.js";
 import * as OPT from "./ops/optim.js";
+import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
 
@@ -42,10 +43,12 @@ export class HeliosBackend implements Backend {
   private readonly E: Engine;
   private readonly rt: Runtime;
   private rngState: number;
+  /** Largest tensor a kernel may bind (bytes): ops that could exceed it check (ts/limits.ts). */
+  private readonly maxBind: number;
 
   constructor(opts: HeliosBackendOptions = {}) {
     this.rt = opts.runtime ?? runtime();
-    this.rt.initDevice({ device: opts.device, validation: opts.validation });
+    this.maxBind = bindingLimit(this.rt.initDevice({ device: opts.device, validation: opts.validation }));
     this.E = new Engine(this.rt, { ...readConfig(), ...opts.config });
     this.rngState = (opts.seed ?? 42) >>> 0;
   }
@@ -269,18 +272,30 @@ export class HeliosBackend implements Backend {
   embeddingBackward(idx: TensorData, g: TensorData, vocab: number): TensorData { return NN.embeddingBackward(this.E, idx, g, vocab); }
   layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number): TensorData { return NN.layerNorm(this.E, x, w, b, eps); }
   layerNormBackward(x: TensorData, w: TensorData, g: TensorData, eps: number) { return NN.layerNormBackward(this.E, x, w, g, eps); }
-  crossEntropy(logits: TensorData, targets: TensorData): TensorData { return NN.crossEntropy(this.E, logits, targets); }
+  crossEntropy(logits: TensorData, targets: TensorData): TensorData {
+    checkBindable("crossEntropy", "logits", logits.shape, logits.dtype, this.maxBind);
+    return NN.crossEntropy(this.E, logits, targets);
+  }
   crossEntropyBackward(logits: TensorData, targets: TensorData, g: TensorData): TensorData {
+    checkBindable("crossEntropyBackward", "logits", logits.shape, logits.dtype, this.maxBind);
     return NN.crossEntropyBackward(this.E, logits, targets, g);
   }
 
   // ---- matmul and attention
 
-  matmul(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, "matmul", a, b, false, false); }
+  matmul(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, this.mmGuard("matmul", a, b, false, false), a, b, false, false); }
   /** a @ b^T with b stored [..., N, K]. */
-  matmulTransposed(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, "matmulTransposed", a, b, false, true); }
+  matmulTransposed(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, this.mmGuard("matmulTransposed", a, b, false, true), a, b, false, true); }
   /** a^T @ b with a stored [..., K, M]. */
-  matmulTransposedA(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, "matmulTransposedA", a, b, true, false); }
+  matmulTransposedA(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, this.mmGuard("matmulTransposedA", a, b, true, false), a, b, true, false); }
+  /** The binding-size guard of the matmul family; returns `op` for the call it wraps. */
+  private mmGuard(op: string, a: TensorData, b: TensorData, ta: boolean, tb: boolean): string {
+    if (this.maxBind === Infinity || a.shape.length < 2 || b.shape.length < 2) return op;
+    checkBindable(op, "a", a.shape, a.dtype, this.maxBind);
+    checkBindable(op, "b", b.shape, b.dtype, this.maxBind);
+    checkBindable(op, "output", matmulOutShape(a.shape, b.shape, ta, tb), a.dtype, this.maxBind);
+    return op;
+  }
   flashAttention(Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number) {
     return FA.flashAttention(this.E, Q, K, V, T, scale, softCap);
   }

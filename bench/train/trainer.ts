@@ -27,6 +27,8 @@ export interface TrainerOptions {
   init?: Map<string, Float32Array>;
   /** 16-bit matmul operands with dynamic loss scaling (see GPTOptions.matmul16). */
   matmul16?: boolean;
+  /** Largest logits tensor the LM head makes at once (GPTOptions.headChunkBytes). */
+  headChunkBytes?: number;
   /** Initial loss scale under matmul16 (halved on overflow, doubled after 1000 clean steps). */
   lossScale?: number;
   /** Run steps as a replayed captured batch when the backend can (default: HELIOS_CAPTURE). */
@@ -48,7 +50,7 @@ export class Trainer {
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, readonly optim: OptimConfig, o: TrainerOptions = {}) {
     this.seed = o.seed ?? 1337;
-    this.model = new GPT(B, cfg, { matmul16: o.matmul16 });
+    this.model = new GPT(B, cfg, { matmul16: o.matmul16, headChunkBytes: o.headChunkBytes });
     this.lossScale = o.matmul16 ? o.lossScale ?? 1024 : 1;
     this.specs = paramSpecs(cfg);
     this.params = upload(B, o.init ?? initHostParams(cfg, this.seed), this.specs);

@@ -335,7 +335,7 @@ impl Runtime {
 /// A buffer past the storage-binding limit: drivers drop such bindings silently, so refuse it.
 fn unbindable(label: &str, index: usize, r: &crate::runtime::resources::BufferRes) -> HeliosError {
     HeliosError::out_of_range(format!(
-        "recordDispatch: pipeline {label:?} binding {index} is a {}-byte buffer, over the device's \
+        "pipeline {label:?} binding {index} is a {}-byte buffer, over the device's \
          {}-byte storage-binding limit (min of maxStorageBufferRange, 2^31 - 1, HELIOS_MAX_BINDING_BYTES)",
         r.len, r.bind_range
     ))

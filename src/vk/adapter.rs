@@ -237,3 +237,18 @@ fn coop_shapes(instance: &Instance, adapter: &Adapter) -> Vec<CoopMatShape> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod binding_limit_tests {
+    use super::max_binding_bytes;
+
+    #[test]
+    fn binding_limit_caps_at_i32_max_and_honours_the_override() {
+        // NVIDIA reports 4 GiB - 1 but drops bindings past 2^31 - 1 bytes.
+        assert_eq!(max_binding_bytes(u64::from(u32::MAX), None), i32::MAX as u64);
+        assert_eq!(max_binding_bytes(1 << 27, None), 1 << 27); // lavapipe: 128 MiB
+        assert_eq!(max_binding_bytes(1 << 27, Some(4096)), 4096);
+        assert_eq!(max_binding_bytes(1 << 27, Some(1 << 40)), 1 << 27); // only lowers
+        assert_eq!(max_binding_bytes(1 << 27, Some(0)), 4);
+    }
+}
