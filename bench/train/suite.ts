@@ -243,6 +243,9 @@ export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
 function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
   o.log(`train suite: ${o.model.layers}L/${o.model.dim}/${o.model.heads}h vocab ${o.model.vocab}, ${(paramCount(o.model) / 1e6).toFixed(1)}M params, B ${o.batch}, T ${o.seq}, ${o.steps} steps`);
   const { init, batches } = writeInputs(o);
+  // PyTorch first: it runs in a subprocess that frees the GPU when it exits, while Helios' pool
+  // (and a captured step's pinned buffers) stay allocated until this process ends.
+  const torch = o.torch ? runTorch(o, init, batches) : {};
   const helios: Record<string, SideResult> = {};
   for (const mode of o.heliosModes.split(",").filter(Boolean)) {
     if (mode !== "f32" && mode !== "matmul16") throw new Error(`train suite: unknown Helios mode ${mode} (f32, matmul16)`);
@@ -252,7 +255,6 @@ function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
       helios[mode] = { losses: [], ms: [], medianMs: null, tokensPerSec: null, peakBytes: 0, error: String(e instanceof Error ? e.message : e) };
     }
   }
-  const torch = o.torch ? runTorch(o, init, batches) : {};
   const hf32 = helios.f32 ?? Object.values(helios)[0];
   const par = hf32 ? parity(hf32, torch) : { ok: null, steps: 0, worstRelErr: null, against: "", note: "no Helios run" };
   o.log("");
