@@ -30,7 +30,7 @@ case "$part" in
   train)
     export OUT=$work/train
     run train-suite 420 bash bench/train/gpu.sh suite
-    run train-demo 150 bash bench/train/gpu.sh demo
+    [ "${SKIP_DEMO:-0}" = 1 ] || run train-demo 150 bash bench/train/gpu.sh demo
     ;;
   ops-train)
     run ops 150 node dist/bench/ops.js --out="$work/ops.json"
@@ -39,6 +39,7 @@ case "$part" in
     ;;
   *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train" >&2; exit 2 ;;
 esac
-tar czf "$dest/$part.tgz" -C /tmp "helios-$part"
-for f in "$work"/*.log; do echo "== $(basename "$f")"; tail -n 14 "$f"; done
+# Weights, batches and checkpoints stay behind: only logs and JSON come back.
+tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
+for f in "$work"/*.log; do echo "== $(basename "$f")"; grep -E "tok/s +[0-9.]+ ms/step|parity|^summary|^target" "$f" || tail -n 14 "$f"; done
 cat "$work/status.txt"
