@@ -156,9 +156,13 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
   }
   let base: VariantSpec;
   if (useCoop) {
+    // H100 run 4 sweep (bench/results/h100-matmul-run4): 128×256×16 (8 subgroups × 4×4) is the
+    // fastest tile at 2048³ and 4096³; 128×128×32 with 8 subgroups (4×2 each) next and best for
+    // 4096×512×14336; the 4-subgroup 128×128 tile is 1.4× slower than either.
+    const wgs256 = ceilDiv(p.m, 128) * ceilDiv(p.n, 256) * p.batch;
     const wgs128 = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
-    const wgs64 = ceilDiv(p.m, 64) * ceilDiv(p.n, 128) * p.batch;
-    base = variantByName(wgs128 >= units ? "cm_128x128x32_w2x2" : wgs64 >= units ? "cm_64x128x32_w2x2" : "cm_64x64x32_w2x2");
+    // (4096×512×14336: 128 workgroups of 128×128 at 158 TF/s beat 512 of 64×64 at 63)
+    base = variantByName(wgs256 >= units ? "cm_128x256x16_w2x4" : 2 * wgs128 >= units ? "cm_128x128x32_w2x4" : "cm_64x64x32_w2x2");
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
@@ -178,6 +182,8 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     if (v.kind === "coop2" && !opts.includeCoop2) continue;
     if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
+    // more than 16 f32 accumulators per subgroup spill (see variants.ts)
+    if (v.kind === "coop" && v.cfg.sm * v.cfg.sn > 16 && !p.accF16) continue;
     const s = defaultSplits(p, v, units);
     out.push(v);
     if (s > 1) out.push(withSplits(v, s));

@@ -23,6 +23,10 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_128x128x32_w2x4", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32 }],
   ["cm_128x256x16_w2x4", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16 }],
   ["cm_256x128x16_w4x2", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 16 }],
+  // 4 subgroups × 4×8 accumulators (64×128 per subgroup, 128 threads): half the fragment loads per
+  // MMA of 4×4; only sensible with f16 accumulators (f32 ones need 256 registers: spills), so the
+  // tuner offers it for accF16 only (candidateVariants).
+  ["cm_128x256x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16 }],
   ["cm_64x128x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 4, bk: 32 }],
   ["cm_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32 }],
   ["cm_64x64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 64 }],
