@@ -104,6 +104,8 @@ export interface DeviceInfo {
   timestampPeriodNs: number
   atomicFloatAddSupported: boolean
   validation: boolean
+  /** How hazard barriers are recorded: "global" or "buffer" (`HELIOS_BARRIER`). */
+  barrierMode: string
 }
 
 /** Fills `byteLength` bytes at `byteOffset` (multiples of 4) with a repeated u32 pattern. */

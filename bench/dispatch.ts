@@ -3,6 +3,11 @@
 //
 //   npm run bench:dispatch -- [--out=bench/dispatch.json] [--transfer-mib=256]
 //                             [--dispatches=1000] [--iters=20] [--reps=3] [--validation]
+//                             [--barrier=global,buffer]
+//
+// --barrier runs the whole set once per listed HELIOS_BARRIER mode (the device is
+// re-initialised between modes); without it the mode in the environment (default global)
+// is used. The table's first row names the mode the runtime reports.
 //
 // Method: one warm-up pass, then `reps` repetitions of the whole measurement set; each
 // figure is the median over `iters` timed iterations within a repetition, and the
@@ -23,10 +28,12 @@ interface Options {
   iters: number;
   reps: number;
   validation: boolean;
+  /** HELIOS_BARRIER modes to run; empty: leave the environment alone. */
+  barriers: string[];
 }
 
 function parseArgs(argv: string[]): Options {
-  const opts: Options = { transferMiB: 256, dispatches: 1000, iters: 20, reps: 3, validation: false };
+  const opts: Options = { transferMiB: 256, dispatches: 1000, iters: 20, reps: 3, validation: false, barriers: [] };
   for (const arg of argv) {
     const [key, value] = arg.replace(/^--/, "").split("=", 2);
     const num = () => {
@@ -40,6 +47,11 @@ function parseArgs(argv: string[]): Options {
     else if (key === "iters") opts.iters = num();
     else if (key === "reps") opts.reps = num();
     else if (key === "validation") opts.validation = true;
+    else if (key === "barrier") {
+      opts.barriers = (value ?? "").split(",").filter((m) => m !== "");
+      const bad = opts.barriers.find((m) => m !== "global" && m !== "buffer");
+      if (bad !== undefined || opts.barriers.length === 0) throw new Error(`bench/dispatch: --barrier takes global and/or buffer, got ${value}`);
+    }
     else throw new Error(`bench/dispatch: unknown option ${arg}`);
   }
   return opts;
@@ -62,6 +74,8 @@ interface Measurement {
 interface Result {
   name: string;
   unit: string;
+  /** A row that reports a setting rather than a measurement. */
+  text?: string;
   value: number;
   perRep: number[];
   target?: Target;
@@ -239,7 +253,7 @@ function fmt(x: number): string {
 function printTable(results: Result[], device: string): void {
   const rows = results.map((r) => [
     r.name,
-    `${fmt(r.value)} ${r.unit}`,
+    r.text ?? `${fmt(r.value)} ${r.unit}`,
     r.perRep.map(fmt).join(" / "),
     r.target ? `${r.target.kind === "max" ? "≤" : "≥"} ${r.target.value} ${r.unit}` : "",
     r.target ? (r.pass ? "PASS" : "FAIL") : "",
@@ -253,8 +267,8 @@ function printTable(results: Result[], device: string): void {
   for (const row of rows) console.log(line(row));
 }
 
-function main(): void {
-  const opts = parseArgs(process.argv.slice(2));
+/** One full measurement set on a freshly initialised device. */
+function runSet(opts: Options): { results: Result[]; info: ReturnType<typeof rt.initDevice>; messages: string[] } {
   const info = rt.initDevice({ validation: opts.validation });
   const { list, cleanup } = measurements(opts);
   for (const m of list) m.run(); // warm-up: pipelines, pools, staging, caches
@@ -266,17 +280,34 @@ function main(): void {
       perRep[i].push(median(samples));
     });
   }
-  const results: Result[] = list.map((m, i) => {
+  const measured: Result[] = list.map((m, i) => {
     const value = median(perRep[i]);
     return { name: m.name, unit: m.unit, value, perRep: perRep[i], target: m.target, pass: m.target && passes(value, m.target) };
   });
   cleanup();
   const messages = opts.validation ? rt.takeValidationMessages() : [];
+  const mode = (info as { barrierMode?: string }).barrierMode ?? "global";
   rt.destroy();
-  printTable(results, `${info.deviceName} (${info.driverName})`);
-  if (messages.length > 0) console.log(`${messages.length} validation messages, first: ${messages[0]}`);
+  const modeRow: Result = { name: "barrier mode (HELIOS_BARRIER)", unit: "", text: mode, value: 0, perRep: [] };
+  return { results: [modeRow, ...measured], info, messages };
+}
+
+function main(): void {
+  const opts = parseArgs(process.argv.slice(2));
+  const modes: Array<string | undefined> = opts.barriers.length > 0 ? opts.barriers : [undefined];
+  const sets = modes.map((mode) => {
+    // The runtime reads HELIOS_BARRIER at initDevice; Node's process.env writes reach it.
+    if (mode !== undefined) process.env.HELIOS_BARRIER = mode;
+    return runSet(opts);
+  });
+  for (const { results, info, messages } of sets) {
+    printTable(results, `${info.deviceName} (${info.driverName})`);
+    if (messages.length > 0) console.log(`${messages.length} validation messages, first: ${messages[0]}`);
+  }
   if (opts.out) {
+    const info = sets[0].info;
     const machine = { device: info, cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()} ${os.release()}` };
+    const results = sets.length === 1 ? sets[0].results : sets.map((s) => ({ barrierMode: s.results[0].text, results: s.results }));
     writeFileSync(opts.out, JSON.stringify({ bench: "dispatch", date: new Date().toISOString(), options: opts, machine, results }, null, 2) + "\n");
     console.log(`wrote ${opts.out}`);
   }

@@ -11,15 +11,16 @@ trap 'rm -rf "$scratch"' EXIT
 tarball=$(npm pack --silent --ignore-scripts --pack-destination "$scratch" | tail -n 1)
 mkdir -p "$scratch/app"
 cd "$scratch/app"
-echo '{"name":"helios-consumer","version":"1.0.0","type":"module","private":true}' > package.json
+# npm 11 runs a dependency's install script only when package.json allows it.
+echo '{"name":"helios-consumer","version":"1.0.0","type":"module","private":true,"allowScripts":{"@alpha/helios":true}}' > package.json
 probe='import { initDevice } from "@alpha/helios"; const info = initDevice(); if (!info.deviceName) process.exit(3); console.log("imported @alpha/helios; device:", info.deviceName);'
 
 echo "pack: installing $tarball (prebuilt addon)"
-npm install --no-audit --no-fund --allow-scripts=@alpha/helios "$scratch/$tarball" >/dev/null
+npm install --no-audit --no-fund "$scratch/$tarball" >/dev/null
 node --input-type=module -e "$probe"
 
 echo "pack: rebuilding from source (HELIOS_BUILD_FROM_SOURCE=1)"
-HELIOS_BUILD_FROM_SOURCE=1 CARGO_TARGET_DIR="$repo/target/pack" \
+HELIOS_BUILD_FROM_SOURCE=1 CARGO_TARGET_DIR="$repo/target" \
   node node_modules/@alpha/helios/scripts/install.cjs
 node --input-type=module -e "$probe"
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every test, with the Khronos validation layer on (any validation message fails a test).
-# Assumes scripts/setup.sh has run (scripts/run.sh test does both).
+# Run by `npm test`; assumes scripts/setup.sh has run (README: `bash scripts/setup.sh && npm test`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# setup.sh may have installed Rust in this very shell session.
+export PATH="$HOME/.cargo/bin:$PATH"
 export HELIOS_VALIDATION=1
 export HELIOS_CACHE_DIR=${HELIOS_CACHE_DIR:-$(mktemp -d)}
 
@@ -24,6 +26,10 @@ step "JS tests again with staging copies and descriptor pools forced (the non-de
 HELIOS_FORCE_STAGING=1 HELIOS_NO_PUSH_DESCRIPTORS=1 node --test --test-concurrency=2 \
   dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/leasing.test.js dist/__test__/buffers.test.js \
   dist/__test__/capture.test.js dist/__test__/profiling.test.js
+
+step "JS tests again with per-buffer hazard barriers (HELIOS_BARRIER=buffer)"
+HELIOS_BARRIER=buffer node --test --test-concurrency=2 \
+  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/buffers.test.js dist/__test__/capture.test.js
 
 step "Bun smoke test"
 npx bun __test__/bun-smoke.mjs

@@ -10,9 +10,31 @@
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
 //! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipeline_statistics` |
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
+//! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 
 use std::path::PathBuf;
+
+/// How hazard barriers are expressed (both carry the same narrow stage and access masks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BarrierMode {
+    /// One VkMemoryBarrier2: NVIDIA's driver treats buffer ranges as global anyway, so the
+    /// global form records less and costs the GPU the same.
+    #[default]
+    Global,
+    /// One VkBufferMemoryBarrier2 per buffer written since the last barrier (falls back to
+    /// global above `MAX_BUFFER_BARRIERS` buffers).
+    Buffer,
+}
+
+impl BarrierMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BarrierMode::Global => "global",
+            BarrierMode::Buffer => "buffer",
+        }
+    }
+}
 
 /// Runtime settings, read once per `initDevice`.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +47,7 @@ pub struct Config {
     pub no_push_descriptors: bool,
     pub spin_us: u64,
     pub pipeline_stats: bool,
+    pub barrier: BarrierMode,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -47,6 +70,11 @@ impl Config {
             no_push_descriptors: flag("HELIOS_NO_PUSH_DESCRIPTORS"),
             pipeline_stats: flag("HELIOS_PIPELINE_STATS"),
             spin_us: env("HELIOS_SPIN_US").and_then(|v| v.parse().ok()).unwrap_or(200),
+            // Anything but `buffer` (unset, typos) keeps the default.
+            barrier: match env("HELIOS_BARRIER").as_deref() {
+                Some("buffer") => BarrierMode::Buffer,
+                _ => BarrierMode::Global,
+            },
         }
     }
 }

@@ -16,6 +16,10 @@ import * as S from "./ops/select.js";
 import * as MM from "./ops/matmul.js";
 import * as FA from "./ops/attention.js";
 import * as OPT from "./ops/optim.js";
+import * as STEP from "./ops/step.js";
+import * as CAP from "./exec/capture.js";
+
+export type { CapturedBatch } from "./exec/capture.js";
 
 export interface HeliosBackendOptions {
   /** Overrides for the HELIOS_* environment (tests use this to compare fusion on/off). */
@@ -75,6 +79,37 @@ export class HeliosBackend implements Backend {
   releaseGpuTensor(t: TensorData): void {
     if (t instanceof HeliosTensor) this.E.release(t);
   }
+
+  // ---- captured batches (ts/exec/capture.ts has the rules)
+
+  /** Whether beginCapture can work here (the runtime has captured batches and HELIOS_CAPTURE is on). */
+  get canCapture(): boolean {
+    return this.E.config.capture && typeof this.rt.captureBatch === "function";
+  }
+  /** Submits what was recorded, then records everything until endCapture into one kept batch. */
+  beginCapture(): void {
+    CAP.beginCapture(this.E);
+  }
+  /** Ends the capture (nothing runs yet); `outputs` are materialized into it first. */
+  endCapture(...outputs: TensorData[]): CAP.CapturedBatch {
+    for (const t of outputs) if (t instanceof HeliosTensor && !t.released) this.E.materialize(t);
+    return CAP.endCapture(this.E);
+  }
+  /** Drops an open capture after a refused op; nothing recorded in it runs. */
+  abortCapture(): void {
+    CAP.abortCapture(this.E);
+  }
+  replay(c: CAP.CapturedBatch): void {
+    c.replay();
+  }
+  destroyCapture(c: CAP.CapturedBatch): void {
+    c.destroy();
+  }
+  /** Overwrites a device tensor's contents in place (its buffer, which captures may bind, stays). */
+  writeTensor(t: TensorData, data: ArrayLike<number>): void {
+    if (!(t instanceof HeliosTensor)) fail("writeTensor", "expects a tensor of this backend");
+    this.E.writeTensor(t, data);
+  }
   getDeviceInfo(): DeviceInfo {
     return this.rt.getDeviceInfo();
   }
@@ -130,7 +165,7 @@ export class HeliosBackend implements Backend {
     for (let i = 0; i < n; i++) v[i] = this.gauss();
     return this.E.fromHost(shape, dtype, hostArray(dtype, v));
   }
-  fromArray(data: number[], shape: Shape, dtype: Dtype = "f32"): TensorData {
+  fromArray(data: ArrayLike<number>, shape: Shape, dtype: Dtype = "f32"): TensorData {
     checkShape("fromArray", shape);
     if (data.length !== size(shape)) fail("fromArray", `${data.length} values for shape ${fmt(shape)} (needs ${size(shape)})`);
     return this.E.fromHost(shape, dtype, hostArray(dtype, data));
@@ -210,6 +245,13 @@ export class HeliosBackend implements Backend {
   ): void {
     OPT.adamwStep(this.E, params, grads, m, v, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale);
   }
+  /** adamwStep in place with lr, bc1, bc2, gradScale and a skip flag from `hyper` (f32 [5]) on the device. */
+  adamwStepDevice(
+    params: TensorData, grads: TensorData, m: TensorData, v: TensorData, hyper: TensorData,
+    beta1: number, beta2: number, eps: number, weightDecay: number,
+  ): void {
+    STEP.adamwStepDevice(this.E, params, grads, m, v, hyper, beta1, beta2, eps, weightDecay);
+  }
 
   // ---- reductions
 
@@ -271,6 +313,10 @@ export class HeliosBackend implements Backend {
   causalMask(n: number): TensorData { return S.causalMask(this.E, n); }
   maskedFill(a: TensorData, mask: TensorData, value: number): TensorData { return S.maskedFill(this.E, a, mask, value); }
   dropoutMask(shape: Shape, seed: number, counter: number, p: number): TensorData { return S.dropoutMask(this.E, shape, seed, counter, p); }
+  /** dropoutMask with counter = counter[0] + offset read on the device (counter: i32 [1]). */
+  dropoutMaskAt(shape: Shape, seed: number, counter: TensorData, offset: number, p: number): TensorData {
+    return STEP.dropoutMaskAt(this.E, shape, seed, counter, offset, p);
+  }
 
   // ---- comparison (host: these return JS booleans)
 

@@ -8,12 +8,15 @@ export interface HeliosConfig {
   readonly batchSize: number;
   /** HELIOS_FUSION_MAX_NODES: largest expression fused into one kernel. Default 32. */
   readonly fusionMaxNodes: number;
+  /** HELIOS_CAPTURE: run the training step as a captured batch replayed each step. Default on. */
+  readonly capture: boolean;
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   fusion: true,
   batchSize: 256,
   fusionMaxNodes: 32,
+  capture: true,
 });
 
 type Env = Record<string, string | undefined>;
@@ -42,5 +45,6 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     fusion: flag(env, "HELIOS_FUSION", DEFAULT_CONFIG.fusion),
     batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
+    capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
   });
 }

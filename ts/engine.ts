@@ -5,7 +5,7 @@ import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
 import type { HeliosConfig } from "./config.js";
 import type { Runtime } from "./exec/runtime.js";
 import { BufferPool, type Lease } from "./exec/lease.js";
-import { type Scheduler, schedulerFor } from "./exec/scheduler.js";
+import { type Scheduler, captureError, schedulerFor } from "./exec/scheduler.js";
 import { KernelCache } from "./kernels/cache.js";
 import { HeliosTensor, type TensorHost } from "./tensor.js";
 import { type Expr, type BinaryOp, type UnaryOp, countNodes, leavesOf } from "./fusion/expr.js";
@@ -59,6 +59,8 @@ export class Engine implements TensorHost {
       throw e;
     }
   }
+  /** While capturing (ts/exec/capture.ts): outputs recorded into the capture, and the first lease serial inside it. */
+  capture: { outputs: WeakRef<HeliosTensor>[]; firstSerial: number } | null = null;
   /** Dispatches this engine recorded since the trainer last reset the step counter. */
   opsThisStep = 0;
   private dispatches = 0;
@@ -250,6 +252,7 @@ export class Engine implements TensorHost {
       o.ticket = ticket;
       o.host = null;
     }
+    if (this.capture) for (const o of outputs) this.capture.outputs.push(new WeakRef(o));
   }
 
   /**
@@ -260,6 +263,10 @@ export class Engine implements TensorHost {
     const h = this.holders.get(t);
     const hn = this.holders.get(next);
     if (!h || !hn || !next.lease) throw new Error("helios: internal error: rebind");
+    if (this.capture && t.lease && t.lease.serial < this.capture.firstSerial) {
+      // A replay would read the old buffer again while the tensor points at the new one.
+      throw captureError("in-place op", `tensor ${fmt(t.shape)} was made before beginCapture and an out-of-place update would rebind it; use the in-place device variants (adamwStepDevice)`);
+    }
     for (const l of h.leases) l.release();
     h.leases = [next.lease.retain()];
     t.lease = next.lease;
@@ -391,6 +398,21 @@ export class Engine implements TensorHost {
     this.readbacks++;
     t.host = fromStorage(t.dtype, raw);
     return t.host;
+  }
+
+  /** Overwrites a device tensor's buffer in program order (keeps the buffer: captures may bind it). */
+  writeTensor(t: HeliosTensor, data: ArrayLike<number>): void {
+    const op = "writeTensor";
+    if (t.released) fail(op, `tensor ${fmt(t.shape)} was already released (releaseGpuTensor)`);
+    if (this.capture) throw captureError(op, "cannot upload inside a capture (the upload would be replayed with the same data); write inputs before replay");
+    if (data.length !== size(t.shape)) fail(op, `${data.length} values for shape ${fmt(t.shape)} (needs ${size(t.shape)})`);
+    this.materialize(t);
+    if (!t.lease) return;
+    this.rethrowDeferred();
+    this.sched.sync();
+    this.rt.uploadBuffer(t.lease.handle, toStorage(t.dtype, data as TensorArray));
+    this.uploads++;
+    t.host = null;
   }
 
   /** Returns a tensor's buffers to the pool now; later use of the tensor is an error. */

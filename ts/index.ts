@@ -1,6 +1,7 @@
 // Public entry point of @alpha/helios.
 export { native } from "./native.js";
-export { HeliosBackend, type HeliosBackendOptions, type HeliosStats } from "./backend.js";
+export { HeliosBackend, type HeliosBackendOptions, type HeliosStats, type CapturedBatch } from "./backend.js";
+export { ERR_CAPTURE } from "./exec/scheduler.js";
 export { initDevice, destroyDevice, getDeviceInfo } from "./device.js";
 export type { Backend, TensorData, Dtype, Shape, TensorArray, NumericArray } from "./types.js";
 export type { DeviceInfo, PoolStats } from "./exec/runtime.js";

@@ -23,7 +23,41 @@ export type TrainBackend = Required_<
   releaseGpuTensor?(t: TensorData): void;
   flush?(): void;
   syncGpu?(): void;
-};
+} & Partial<CaptureOps>;
+
+/** A captured batch, as the backend hands it out (opaque to the trainer). */
+export type CaptureHandle = object;
+
+/**
+ * What a captured step needs beyond the eager ops (HeliosBackend has all of it): the capture
+ * calls, in-place uploads into the step's input tensors, and the per-step scalar variants that
+ * read lr, bias corrections, gradScale and the dropout counter from device tensors.
+ */
+export interface CaptureOps extends Pick<Backend, "full" | "div" | "sqrt" | "scale" | "clamp"> {
+  readonly canCapture: boolean;
+  beginCapture(): void;
+  endCapture(...outputs: TensorData[]): CaptureHandle;
+  abortCapture(): void;
+  replay(c: CaptureHandle): void;
+  destroyCapture(c: CaptureHandle): void;
+  writeTensor(t: TensorData, data: ArrayLike<number>): void;
+  adamwStepDevice(
+    params: TensorData, grads: TensorData, m: TensorData, v: TensorData, hyper: TensorData,
+    beta1: number, beta2: number, eps: number, weightDecay: number,
+  ): void;
+  dropoutMaskAt(shape: number[], seed: number, counter: TensorData, offset: number, p: number): TensorData;
+}
+
+const CAPTURE_OPS = [
+  "full", "div", "sqrt", "scale", "clamp", "beginCapture", "endCapture", "abortCapture", "replay", "destroyCapture", "writeTensor", "adamwStepDevice", "dropoutMaskAt",
+] as const;
+
+/** The backend's capture ops when it has them all and capture is enabled there; null otherwise. */
+export function captureOps(b: TrainBackend): (TrainBackend & CaptureOps) | null {
+  const r = b as unknown as Record<string, unknown>;
+  if (!CAPTURE_OPS.every((k) => typeof r[k] === "function") || r.canCapture !== true) return null;
+  return b as TrainBackend & CaptureOps;
+}
 
 const NEEDED = [
   "matmulTransposed", "matmulTransposedA", "sliceQkv", "flashAttention", "flashAttentionBackward",
@@ -55,6 +89,12 @@ export class Scope {
     if (i < 0) return;
     this.held.splice(i, 1);
     this.B.releaseGpuTensor?.(t);
+  }
+  /** Stops holding `t` without releasing it (ownership passes to the caller). */
+  forget<T extends TensorData>(t: T): T {
+    const i = this.held.lastIndexOf(t);
+    if (i >= 0) this.held.splice(i, 1);
+    return t;
   }
   releaseAll(): void {
     const rel = this.B.releaseGpuTensor?.bind(this.B);

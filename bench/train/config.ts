@@ -1,6 +1,5 @@
-// Model and run configuration for bench/train, and the one place bench/train reads HELIOS_*
-// variables. HELIOS_CAPTURE belongs in ts/config.ts (owned by the backend); until it moves
-// there it is read here, with the same parsing rules.
+// Model and run configuration for bench/train. HELIOS_* variables are read in ts/config.ts only.
+import { readConfig } from "../../ts/config.js";
 
 export interface GPTConfig {
   /** Vocabulary size (256 for bytes; 50304 for GPT-2 padded). */
@@ -46,18 +45,11 @@ export function checkGPTConfig(c: GPTConfig): void {
 }
 
 export interface TrainEnv {
-  /** HELIOS_CAPTURE: run the training step as a captured batch replayed each step. Default on. */
+  /** HELIOS_CAPTURE (ts/config.ts): run the training step as a captured batch replayed each step. */
   readonly capture: boolean;
 }
 
-type Env = Record<string, string | undefined>;
-
-export function readTrainEnv(env: Env = process.env): TrainEnv {
-  const raw = env.HELIOS_CAPTURE?.trim().toLowerCase();
-  let capture = true;
-  if (raw === "0" || raw === "false" || raw === "off" || raw === "no") capture = false;
-  else if (raw !== undefined && raw !== "" && !["1", "true", "on", "yes"].includes(raw)) {
-    throw new Error(`HELIOS_CAPTURE=${env.HELIOS_CAPTURE}: expected 0/1/true/false/on/off`);
-  }
-  return Object.freeze({ capture });
+/** The training-relevant slice of the backend configuration (HELIOS_* is parsed only in ts/config.ts). */
+export function readTrainEnv(env: Record<string, string | undefined> = process.env): TrainEnv {
+  return Object.freeze({ capture: readConfig(env).capture });
 }

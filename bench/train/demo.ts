@@ -93,7 +93,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   log(
     `model: ${cfg.layers} layers, dim ${cfg.dim}, ${cfg.heads} heads, T ${o.seq}, batch ${o.batch}, ` +
       `${(paramCount(cfg) / 1e6).toFixed(2)}M params; text ${path.basename(o.text)} ` +
-      `(${data.train.length} train / ${data.val.length} val bytes); matmuls ${o.matmul16 ? "f16 operands" : "f32"}; capture ${env.capture ? "requested (eager: see bench/train/README.md)" : "off"}`,
+      `(${data.train.length} train / ${data.val.length} val bytes); matmuls ${o.matmul16 ? "f16 operands" : "f32"}; capture ${tr.capturing ? "on" : env.capture ? "unavailable on this backend (eager)" : "off"}`,
   );
   const val = evalSet(data.val, o);
   const rng = new Rng(o.seed + tr.opt.step);
@@ -138,7 +138,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
   const timed = Math.max(1, done - 2);
   const msPerStep = totalMs / timed;
   const res = { steps: tr.opt.step, firstLoss, lastLoss, valLoss, tokensPerSec: (o.batch * o.seq) / (msPerStep / 1000), msPerStep, sample };
-  if (o.json) writeFileSync(o.json, JSON.stringify({ ...res, model: cfg, batch: o.batch, seq: o.seq, device: B.name, valTarget: 1.6, valBelowTarget: valLoss < 1.6 }, null, 1));
+  if (o.json) writeFileSync(o.json, JSON.stringify({ ...res, model: cfg, batch: o.batch, seq: o.seq, device: B.name, capture: tr.capturing, valTarget: 1.6, valBelowTarget: valLoss < 1.6 }, null, 1));
   return res;
 }
 

@@ -22,6 +22,11 @@ export interface Dropout {
   readonly seed: number;
   /** Counter of the first mask of this step; each mask uses the next one. */
   counter: number;
+  /**
+   * Captured steps: an i32 [1] device tensor holding the step's first counter; `counter` then
+   * counts masks from 0 and each mask uses base[0] + counter (dropoutMaskAt).
+   */
+  readonly base?: TensorData;
 }
 
 interface BlockCache {
@@ -114,6 +119,11 @@ export class GPT {
 
   private mask(s: Scope, drop: Dropout | null, N: number): TensorData | null {
     if (!drop || drop.p === 0) return null;
+    if (drop.base) {
+      const at = this.B.dropoutMaskAt;
+      if (!at) throw new Error(`backend ${this.B.name} has no dropoutMaskAt (needed for captured dropout)`);
+      return s.keep(at.call(this.B, [N, this.cfg.dim], drop.seed, drop.base, drop.counter++, drop.p));
+    }
     return s.keep(this.B.dropoutMask([N, this.cfg.dim], drop.seed, drop.counter++, drop.p));
   }
 

@@ -119,6 +119,7 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
   const init = new Map<string, Float32Array>();
   for (const [k, v] of tensors) init.set(k, v.data as Float32Array);
   const tr = new Trainer(B, o.model, o.optim, { init, seed: o.seed, matmul16: mode === "matmul16" });
+  o.log(`helios ${mode}: ${tr.capturing ? "captured step replayed (HELIOS_CAPTURE=1)" : "eager step"}`);
   const peak0 = B.stats?.().pool.peakBytes ?? 0;
   const tok = readSafetensors(batchesPath).tensors.get("tokens")!.data as Int32Array;
   const W = o.seq + 1, n = o.batch * o.seq;
@@ -145,6 +146,8 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
   const peak = B.stats?.().pool.peakBytes ?? 0;
   const res = side(losses, ms, peak, n);
   if (peak0 > 0 && peak === peak0) res.error = (res.error ? res.error + "; " : "") + "peak memory not above the previous mode's";
+  // The capture pins every buffer it uses: free it before the next mode.
+  tr.dropCapture();
   for (const t of [...tr.params.values(), ...tr.opt.m.values(), ...tr.opt.v.values()]) B.releaseGpuTensor?.(t);
   if (error) res.error = error;
   return res;

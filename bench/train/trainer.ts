@@ -1,12 +1,14 @@
 // The training step: upload a batch, forward, backward, clip + AdamW, read the loss, release
-// every temporary. Eager by default; captured (record once, replay each step) when the backend
-// exposes a capture API and HELIOS_CAPTURE is on.
+// every temporary. Captured (record once, replay each step: captured.ts) when the backend has
+// the capture ops and HELIOS_CAPTURE is on; eager otherwise.
 import type { TensorData } from "../../ts/types.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
-import { Scope, scalar, type TrainBackend } from "./backend.js";
+import { Scope, captureOps, scalar, type TrainBackend } from "./backend.js";
+import { readTrainEnv } from "./config.js";
+import { CapturedStep, captureStep, stepKey } from "./captured.js";
 import { GPT, type Batch, type Dropout } from "./model.js";
 import { initHostParams, paramSpecs, upload, type ParamSpec, type Params } from "./params.js";
-import { adamwUpdate, initOptimState, type OptimState } from "./optim.js";
+import { adamwUpdate, initOptimState, learningRate, type OptimState } from "./optim.js";
 import type { HostBatch } from "./data.js";
 
 export interface StepResult {
@@ -27,6 +29,8 @@ export interface TrainerOptions {
   matmul16?: boolean;
   /** Initial loss scale under matmul16 (halved on overflow, doubled after 1000 clean steps). */
   lossScale?: number;
+  /** Run steps as a replayed captured batch when the backend can (default: HELIOS_CAPTURE). */
+  capture?: boolean;
 }
 
 export class Trainer {
@@ -39,6 +43,8 @@ export class Trainer {
   private dropCounter = 0;
   lossScale: number;
   private cleanSteps = 0;
+  private readonly captureWanted: boolean;
+  private captured: CapturedStep | null = null;
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, readonly optim: OptimConfig, o: TrainerOptions = {}) {
     this.seed = o.seed ?? 1337;
@@ -47,6 +53,18 @@ export class Trainer {
     this.specs = paramSpecs(cfg);
     this.params = upload(B, o.init ?? initHostParams(cfg, this.seed), this.specs);
     this.opt = initOptimState(B, this.specs);
+    this.captureWanted = o.capture ?? readTrainEnv().capture;
+  }
+
+  /** Whether step() replays a captured batch (the backend has the capture ops and capture is wanted). */
+  get capturing(): boolean {
+    return this.captureWanted && captureOps(this.B) !== null;
+  }
+
+  /** Frees the captured step, if any (the next step records a new one). */
+  dropCapture(): void {
+    this.captured?.destroy();
+    this.captured = null;
   }
 
   private positions(B: number, T: number): TensorData {
@@ -86,6 +104,8 @@ export class Trainer {
   }
 
   step(hb: HostBatch): StepResult {
+    const C = this.captureWanted ? captureOps(this.B) : null;
+    if (C) return this.replayStep(C, hb);
     const t0 = performance.now();
     const scope = new Scope(this.B);
     try {
@@ -99,6 +119,29 @@ export class Trainer {
     } finally {
       scope.releaseAll();
     }
+  }
+
+  private replayStep(C: NonNullable<ReturnType<typeof captureOps>>, hb: HostBatch): StepResult {
+    const t0 = performance.now();
+    const ctx = {
+      model: this.model, cfg: this.cfg, optim: this.optim, specs: this.specs, params: this.params, opt: this.opt,
+      seed: this.seed, lossScale: this.lossScale, pos: this.positions(hb.B, hb.T),
+    };
+    const key = stepKey(hb, this.lossScale);
+    if (!this.captured || !this.captured.fits(key, ctx)) {
+      this.dropCapture();
+      this.captured = captureStep(C, ctx, hb);
+    }
+    const o = this.optim, st = this.opt;
+    const lr = learningRate(o, st.step);
+    const t = st.step + 1;
+    const r = this.captured.run(hb, lr, 1 - o.beta1 ** t, 1 - o.beta2 ** t, this.dropCounter);
+    this.dropCounter += this.captured.masks;
+    const applied = !r.nonFinite;
+    const gradNorm = Math.sqrt(r.sumSq) / this.lossScale;
+    if (applied) st.step = t;
+    if (this.model.matmul16) this.adjustLossScale(applied);
+    return { step: st.step, loss: r.loss, gradNorm, lr, applied, ms: performance.now() - t0 };
   }
 
   private adjustLossScale(applied: boolean): void {

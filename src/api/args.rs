@@ -67,8 +67,10 @@ impl ByteView<'_> {
 
 pub fn byte_view<'a>(v: Unknown<'a>, what: &str) -> HeliosResult<ByteView<'a>> {
     let bad = |v: &Unknown<'_>| expected(what, "an ArrayBuffer or a typed array", v);
-    if v.is_typedarray().unwrap_or(false) {
-        return TypedArray::from_unknown(v).map(ByteView::View).map_err(|e| HeliosError::invalid_argument(format!("{what}: {e}")));
+    // Typed arrays first and without a type probe: napi_get_typedarray_info fails cleanly on
+    // anything else, and this is one napi call fewer on the recordDispatch hot path.
+    if let Ok(view) = TypedArray::from_unknown(v) {
+        return Ok(ByteView::View(view));
     }
     if v.is_arraybuffer().unwrap_or(false) {
         return ArrayBuffer::from_unknown(v).map(ByteView::Buffer).map_err(|e| HeliosError::invalid_argument(format!("{what}: {e}")));

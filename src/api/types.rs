@@ -65,6 +65,8 @@ pub struct DeviceInfo {
     pub timestamp_period_ns: f64,
     pub atomic_float_add_supported: bool,
     pub validation: bool,
+    /// How hazard barriers are recorded: "global" or "buffer" (`HELIOS_BARRIER`).
+    pub barrier_mode: String,
 }
 
 #[napi(object)]
@@ -168,5 +170,6 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         timestamp_period_ns: info.timestamp_period_ns,
         atomic_float_add_supported: caps.atomic_float_add,
         validation: flags.validation,
+        barrier_mode: flags.barrier_mode.as_str().to_string(),
     }
 }

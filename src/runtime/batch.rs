@@ -1,19 +1,24 @@
 //! Batches: recording dispatches (the hot path), hazard barriers from declared access, and
 //! submission in segments on the compute timeline.
 //!
-//! Every segment's command buffer starts with one global barrier (covering everything
-//! submitted before it on the queue, and making captured batches safe to replay anywhere)
-//! and ends with a GPU-write -> host-read barrier. Between, barriers come from the tracker.
+//! Barriers come from the tracker, whose state spans command buffers: a segment starts
+//! with no barrier (a hazard with earlier submissions gets one where it occurs, and
+//! independent work none, which matters for short submit+wait round trips), and ends
+//! with a GPU-write -> host-read barrier only when it wrote host-visible memory. Replays
+//! run behind a pre-recorded global barrier (`replay_batch`), and after a capture or a
+//! replay the next command gets a full barrier (`barrier_owed`).
 
 use std::sync::Arc;
 
 use crate::caps::Access;
+use crate::config::BarrierMode;
 use crate::error::{HeliosError, HeliosResult};
 use crate::runtime::context::Runtime;
 use crate::runtime::lane::Keep;
 use crate::runtime::pipelines::PipelineObj;
 use crate::runtime::profile::ProfileBuilder;
 use crate::runtime::timeline::Point;
+use crate::runtime::tracker::Hazard;
 use crate::vk::command::{self, Binding};
 use crate::vk::raw as vk;
 
@@ -61,9 +66,7 @@ impl Runtime {
             self.compute.give_back(cmd);
             return Err(e);
         }
-        command::global_barrier(&self.dev, cmd);
-        self.tracker.barrier();
-        self.transfer_since_barrier = false;
+        self.host_visible_write = false;
         Ok(cmd)
     }
 
@@ -72,30 +75,69 @@ impl Runtime {
     }
 
     /// Applies the tracker to `list` of (resource, reads, writes) of one command (`transfer`:
-    /// a copy or fill rather than a dispatch): one barrier if any access conflicts, then
-    /// records the accesses and marks the resources as used by the open segment.
+    /// a copy or fill rather than a dispatch): one barrier if any access conflicts (an
+    /// execution-only one when the hazard is only write-after-read), then records the
+    /// accesses and marks the resources as used by the open segment.
     pub fn apply_access(&mut self, cmd: vk::CommandBuffer, list: &[(u32, bool, bool)], transfer: bool, touched: &mut Vec<u32>) {
-        let hazard = list
-            .iter()
-            .any(|&(id, r, w)| self.res.get(id).is_some_and(|res| self.tracker.conflicts(&res.access, r, w)));
-        if hazard {
-            command::hazard_barrier(&self.dev, cmd, self.transfer_since_barrier);
+        let mut hazard = Hazard::None;
+        for &(id, r, w) in list {
+            if let Some(res) = self.res.get(id) {
+                hazard = hazard.max(self.tracker.hazard(&res.access, r, w));
+            }
+        }
+        if self.barrier_owed || (transfer && self.compute_only_barrier) {
+            // A stale tracker, or earlier compute-only barriers that did not order work
+            // before them with transfers: a full barrier.
+            self.barrier_owed = false;
+            command::global_barrier(&self.dev, cmd);
             self.tracker.barrier();
             self.transfer_since_barrier = false;
+            self.compute_only_barrier = false;
+        } else if hazard != Hazard::None {
+            self.hazard_barrier(cmd, hazard == Hazard::Memory, transfer);
         }
         self.transfer_since_barrier |= transfer;
         for &(id, r, w) in list {
             if let Some(res) = self.res.get_mut(id) {
-                self.tracker.record(&mut res.access, r, w);
+                self.tracker.record(id, &mut res.access, r, w);
                 if res.seg != self.seg {
                     res.seg = self.seg;
                     touched.push(id);
                 }
                 if w {
                     res.seg_write = self.seg;
+                    if res.direct {
+                        self.host_visible_write = true;
+                    }
                 }
             }
         }
+    }
+
+    fn hazard_barrier(&mut self, cmd: vk::CommandBuffer, memory: bool, before_transfer: bool) {
+        let scope = command::HazardScope { memory, after_transfer: self.transfer_since_barrier, before_transfer };
+        let written = self.tracker.written();
+        let named = match self.cfg.barrier {
+            BarrierMode::Buffer if memory && written.len() <= command::MAX_BUFFER_BARRIERS => {
+                let mut raw = [vk::Buffer::null(); command::MAX_BUFFER_BARRIERS];
+                let mut all = true;
+                for (slot, id) in raw.iter_mut().zip(written) {
+                    match self.res.get(*id) {
+                        Some(r) => *slot = r.gpu.raw,
+                        None => all = false,
+                    }
+                }
+                all.then_some((raw, written.len()))
+            }
+            _ => None,
+        };
+        match named {
+            Some((raw, n)) => command::hazard_buffer_barrier(&self.dev, cmd, scope, &raw[..n]),
+            None => command::hazard_barrier(&self.dev, cmd, scope),
+        }
+        self.tracker.barrier();
+        self.transfer_since_barrier = false;
+        self.compute_only_barrier |= !before_transfer;
     }
 
     /// Binding count, push-constant size and group counts of one dispatch against `pipe`.
@@ -228,7 +270,9 @@ impl Runtime {
         let Some(mut batch) = self.batch.take() else {
             return Err(HeliosError::invalid_argument("no open batch (call beginBatch first)"));
         };
-        command::host_read_barrier(&self.dev, batch.cmd);
+        if std::mem::take(&mut self.host_visible_write) {
+            command::host_read_barrier(&self.dev, batch.cmd);
+        }
         command::end(&self.dev, batch.cmd)?;
         let waits = self.transfer_waits();
         let mut keep = std::mem::take(&mut batch.keep);

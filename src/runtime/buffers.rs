@@ -169,6 +169,10 @@ impl Runtime {
     /// Frees idle pooled buffers whose last use completed.
     pub fn trim_pool(&mut self) -> HeliosResult<()> {
         self.maintain()?;
+        // Synchronous reads waited for their copies, so the read staging is idle here.
+        if let Some(b) = self.read_staging.take() {
+            memory::destroy_buffer(&self.dev, &mut self.alloc, b);
+        }
         let open = self.open_seg();
         let done = self.completed_cached();
         let res = &self.res;

@@ -44,6 +44,8 @@ impl Runtime {
             }
         }
         self.seg += 1;
+        // Barriers recorded into the capture have not run: the tracker must not rely on them.
+        self.barrier_owed = true;
         let capture = Capture { cmd: batch.cmd, keep, buffers, last_value: 0 };
         self.captures.insert(capture)
     }
@@ -55,8 +57,10 @@ impl Runtime {
             self.submit_segment(true)?;
         }
         let waits = self.transfer_waits();
-        let value = self.compute.submit(&self.dev, cmd, &waits, Keep::default())?;
+        // The capture was recorded against an older tracker state: a global barrier first.
+        let value = self.compute.submit_cmds(&self.dev, &[self.head_cmd, cmd], &waits, Keep::default())?;
         self.transfer_waited = self.transfer_pending;
+        self.barrier_owed = true;
         let capture = self.captures.get_mut(graph)?;
         capture.last_value = value;
         for &(id, written) in &capture.buffers {

@@ -64,6 +64,8 @@ pub struct Runtime {
     pub transfer_waited: u64,
     pub ring: Ring,
     pub ring_buf: Option<GpuBuffer>,
+    /// Host staging for large synchronous reads, sized to the largest one so far (see readback.rs).
+    pub read_staging: Option<GpuBuffer>,
     pub desc_free: Vec<vk::DescriptorPool>,
     pub profiles: HashMap<u64, ProfileRecord>,
     pub readbacks: HashMap<u64, GpuBuffer>,
@@ -73,6 +75,19 @@ pub struct Runtime {
     pub use_push_descriptors: bool,
     /// A copy or fill was recorded since the last barrier (selects the barrier's source stages).
     pub transfer_since_barrier: bool,
+    /// A hazard barrier since the last full one had a compute-only second scope: the next
+    /// copy or fill first gets a full barrier.
+    pub compute_only_barrier: bool,
+    /// The open segment writes host-visible memory (a direct buffer or a readback staging
+    /// buffer): only then does it end with a GPU-write -> host-read barrier.
+    pub host_visible_write: bool,
+    /// The tracker's view of the queue is stale (a batch was captured, whose recorded
+    /// barriers never ran, or a capture was replayed, whose accesses it never saw): the
+    /// next recorded command first gets a full barrier.
+    pub barrier_owed: bool,
+    /// A pre-recorded command buffer holding one global barrier, submitted ahead of every
+    /// replay so a captured batch is safe to run after any work.
+    pub head_cmd: vk::CommandBuffer,
     /// Distinguishes runtimes across destroy/initDevice for async tasks.
     pub id: u64,
     pub dev: Arc<Device>,
@@ -94,7 +109,11 @@ impl Runtime {
         }
         let dev = Arc::new(dev);
         let mut alloc = memory::create_allocator(&dev)?;
-        let compute = Lane::new(&dev, dev.adapter.compute_family, dev.compute_queue, dev.compute_sem)?;
+        let mut compute = Lane::new(&dev, dev.adapter.compute_family, dev.compute_queue, dev.compute_sem)?;
+        let head_cmd = compute.acquire(&dev)?;
+        command::begin(&dev, head_cmd)?;
+        command::global_barrier(&dev, head_cmd);
+        command::end(&dev, head_cmd)?;
         let transfer = Lane::new(&dev, dev.transfer_family, dev.transfer_queue, dev.transfer_sem)?;
         let ring_buf = memory::create_buffer(&dev, &mut alloc, cfg.staging_bytes, Placement::Staging)?;
         let cache = open_cache(&dev, &cfg);
@@ -114,6 +133,7 @@ impl Runtime {
             transfer_waited: 0,
             ring: Ring::new(cfg.staging_bytes),
             ring_buf: Some(ring_buf),
+            read_staging: None,
             desc_free: Vec::new(),
             profiles: HashMap::new(),
             readbacks: HashMap::new(),
@@ -121,6 +141,10 @@ impl Runtime {
             cache,
             lost: false,
             transfer_since_barrier: true,
+            compute_only_barrier: false,
+            host_visible_write: false,
+            barrier_owed: false,
+            head_cmd,
             use_push_descriptors: dev.push_desc.is_some(),
             id,
             cfg,
@@ -263,8 +287,8 @@ impl Runtime {
         for (_, b) in self.readbacks.drain() {
             memory::destroy_buffer(&self.dev, &mut self.alloc, b);
         }
-        if let Some(ring) = self.ring_buf.take() {
-            memory::destroy_buffer(&self.dev, &mut self.alloc, ring);
+        for b in [self.ring_buf.take(), self.read_staging.take()].into_iter().flatten() {
+            memory::destroy_buffer(&self.dev, &mut self.alloc, b);
         }
         pipeline::destroy_cache(&self.dev, self.cache.raw);
         self.cache.raw = vk::PipelineCache::null();

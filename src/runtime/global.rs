@@ -48,6 +48,7 @@ pub struct DeviceFlags {
     pub has_async_transfer: bool,
     pub has_push_descriptors: bool,
     pub has_bda: bool,
+    pub barrier_mode: crate::config::BarrierMode,
 }
 
 fn flags(rt: &Runtime) -> DeviceFlags {
@@ -56,6 +57,7 @@ fn flags(rt: &Runtime) -> DeviceFlags {
         has_async_transfer: rt.dev.has_async_transfer(),
         has_push_descriptors: rt.use_push_descriptors,
         has_bda: rt.dev.enabled.bda,
+        barrier_mode: rt.cfg.barrier,
     }
 }
 

@@ -83,8 +83,13 @@ impl Lane {
 
     /// Submits `cmd` signalling the next value; `keep` lives until that value completes.
     pub fn submit(&mut self, device: &Device, cmd: vk::CommandBuffer, waits: &[(vk::Semaphore, u64)], keep: Keep) -> HeliosResult<u64> {
+        self.submit_cmds(device, &[cmd], waits, keep)
+    }
+
+    /// Like `submit`, with up to two command buffers executed in order.
+    pub fn submit_cmds(&mut self, device: &Device, cmds: &[vk::CommandBuffer], waits: &[(vk::Semaphore, u64)], keep: Keep) -> HeliosResult<u64> {
         let value = self.submitted + 1;
-        sync::submit(device, &sync::Submit { queue: self.queue, cmd, waits, signal: (self.sem, value) })?;
+        sync::submit(device, &sync::Submit { queue: self.queue, cmds, waits, signal: (self.sem, value) })?;
         self.submitted = value;
         if !keep.is_empty() {
             self.inflight.push_back((value, keep));

@@ -16,6 +16,15 @@ use crate::vk::command;
 use crate::vk::memory::{self, GpuBuffer, Placement};
 use crate::vk::raw as vk;
 
+/// Reads from this size up go through one staging buffer holding the whole range (bigger
+/// than the ring, whose two chunks in flight make the DMA wait for the host copy).
+const WHOLE_READ_MIN: u64 = 16 << 20;
+/// Reads above this use the ring (the whole-range staging stays bounded).
+const WHOLE_READ_MAX: u64 = 1 << 30;
+/// One DMA submission: small enough that copying out starts early, large enough that 16
+/// submissions for 256 MiB cost nothing next to the transfer.
+const WHOLE_READ_CHUNK: u64 = 16 << 20;
+
 /// What a worker thread waits for before `finish_readback`.
 #[derive(Debug, Clone, Copy)]
 pub struct PendingRead {
@@ -50,6 +59,7 @@ impl Runtime {
         let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("no open batch")) };
         self.apply_access(batch.cmd, &[(id, true, false)], true, &mut batch.touched);
         command::copy(&self.dev, batch.cmd, src, staging.raw, vk::BufferCopy { src_offset: off, dst_offset: 0, size: len });
+        self.host_visible_write = true;
         self.batch = Some(batch);
         self.submit_segment(true)
     }
@@ -79,8 +89,73 @@ impl Runtime {
             r.gpu.read(off, &mut out)?;
             return Ok(out);
         }
-        self.read_via_ring(id, off, &mut out)?;
+        if (WHOLE_READ_MIN..=WHOLE_READ_MAX).contains(&len) {
+            self.read_via_whole_staging(id, off, &mut out)?;
+        } else {
+            self.read_via_ring(id, off, &mut out)?;
+        }
         Ok(out)
+    }
+
+    /// Large reads: every chunk's DMA is queued at once into one host staging buffer that
+    /// holds the whole range (kept for the next large read), so the copy engine never waits
+    /// for the host. While the DMA runs, the copy threads fault in the fresh result pages
+    /// (first touch, which otherwise dominates: ~65k page faults for 256 MiB); then each
+    /// chunk is copied out in parallel as soon as its DMA completed.
+    fn read_via_whole_staging(&mut self, id: u32, off: u64, out: &mut [u8]) -> HeliosResult<()> {
+        let (src, after) = self
+            .res
+            .get(id)
+            .map(|r| (r.gpu.raw, r.last_write.compute))
+            .ok_or_else(|| HeliosError::internal("read source vanished"))?;
+        let total = out.len() as u64;
+        let staging = match self.read_staging.take() {
+            Some(b) if b.size >= total => b,
+            old => {
+                if let Some(b) = old {
+                    memory::destroy_buffer(&self.dev, &mut self.alloc, b);
+                }
+                // Powers of two: a few growing reads do not reallocate every time.
+                self.allocate_buffer(total.next_power_of_two().min(WHOLE_READ_MAX), Placement::Staging)?
+            }
+        };
+        let mut chunks: Vec<(u64, u64, u64)> = Vec::with_capacity(total.div_ceil(WHOLE_READ_CHUNK) as usize);
+        let mut pos = 0u64;
+        let mut submitted = Ok(());
+        while pos < total {
+            let n = WHOLE_READ_CHUNK.min(total - pos);
+            let copy = vk::BufferCopy { src_offset: off + pos, dst_offset: pos, size: n };
+            match self.transfer_copy(src, staging.raw, copy, after, Keep::default()) {
+                Ok(value) => chunks.push((value, pos, n)),
+                Err(e) => {
+                    submitted = Err(e);
+                    break;
+                }
+            }
+            pos += n;
+        }
+        if let Err(e) = submitted {
+            // Copies already queued still write the staging: free it only after them.
+            let last = self.transfer.submitted;
+            self.transfer.keep_until(last, Keep { staging: vec![staging], ..Keep::default() });
+            return Err(e);
+        }
+        if let (Some(r), Some(&(last, _, _))) = (self.res.get_mut(id), chunks.last()) {
+            // The DMA reads the source until `last` (matters only if a wait below fails).
+            r.last_use = r.last_use.max(Point::transfer(last));
+        }
+        memory::prefault_for_overwrite(out);
+        let mut result = Ok(());
+        for &(value, at, n) in &chunks {
+            result = self
+                .wait_point(Point::transfer(value))
+                .and_then(|_| staging.read(at, &mut out[at as usize..(at + n) as usize]));
+            if result.is_err() {
+                break;
+            }
+        }
+        self.read_staging = Some(staging);
+        result
     }
 
     /// Chunked copies into the ring; each chunk is copied out as soon as its DMA finished.

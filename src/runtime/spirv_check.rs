@@ -63,7 +63,7 @@ enum Ty {
     Vector(u32, u32),
     Array { elem: u32, len: u32 },
     Struct(Vec<u32>),
-    Pointer { storage: u32, pointee: u32 },
+    Pointer { pointee: u32 },
 }
 
 /// What one pass over the module collects.
@@ -160,7 +160,7 @@ impl Module {
                 self.types.insert(ins[1], Ty::Struct(ins[2..].to_vec()));
             }
             op::TYPE_POINTER if n >= 4 => {
-                self.types.insert(ins[1], Ty::Pointer { storage: ins[2], pointee: ins[3] });
+                self.types.insert(ins[1], Ty::Pointer { pointee: ins[3] });
             }
             op::CONSTANT if n >= 4 => {
                 self.constants.insert(ins[2], ins[3]);

@@ -61,7 +61,7 @@ impl Runtime {
     pub fn transfer_copy(&mut self, src: vk::Buffer, dst: vk::Buffer, region: vk::BufferCopy, after: u64, keep: Keep) -> HeliosResult<u64> {
         let dev = self.dev.clone();
         let cmd = self.transfer.acquire(&dev)?;
-        if let Err(e) = command::begin(&dev, cmd) {
+        if let Err(e) = command::begin_once(&dev, cmd) {
             self.transfer.give_back(cmd);
             return Err(e);
         }

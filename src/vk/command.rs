@@ -46,6 +46,14 @@ pub fn begin(device: &Device, cmd: vk::CommandBuffer) -> HeliosResult<()> {
     unsafe { device.raw.begin_command_buffer(cmd, &info) }.map_err(|e| vk_error("vkBeginCommandBuffer", e))
 }
 
+/// Begins a command buffer that is submitted exactly once (transfer-lane copies): drivers may
+/// skip the bookkeeping SIMULTANEOUS_USE implies.
+pub fn begin_once(device: &Device, cmd: vk::CommandBuffer) -> HeliosResult<()> {
+    let info = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    // SAFETY: `cmd` is not pending (recycled only after its timeline value completed).
+    unsafe { device.raw.begin_command_buffer(cmd, &info) }.map_err(|e| vk_error("vkBeginCommandBuffer", e))
+}
+
 pub fn end(device: &Device, cmd: vk::CommandBuffer) -> HeliosResult<()> {
     // SAFETY: `cmd` is in the recording state.
     unsafe { device.raw.end_command_buffer(cmd) }.map_err(|e| vk_error("vkEndCommandBuffer", e))
@@ -82,24 +90,90 @@ pub fn global_barrier(device: &Device, cmd: vk::CommandBuffer) {
     );
 }
 
-/// The barrier the tracker asks for between commands of one command buffer: everything
-/// before (compute, plus transfers only when some ran since the last barrier, which is
-/// cheaper on some drivers) before every later compute or transfer access.
-pub fn hazard_barrier(device: &Device, cmd: vk::CommandBuffer, after_transfer: bool) {
-    let (stages, access) = if after_transfer {
-        (GPU_STAGES, GPU_WRITES)
+/// What one hazard barrier between commands of a command buffer must order.
+#[derive(Debug, Clone, Copy)]
+pub struct HazardScope {
+    /// RAW/WAW (or writes pending): make writes available and visible. Otherwise the
+    /// barrier is an execution dependency only (WAR), which needs no cache maintenance.
+    pub memory: bool,
+    /// A copy or fill ran since the last barrier (adds transfer source stages).
+    pub after_transfer: bool,
+    /// The next command is a copy or fill rather than a dispatch.
+    pub before_transfer: bool,
+}
+
+const STORAGE_ACCESS: vk::AccessFlags2 =
+    vk::AccessFlags2::from_raw(vk::AccessFlags2::SHADER_STORAGE_READ.as_raw() | vk::AccessFlags2::SHADER_STORAGE_WRITE.as_raw());
+
+/// Stage and access masks of a hazard barrier: only the stages that ran and the stage that
+/// follows, and only storage (or transfer) access bits, so the driver waits on and flushes
+/// no more than the hazard needs. Before a dispatch the second scope is compute only; the
+/// runtime then puts a full barrier before the next copy or fill (see `apply_access`).
+fn hazard_masks(h: HazardScope) -> (vk::PipelineStageFlags2, vk::AccessFlags2, vk::PipelineStageFlags2, vk::AccessFlags2) {
+    let (src_stage, src_access) = if h.after_transfer {
+        (GPU_STAGES, vk::AccessFlags2::SHADER_STORAGE_WRITE | vk::AccessFlags2::TRANSFER_WRITE)
     } else {
-        (vk::PipelineStageFlags2::COMPUTE_SHADER, vk::AccessFlags2::SHADER_WRITE)
+        (vk::PipelineStageFlags2::COMPUTE_SHADER, vk::AccessFlags2::SHADER_STORAGE_WRITE)
     };
+    let (dst_stage, dst_access) = if h.before_transfer {
+        (GPU_STAGES, GPU_ACCESS)
+    } else {
+        (vk::PipelineStageFlags2::COMPUTE_SHADER, STORAGE_ACCESS)
+    };
+    if h.memory {
+        (src_stage, src_access, dst_stage, dst_access)
+    } else {
+        (src_stage, vk::AccessFlags2::NONE, dst_stage, vk::AccessFlags2::NONE)
+    }
+}
+
+/// The barrier the tracker asks for, as one global VkMemoryBarrier2 (`HELIOS_BARRIER=global`).
+pub fn hazard_barrier(device: &Device, cmd: vk::CommandBuffer, h: HazardScope) {
+    let (src_stage, src_access, dst_stage, dst_access) = hazard_masks(h);
     memory_barrier(
         device,
         cmd,
         vk::MemoryBarrier2::default()
-            .src_stage_mask(stages)
-            .src_access_mask(access)
-            .dst_stage_mask(GPU_STAGES)
-            .dst_access_mask(GPU_ACCESS),
+            .src_stage_mask(src_stage)
+            .src_access_mask(src_access)
+            .dst_stage_mask(dst_stage)
+            .dst_access_mask(dst_access),
     );
+}
+
+/// Most buffers one VkBufferMemoryBarrier2 list names; beyond, a global barrier is cheaper to record.
+pub const MAX_BUFFER_BARRIERS: usize = 16;
+
+/// The same dependency as `hazard_barrier`, as one VkBufferMemoryBarrier2 per buffer written
+/// since the last barrier (`HELIOS_BARRIER=buffer`). `written` must name every such buffer
+/// (at most MAX_BUFFER_BARRIERS): memory visibility is given only for the buffers named.
+pub fn hazard_buffer_barrier(device: &Device, cmd: vk::CommandBuffer, h: HazardScope, written: &[vk::Buffer]) {
+    let (src_stage, src_access, dst_stage, dst_access) = hazard_masks(h);
+    if !h.memory || written.is_empty() {
+        return hazard_barrier(device, cmd, h);
+    }
+    let mut barriers = [vk::BufferMemoryBarrier2::default(); MAX_BUFFER_BARRIERS];
+    let n = written.len().min(MAX_BUFFER_BARRIERS);
+    for (b, &buffer) in barriers.iter_mut().zip(written) {
+        *b = vk::BufferMemoryBarrier2::default()
+            .src_stage_mask(src_stage)
+            .src_access_mask(src_access)
+            .dst_stage_mask(dst_stage)
+            .dst_access_mask(dst_access)
+            .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+            .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+            .buffer(buffer)
+            .offset(0)
+            .size(vk::WHOLE_SIZE);
+    }
+    // Plus an execution-only global barrier: write-after-read on buffers not named here
+    // needs ordering (no access bits, so no cache work); validation scopes buffer barriers'
+    // execution dependency to their buffer.
+    let exec = [vk::MemoryBarrier2::default().src_stage_mask(src_stage).dst_stage_mask(dst_stage)];
+    let dep = vk::DependencyInfo::default().memory_barriers(&exec).buffer_memory_barriers(&barriers[..n]);
+    // SAFETY: `cmd` is recording; every buffer is alive (the runtime keeps written buffers
+    // until their use completes) and the dependency info only references locals.
+    unsafe { device.raw.cmd_pipeline_barrier2(cmd, &dep) };
 }
 
 /// Transfer-queue flavour of the global barrier (a DMA queue supports only transfer stages).

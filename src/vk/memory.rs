@@ -123,6 +123,7 @@ const PARALLEL_COPY_BYTES: usize = 8 << 20;
 /// unexecuted), which is how the submitting thread knows the pointers are no longer used.
 struct Span {
     dst: *mut u8,
+    /// Null: only touch `dst` once per page (first-touch page faults, see `prefault`).
     src: *const u8,
     len: usize,
     done: mpsc::Sender<()>,
@@ -134,8 +135,16 @@ unsafe impl Send for Span {}
 
 impl Span {
     fn run(self) {
-        // SAFETY: the span lies inside the caller's buffers, which do not overlap each other.
-        unsafe { std::ptr::copy_nonoverlapping(self.src, self.dst, self.len) };
+        if self.src.is_null() {
+            for at in (0..self.len).step_by(PAGE) {
+                // SAFETY: `at < len`, inside the caller's buffer. Write only: a read first
+                // would map the shared zero page and fault a second time on the write.
+                unsafe { std::ptr::write_volatile(self.dst.add(at), 0) };
+            }
+        } else {
+            // SAFETY: the span lies inside the caller's buffers, which do not overlap each other.
+            unsafe { std::ptr::copy_nonoverlapping(self.src, self.dst, self.len) };
+        }
         let _ = self.done.send(());
     }
 }
@@ -170,6 +179,18 @@ fn copy_pool() -> &'static CopyPool {
     })
 }
 
+const PAGE: usize = 4096;
+
+/// Faults in every page of `out` from all copy threads, writing a zero at each page start:
+/// only for a buffer about to be overwritten whole. A fresh large result is backed by
+/// untouched pages: the first write to each costs a page fault (zeroing included), and one
+/// thread faulting 256 MiB bounds a download far below the DMA rate; faulting in parallel
+/// while the DMA runs takes that off the critical path.
+pub fn prefault_for_overwrite(out: &mut [u8]) {
+    parallel_copy(out.as_mut_ptr(), std::ptr::null(), out.len());
+}
+
+/// Copies `len` bytes from `src` to `dst` (or, with a null `src`, touches each page of `dst`).
 fn parallel_copy(dst: *mut u8, src: *const u8, len: usize) {
     let pool = copy_pool();
     let (done_tx, done_rx) = mpsc::channel();
@@ -180,7 +201,7 @@ fn parallel_copy(dst: *mut u8, src: *const u8, len: usize) {
     while off < len {
         let n = per.min(len - off);
         // SAFETY: `off + n <= len`, so both pointers stay inside their buffers.
-        let span = unsafe { Span { dst: dst.add(off), src: src.add(off), len: n, done: done_tx.clone() } };
+        let span = unsafe { Span { dst: dst.add(off), src: if src.is_null() { src } else { src.add(off) }, len: n, done: done_tx.clone() } };
         if mine.is_none() {
             mine = Some(span);
         } else if let Err(mpsc::SendError(span)) = pool.tx.lock().send(span) {

@@ -59,10 +59,10 @@ fn block(device: &Device, sem: vk::Semaphore, value: u64, timeout_ns: u64) -> He
     }
 }
 
-/// One submission: a command buffer that waits on timeline points and signals one.
+/// One submission: command buffers (at most 2) that wait on timeline points and signal one.
 pub struct Submit<'a> {
     pub queue: vk::Queue,
-    pub cmd: vk::CommandBuffer,
+    pub cmds: &'a [vk::CommandBuffer],
     pub waits: &'a [(vk::Semaphore, u64)],
     pub signal: (vk::Semaphore, u64),
 }
@@ -80,10 +80,14 @@ pub fn submit(device: &Device, s: &Submit<'_>) -> HeliosResult<()> {
         .semaphore(s.signal.0)
         .value(s.signal.1)
         .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
-    let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(s.cmd)];
+    let mut cmds = [vk::CommandBufferSubmitInfo::default(); 2];
+    let m = s.cmds.len().min(2);
+    for (slot, &cmd) in cmds.iter_mut().zip(s.cmds) {
+        *slot = vk::CommandBufferSubmitInfo::default().command_buffer(cmd);
+    }
     let info = vk::SubmitInfo2::default()
         .wait_semaphore_infos(&waits[..n])
-        .command_buffer_infos(&cmds)
+        .command_buffer_infos(&cmds[..m])
         .signal_semaphore_infos(&signals);
     // SAFETY: the caller holds the runtime lock (external queue synchronisation); the command
     // buffer is fully recorded and every referenced object stays alive until `signal` completes.

@@ -12,6 +12,8 @@ export class Lease {
     private readonly pool: BufferPool,
     readonly handle: number,
     readonly bytes: number,
+    /** Order of leasing: a capture tells buffers leased inside it from older ones. */
+    readonly serial = 0,
   ) {}
 
   get alive(): boolean {
@@ -43,7 +45,7 @@ export class BufferPool {
   lease(byteLength: number): Lease {
     const bytes = Math.max(4, (byteLength + 3) & ~3);
     this.leases++;
-    return new Lease(this, this.rt.leaseBuffer(bytes), bytes);
+    return new Lease(this, this.rt.leaseBuffer(bytes), bytes, this.leases);
   }
 
   free(l: Lease): void {

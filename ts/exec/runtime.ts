@@ -50,6 +50,10 @@ export interface Runtime {
   waitTimeline(value: number, timeoutMs?: number): void;
   getCompleted(): number;
   compileKernel(desc: string | object): number;
+  /** Captured batches (issue 2); optional so runtimes without them (the test mock) still bind. */
+  captureBatch?(): number;
+  replayBatch?(graph: number): number;
+  destroyCapture?(graph: number): void;
 }
 
 const REQUIRED: (keyof Runtime)[] = [

@@ -4,8 +4,17 @@
 import type { Groups, Runtime } from "./runtime.js";
 
 export class Ticket {
-  /** Timeline value once the batch is submitted; null while it is still open. */
+  /** Timeline value once the batch is submitted (or last replayed); null while it is still open. */
   value: number | null = null;
+  /** "captured": a captured batch, runs only when replayed; "aborted": never runs. */
+  kind: "batch" | "captured" | "aborted" = "batch";
+}
+
+/** Stable code of every capture misuse (a host read, flush or replay inside a capture, ...). */
+export const ERR_CAPTURE = "ERR_HELIOS_CAPTURE";
+
+export function captureError(call: string, msg: string): Error {
+  return Object.assign(new Error(`${call}: ${msg}`), { code: ERR_CAPTURE });
 }
 
 export interface SchedulerStats {
@@ -79,7 +88,8 @@ export class Scheduler {
     this.queued++;
     this.recorded++;
     this.stats.dispatches++;
-    if (this.recorded >= this.threshold) this.submit();
+    // A captured batch must stay whole (a split batch cannot be captured), so no threshold.
+    if (!this.capturing && this.recorded >= this.threshold) this.submit();
     return ticket;
   }
 
@@ -105,6 +115,9 @@ export class Scheduler {
   }
 
   submit(): void {
+    if (this.capturing) {
+      throw captureError("flush", "cannot submit while a batch is being captured (endCapture first): the captured step would be cut in two");
+    }
     this.sync();
     const t = this.open;
     if (!t) return;
@@ -117,6 +130,16 @@ export class Scheduler {
   /** Makes the work behind `ticket` visible to the host: submits it if open, then waits. */
   wait(ticket: Ticket | null): void {
     if (!ticket) return;
+    if (ticket === this.capturing) {
+      throw captureError(
+        "read",
+        "a tensor computed inside the open capture was read on the host; captured work runs only at replay, so a captured step cannot depend on a host read (read it after replay, or keep the value on the device)",
+      );
+    }
+    if (ticket.kind === "aborted") throw captureError("read", "the tensor was computed inside an aborted capture and never ran");
+    if (ticket.kind === "captured" && ticket.value === null) {
+      throw captureError("read", "the tensor is an output of a capture that was not replayed yet");
+    }
     if (ticket.value === null) this.submit();
     if (ticket.value !== null && this.rt.getCompleted() < ticket.value) {
       this.stats.waits++;
@@ -124,8 +147,72 @@ export class Scheduler {
     }
   }
 
+  private capturing: Ticket | null = null;
+
+  /**
+   * Submits what is recorded so far, then opens the batch to capture. Until endCapture,
+   * the size threshold is ignored and a flush or a host read of captured work is an error.
+   */
+  beginCapture(): Ticket {
+    if (this.capturing) throw captureError("beginCapture", "a capture is already open (endCapture or abortCapture it first)");
+    if (!this.rt.captureBatch || !this.rt.replayBatch || !this.rt.destroyCapture) {
+      throw captureError("beginCapture", "this runtime has no captured batches (captureBatch/replayBatch/destroyCapture)");
+    }
+    this.submit();
+    const t = this.current();
+    t.kind = "captured";
+    this.capturing = t;
+    return t;
+  }
+
+  /** Ends the capture: the batch is kept by the runtime, not submitted. Returns the graph. */
+  endCapture(): number {
+    const t = this.capturing;
+    if (!t) throw captureError("endCapture", "no capture is open (beginCapture first)");
+    this.sync();
+    this.capturing = null;
+    let graph: number;
+    try {
+      graph = (this.rt.captureBatch as () => number)();
+    } catch (e) {
+      // The runtime refused and left the batch open: it becomes an ordinary batch again.
+      t.kind = "batch";
+      throw e;
+    }
+    this.open = null;
+    return graph;
+  }
+
+  /** Ends an open capture and drops it: nothing recorded since beginCapture ever runs. */
+  abortCapture(): void {
+    const t = this.capturing;
+    if (!t) return;
+    try {
+      const graph = this.endCapture();
+      (this.rt.destroyCapture as (g: number) => void)(graph);
+      t.kind = "aborted";
+    } catch {
+      // captureBatch refused (the batch was split): it stays an ordinary batch and runs
+    }
+  }
+
+  /** Resubmits a captured batch after everything recorded before it; `ticket` names its outputs. */
+  replay(graph: number, ticket: Ticket): void {
+    if (this.capturing) throw captureError("replay", "cannot replay while a batch is being captured");
+    this.submit();
+    ticket.value = (this.rt.replayBatch as (g: number) => number)(graph);
+    this.last = ticket;
+    this.stats.batches++;
+  }
+
+  destroyCapture(graph: number): void {
+    this.sync();
+    (this.rt.destroyCapture as (g: number) => void)(graph);
+  }
+
   /** Forgets batch state after the device was destroyed (its batch died with it). */
   reset(): void {
+    this.capturing = null;
     this.open = null;
     this.last = null;
     this.queued = 0;

@@ -12,6 +12,7 @@ import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
 import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
 import { adamwKernel } from "./optim.js";
+import { adamwDeviceKernel, dropoutMaskAtKernel } from "./step.js";
 import { matmulKernel } from "./matmul.js";
 import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
 
@@ -101,5 +102,7 @@ export function backendVariants(): KernelVariant[] {
   for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });
   v.push({ id: "backend/dropout_mask", needs: [], build: dropoutMaskKernel });
+  for (const d of FLOATS) v.push({ id: `backend/adamw_device/${d}`, needs: needs(d), build: () => adamwDeviceKernel(d, d) });
+  v.push({ id: "backend/dropout_mask_at", needs: [], build: dropoutMaskAtKernel });
   return v;
 }

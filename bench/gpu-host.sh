@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train
+# Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
+# Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
+set -uo pipefail
+part=${1:-core}
+dest=${OUT:-/tmp}
+work=/tmp/helios-$part
+rm -rf "$work"; mkdir -p "$work"
+export HELIOS_CACHE_DIR=${HELIOS_CACHE_DIR:-/tmp/helios-cache}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv > "$work/nvidia-smi.csv" 2>&1
+run() { # run <name> <timeout-s> <command...>: log to $work/<name>.log, keep going on failure
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" "$@" > "$work/$name.log" 2>&1
+  echo "$name: exit $?" | tee -a "$work/status.txt"
+}
+case "$part" in
+  core)
+    run dispatch 200 node dist/bench/dispatch.js --barrier=global,buffer --out="$work/dispatch.json"
+    run ops 200 node dist/bench/ops.js --out="$work/ops.json"
+    run compile 60 node dist/bench/compile.js --out="$work/compile.json"
+    run coop-tests 120 node dist/bench/coop-tests.js
+    ;;
+  matmul)
+    export OUT=$work/mm
+    run matmul-check 270 bash bench/matmul-gpu.sh --phase=check
+    run matmul-perf 270 bash bench/matmul-gpu.sh --phase=perf
+    ;;
+  train)
+    export OUT=$work/train
+    run train-suite 420 bash bench/train/gpu.sh suite
+    run train-demo 150 bash bench/train/gpu.sh demo
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|train" >&2; exit 2 ;;
+esac
+tar czf "$dest/$part.tgz" -C /tmp "helios-$part"
+for f in "$work"/*.log; do echo "== $(basename "$f")"; tail -n 14 "$f"; done
+cat "$work/status.txt"
