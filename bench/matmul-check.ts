@@ -76,7 +76,7 @@ export function checkVariants(
   // then the rest, mode by mode; workgroup-scope (coopmat2) variants last of all: they exercise
   // the least-travelled driver path, and a device loss there must not cost the rest of the sweep.
   const picks = (mode: DtypeMode): Set<string> => {
-    const s = new Set<string>(["cm_128x128x32_w2x2"]);
+    const s = new Set<string>(mode.dtype === "f32" ? ["cm_128x128x32_w2x2"] : []);
     for (const size of [2048, 4096, 8192]) {
       const np = normalize({ m: size, n: size, k: size, dtype: mode.dtype, accF16: mode.accF16 });
       for (const v of candidateVariants(np, caps)) s.add(v.name);

@@ -28,7 +28,7 @@ import { coop2Kernel } from "./coopmat2.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
-import { VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
+import { UNTUNED, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
 
 /** The device facts the planner needs (a subset of the native DeviceInfo). */
 export interface MatmulCaps {
@@ -176,7 +176,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   const out: VariantSpec[] = [];
   const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
   for (const v of VARIANTS.values()) {
-    if (v.splits !== 1) continue;
+    if (v.splits !== 1 || UNTUNED.has(v.base)) continue;
     // f32 inputs: SIMT and the accurate bf16x3 split always; f16 tiles only when allowed
     const accurateF32 = v.kind === "coop" && !!v.cfg.split3;
     if (v.kind === "coop2" && !opts.includeCoop2) continue;
