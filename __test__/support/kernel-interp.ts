@@ -182,6 +182,18 @@ export class Interp {
           };
         }
         const sh = n.sh as string;
+        if (vec) {
+          // a vector view of a shared array of scalars: idx counts vectors
+          return (env, ctx) => {
+            const arr = ctx.shared.get(sh)!; const i = idx(env, ctx) as number;
+            if ((i + 1) * vec > arr.length) throw new Error(`interp: shared ${sh} vec${vec} load at ${i} out of bounds (${arr.length})`);
+            return Array.from({ length: vec }, (_, q) => {
+              const v = arr[i * vec + q];
+              if (v === undefined) throw new Error(`interp: shared ${sh}[${i * vec + q}] read before written`);
+              return v as Scalar;
+            });
+          };
+        }
         return (env, ctx) => {
           const arr = ctx.shared.get(sh)!;
           const i = idx(env, ctx) as number;
@@ -358,13 +370,13 @@ export class Interp {
       }
       case "cmstore": {
         const idx = this.expr(s.idx), stride = this.expr(s.stride), v = this.expr(s.value); const col = s.layout === "col";
-        const b = s.b, sh = s.sh;
+        const b = s.b, sh = s.sh; const vec = (s as { vec?: number }).vec ?? 1;
         const elem = b !== undefined ? this.desc.bindings[b].elem : scalarOf((this.desc.shared ?? []).find((x) => x.name === sh)!.elem);
         return function* (env, ctx) {
           const mem = (b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!) as unknown as number[];
           const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
           for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
-            const i = col ? i0 + c * st + r : i0 + r * st + c;
+            const i = col ? (i0 + c * st) * vec + r : (i0 + r * st) * vec + c;
             if (i >= mem.length) throw new Error(`interp: cmstore ${b ?? sh} at ${i} out of bounds (${mem.length})`);
             mem[i] = roundTo(elem, m.d[r * m.t.cols + c]);
           }

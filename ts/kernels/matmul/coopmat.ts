@@ -52,6 +52,11 @@ export interface CoopConfig {
    * (passes the exact-f32 1e-4 gate), f32 range, 3 MMAs per product and twice the shared memory.
    */
   split3?: boolean;
+  /**
+   * N % 4 == 0: full blocks without directStore and with a plain epilogue (bf16 output) leave the
+   * staging tile as f32x4 and reach global memory as 4-wide vector stores, no per-element checks.
+   */
+  vecOut?: boolean;
 }
 
 export const CM = 16;
@@ -67,7 +72,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  const store = c.directStore ? "" : "_staged";
+  const store = c.directStore ? "" : c.vecOut ? "_staged4" : "_staged";
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${store}${epi}`;
 }
 
@@ -279,6 +284,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   // (every row reads the same 16 bias values), the activation element-wise over the invocation's
   // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
   const fragEpi = !split && !plain && !!c.directStore;
+  const plainEpi = e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
+  const vecStaged = !split && !c.directStore && plainEpi && !!c.vecOut;
   const stOff = k.let(sg.mul(256), "stoff");
   const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
   const fragment = (v: Expr, gr0: Expr, gc0: Expr): Expr => {
@@ -297,7 +304,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       const gc0 = k.let(col0.add(sgCol).add(j * CM), "gc0");
       const v = read(acc[i][j]);
       const staged = () => {
-        stage.cmStore(v.cast(tC32), stOff, CM, "row");
+        if (vecStaged) stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+        else stage.cmStore(v.cast(tC32), stOff, CM, "row");
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });
         for (let q = 0; q < 8; q++) {
           const flat = k.let(lane.mul(8).add(q), "fl");
@@ -312,7 +320,24 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
         }
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       };
-      if (plain || fragEpi) {
+      // the tile through the staging array's 4-wide view (so its coopmat store uses that view
+      // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
+      const stagedVec = () => {
+        stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        const r = k.let(lane.shr(1), "vr");
+        const cc = k.let(lane.band(1).mul(8), "vc");
+        for (let h = 0; h < 2; h++) {
+          const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
+          const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
+          C.store(oi.div(4), x.cast(`${outElem}x4` as ValueType));
+        }
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      };
+      if (vecStaged) {
+        const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
+        k.if(full, stagedVec, staged);
+      } else if (plain || fragEpi) {
         const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
         k.if(full, () => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
       } else {

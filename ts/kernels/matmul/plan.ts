@@ -213,6 +213,7 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     vecA: contigA % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
     vecB: contigB % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
     directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
+    vecOut: p.n % 4 === 0,
   };
 }
 
