@@ -80,3 +80,13 @@ test("f32 on bf16 tensor cores, hi+lo split (exact-f32 gate 1e-4)", () => {
   assert.ok(worst < 1e-4, `worst ${worst}`);
   assert.ok(rows.every((r) => r.tolerance === 1e-4));
 });
+
+test("coopmat epilogue on accumulator fragments (full blocks) and staged (edge blocks)", () => {
+  const epi: CheckCase[] = [
+    { name: "full_scale_bias_gelu_res", problem: { m: 64, n: 64, k: 48, epilogue: { scale: 0.5, bias: true, act: "gelu", residual: true } }, full: true },
+    { name: "edge_bias_relu_res", problem: { m: 70, n: 80, k: 32, batch: 2, epilogue: { bias: true, act: "relu", residual: true } }, full: true },
+    { name: "full_bias_silu_NT", problem: { m: 32, n: 48, k: 40, transB: true, epilogue: { bias: true, act: "silu" } }, full: true },
+  ];
+  run(["cm_64x64x32_w2x2"], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "f32", dtype: "f32" }], epi);
+  run(["cm_128x256x16_w2x2"], [{ name: "f16acc16", dtype: "f16", accF16: true }], epi.slice(0, 1));
+});

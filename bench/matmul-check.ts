@@ -2,7 +2,7 @@
 // on lavapipe for the SIMT variants by the tests): odd shapes, batches, transposes, epilogues.
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
-import { isLowPrecision, planMatmul, unsupported, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
+import { candidateVariants, isLowPrecision, planMatmul, unsupported, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
 import { runPlan } from "../ts/kernels/matmul/run.js";
@@ -70,11 +70,24 @@ export function checkVariants(
   const rows: CheckRow[] = [];
   const deadline = performance.now() + (opts.budgetMs ?? Infinity);
   const variants = opts.variants ?? defaultCheckVariants();
-  // Workgroup-scope (coopmat2) variants run last, after every mode of the others: they exercise
+  const modes = opts.modes ?? DTYPE_MODES;
+  // Order, so that a time budget cuts the least important: first, in every mode, the variants the
+  // tuner or the perf suites can pick (candidates at the suite shapes, and the forced f32tc tile);
+  // then the rest, mode by mode; workgroup-scope (coopmat2) variants last of all: they exercise
   // the least-travelled driver path, and a device loss there must not cost the rest of the sweep.
-  const passes = [variants.filter((v) => v.kind !== "coop2"), variants.filter((v) => v.kind === "coop2")];
-  for (const group of passes)
-  for (const mode of opts.modes ?? DTYPE_MODES) {
+  const picks = (mode: DtypeMode): Set<string> => {
+    const s = new Set<string>(mode.dtype === "f32" ? ["cm_128x128x32_w2x2"] : []);
+    for (const size of [2048, 4096, 8192]) {
+      const np = normalize({ m: size, n: size, k: size, dtype: mode.dtype, accF16: mode.accF16 });
+      for (const v of candidateVariants(np, caps)) s.add(v.name);
+    }
+    return s;
+  };
+  const passes: [DtypeMode, VariantSpec[]][] = [];
+  for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => v.kind !== "coop2" && pk.has(v.name))]); }
+  for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => v.kind !== "coop2" && !pk.has(v.name))]); }
+  for (const mode of modes) passes.push([mode, variants.filter((v) => v.kind === "coop2")]);
+  for (const [mode, group] of passes) {
     if (group.length === 0) continue;
     for (const v of group) {
       for (const c of opts.cases ?? CHECK_CASES) {

@@ -113,10 +113,12 @@ export class Interp {
     const d = this.desc;
     switch (n.op) {
       case "lit": case "vec": return n.t;
+      case "cmlen": return "u32";
       case "get": {
         const t = this.types.get(n.name);
         if (!t) throw new Error(`interp: unknown name ${n.name}`);
-        return n.idx && !isCoopMat(t) && widthOf(t) > 1 ? scalarOf(t) : t;
+        if (n.idx && isCoopMat(t)) return t.elem;
+        return n.idx && widthOf(t) > 1 ? scalarOf(t) : t;
       }
       case "push": return this.types.get(`push:${n.name}`) as Type;
       case "builtin": return ["global_id", "local_id", "workgroup_id", "num_workgroups"].includes(n.name) ? "u32x3" : "u32";
@@ -156,7 +158,8 @@ export class Interp {
         const name = n.name;
         if (n.idx) {
           const idx = this.expr(n.idx);
-          return (env, ctx) => { const v = env.get(name) as Scalar[]; return v[idx(env, ctx) as number]; };
+          // a coopmat var: the interpreter gives every invocation the whole matrix (cmlen = rows·cols)
+          return (env, ctx) => { const v = env.get(name) as Scalar[] | CoopVal; const i = idx(env, ctx) as number; return Array.isArray(v) ? v[i] : (v as CoopVal).d[i]; };
         }
         return (env) => { const v = env.get(name); if (v === undefined) throw new Error(`interp: ${name} read before set`); return v; };
       }
@@ -179,6 +182,18 @@ export class Interp {
           };
         }
         const sh = n.sh as string;
+        if (vec) {
+          // a vector view of a shared array of scalars: idx counts vectors
+          return (env, ctx) => {
+            const arr = ctx.shared.get(sh)!; const i = idx(env, ctx) as number;
+            if ((i + 1) * vec > arr.length) throw new Error(`interp: shared ${sh} vec${vec} load at ${i} out of bounds (${arr.length})`);
+            return Array.from({ length: vec }, (_, q) => {
+              const v = arr[i * vec + q];
+              if (v === undefined) throw new Error(`interp: shared ${sh}[${i * vec + q}] read before written`);
+              return v as Scalar;
+            });
+          };
+        }
         return (env, ctx) => {
           const arr = ctx.shared.get(sh)!;
           const i = idx(env, ctx) as number;
@@ -208,6 +223,7 @@ export class Interp {
         const s = scalarOf(t);
         return (env, ctx) => { const v = a(env, ctx) as Value; return Array.isArray(v) ? v.map((x) => convert(s, x)) : convert(s, v as Scalar); };
       }
+      case "cmlen": { const ct = n.t; return () => ct.rows * ct.cols; }
       case "cmfill": {
         const a = this.expr(n.a); const ct = n.t;
         return (env, ctx) => ({ t: ct, d: new Float64Array(ct.rows * ct.cols).fill(roundTo(ct.elem, a(env, ctx) as number)) });
@@ -215,12 +231,14 @@ export class Interp {
       case "cmload": {
         const idx = this.expr(n.idx), stride = this.expr(n.stride); const ct = n.t; const col = n.layout === "col";
         const b = n.b, sh = n.sh;
+        // through a vector view, offset and stride count vectors; a row (column) runs on in elements
+        const vec = n.vec ?? 1;
         return (env, ctx) => {
           const mem: ArrayLike<unknown> = b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!;
           const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
           const d = new Float64Array(ct.rows * ct.cols);
           for (let r = 0; r < ct.rows; r++) for (let c = 0; c < ct.cols; c++) {
-            const i = col ? i0 + c * st + r : i0 + r * st + c;
+            const i = col ? (i0 + c * st) * vec + r : (i0 + r * st) * vec + c;
             if (i >= mem.length) throw new Error(`interp: cmload ${b ?? sh} at ${i} out of bounds (${mem.length})`);
             const v = mem[i];
             if (v === undefined) throw new Error(`interp: cmload ${sh}[${i}] read before written`);
@@ -309,7 +327,11 @@ export class Interp {
         const v = this.expr(s.value); const name = s.name; const idx = s.idx ? this.expr(s.idx) : undefined;
         return function* (env, ctx) {
           const val = v(env, ctx);
-          if (idx) { const arr = (env.get(name) as Scalar[]).slice(); arr[idx(env, ctx) as number] = val as Scalar; env.set(name, arr); } else env.set(name, val);
+          if (idx) {
+            const cur = env.get(name) as Scalar[] | CoopVal; const i = idx(env, ctx) as number;
+            if (Array.isArray(cur)) { const arr = cur.slice(); arr[i] = val as Scalar; env.set(name, arr); }
+            else { const d = cur.d.slice(); d[i] = roundTo(cur.t.elem, val as number); env.set(name, { t: cur.t, d }); }
+          } else env.set(name, val);
           return undefined;
         };
       }
@@ -329,24 +351,32 @@ export class Interp {
             return undefined;
           };
         }
-        const sh = s.sh as string; const elem = scalarOf((this.desc.shared ?? []).find((x) => x.name === sh)!.elem);
+        const sh = s.sh as string; const decl = (this.desc.shared ?? []).find((x) => x.name === sh)!.elem; const elem = scalarOf(decl);
+        // a vector into an array of scalars is a vector-view store: idx counts vectors
+        const scalarArray = !String(decl).includes("x");
         return function* (env, ctx) {
           const arr = ctx.shared.get(sh)!; const i = idx(env, ctx) as number;
-          if (i >= arr.length) throw new Error(`interp: shared ${sh} store at ${i} out of bounds (${arr.length})`);
           const val = v(env, ctx);
+          if (scalarArray && Array.isArray(val)) {
+            const w = val.length;
+            if ((i + 1) * w > arr.length) throw new Error(`interp: shared ${sh} vec${w} store at ${i} out of bounds (${arr.length})`);
+            val.forEach((x, q) => { arr[i * w + q] = roundTo(elem, x as number); });
+            return undefined;
+          }
+          if (i >= arr.length) throw new Error(`interp: shared ${sh} store at ${i} out of bounds (${arr.length})`);
           arr[i] = Array.isArray(val) ? val.map((x) => roundTo(elem, x as number)) : roundTo(elem, val as number);
           return undefined;
         };
       }
       case "cmstore": {
         const idx = this.expr(s.idx), stride = this.expr(s.stride), v = this.expr(s.value); const col = s.layout === "col";
-        const b = s.b, sh = s.sh;
+        const b = s.b, sh = s.sh; const vec = (s as { vec?: number }).vec ?? 1;
         const elem = b !== undefined ? this.desc.bindings[b].elem : scalarOf((this.desc.shared ?? []).find((x) => x.name === sh)!.elem);
         return function* (env, ctx) {
           const mem = (b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!) as unknown as number[];
           const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
           for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
-            const i = col ? i0 + c * st + r : i0 + r * st + c;
+            const i = col ? (i0 + c * st) * vec + r : (i0 + r * st) * vec + c;
             if (i >= mem.length) throw new Error(`interp: cmstore ${b ?? sh} at ${i} out of bounds (${mem.length})`);
             mem[i] = roundTo(elem, m.d[r * m.t.cols + c]);
           }

@@ -56,7 +56,7 @@ export function irElem(d: MatmulDtype): "f32" | "f16" | "bf16" {
   return d;
 }
 
-function activate(k: KernelBuilder, act: Activation, x: Expr): Expr {
+export function activate(k: KernelBuilder, act: Activation, x: Expr): Expr {
   switch (act) {
     case "relu":
       return x.max(0);

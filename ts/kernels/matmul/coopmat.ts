@@ -22,7 +22,7 @@ import {
   coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
+import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface CoopConfig {
@@ -52,6 +52,11 @@ export interface CoopConfig {
    * (passes the exact-f32 1e-4 gate), f32 range, 3 MMAs per product and twice the shared memory.
    */
   split3?: boolean;
+  /**
+   * N % 4 == 0: full blocks without directStore and with a plain epilogue (bf16 output) leave the
+   * staging tile as f32x4 and reach global memory as 4-wide vector stores, no per-element checks.
+   */
+  vecOut?: boolean;
 }
 
 export const CM = 16;
@@ -67,7 +72,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  const store = c.directStore ? "" : "_staged";
+  const store = c.directStore ? "" : c.vecOut ? "_staged4" : "_staged";
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${store}${epi}`;
 }
 
@@ -139,13 +144,23 @@ function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkS
       const lo = k.let(v.sub(hi.cast(tf)).cast(t), "lo");
       for (const [dst, x] of [[s.sh, hi], [s.shLo, lo]] as const) {
         if (s.vw === 1) dst.store(base, x);
-        else for (let q = 0; q < 4; q++) dst.store(base.add(q), x.swz("xyzw"[q]));
+        else dst.vec(4).store(base.div(4), x);
       }
       continue;
     }
+    // 4-wide chunks go in as one vector store (64 bits for 16-bit data): chunk offsets, row pitches
+    // (cols + PAD) and stage offsets are all multiples of 4 elements.
     if (s.vw === 1) s.sh.store(base, v);
-    else for (let q = 0; q < 4; q++) s.sh.store(base.add(q), v.swz("xyzw"[q]));
+    else s.sh.vec(4).store(base.div(4), v);
   }
+}
+
+/**
+ * A fragment load from a staged tile. An array written through its 4-wide view is read through it
+ * too (the IR requires a coopmat to use an array's widest view): offset and stride in vectors.
+ */
+function fragLoad(sh: Shared, vw: 1 | 4, t: CoopMatType, idx: Expr, stride: number, layout: "row" | "col"): Expr {
+  return vw === 1 ? sh.cmLoad(t, idx, stride, layout) : sh.vec(4).cmLoad(t, idx.div(4), stride / 4, layout);
 }
 
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
@@ -234,16 +249,16 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
         const idx = k.let(p.transA
           ? curA.add(kk * CM * (aCols + PAD)).add(sgRow).add(i * CM)
           : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM), "ai");
-        a.push(shA!.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
-        if (shALo) aLo.push(shALo.cmLoad(tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+        a.push(fragLoad(shA!, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+        if (shALo) aLo.push(fragLoad(shALo, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
       }
       const b: Expr[] = [], bLo: Expr[] = [];
       for (let j = 0; j < c.sn; j++) {
         const idx = k.let(p.transB
           ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kk * CM)
           : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM), "bi");
-        b.push(shB!.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
-        if (shBLo) bLo.push(shBLo.cmLoad(tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+        b.push(fragLoad(shB!, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+        if (shBLo) bLo.push(fragLoad(shBLo, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
       }
       for (let i = 0; i < c.sm; i++)
         for (let j = 0; j < c.sn; j++) {
@@ -264,15 +279,33 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
   const plain = (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual)) && !!c.directStore;
+  // Full blocks with an epilogue apply it on the accumulator fragment (no staging round trip, no
+  // per-element bounds checks): scale as a coopmat×scalar, bias as a coopmat loaded with stride 0
+  // (every row reads the same 16 bias values), the activation element-wise over the invocation's
+  // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
+  const fragEpi = !split && !plain && !!c.directStore;
+  const plainEpi = e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
+  const vecStaged = !split && !c.directStore && plainEpi && !!c.vecOut;
   const stOff = k.let(sg.mul(256), "stoff");
   const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
+  const fragment = (v: Expr, gr0: Expr, gc0: Expr): Expr => {
+    const y = k.var(tC32, v.cast(tC32), "ep");
+    if (e.scale !== 1) y.set(read(y).mul(pc.scale));
+    if (e.bias && bias) y.set(read(y).add(bias.cmLoad(tOut, gc0, lit("u32", 0), "row").cast(tC32)));
+    if (e.act !== "none") k.for(0, k.cmLen(tC32), (q) => y.setAt(q, activate(k, e.act, y.at(q))), { name: "eq", unroll: true });
+    if (e.residual && residual) {
+      y.set(read(y).add(residual.cmLoad(tOut, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row").cast(tC32)));
+    }
+    return read(y).cast(tOut);
+  };
   for (let i = 0; i < c.sm; i++) {
     for (let j = 0; j < c.sn; j++) {
       const gr0 = k.let(row0.add(sgRow).add(i * CM), "gr0");
       const gc0 = k.let(col0.add(sgCol).add(j * CM), "gc0");
       const v = read(acc[i][j]);
       const staged = () => {
-        stage.cmStore(v.cast(tC32), stOff, CM, "row");
+        if (vecStaged) stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+        else stage.cmStore(v.cast(tC32), stOff, CM, "row");
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });
         for (let q = 0; q < 8; q++) {
           const flat = k.let(lane.mul(8).add(q), "fl");
@@ -287,9 +320,26 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
         }
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       };
-      if (plain) {
+      // the tile through the staging array's 4-wide view (so its coopmat store uses that view
+      // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
+      const stagedVec = () => {
+        stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        const r = k.let(lane.shr(1), "vr");
+        const cc = k.let(lane.band(1).mul(8), "vc");
+        for (let h = 0; h < 2; h++) {
+          const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
+          const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
+          C.store(oi.div(4), x.cast(`${outElem}x4` as ValueType));
+        }
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      };
+      if (vecStaged) {
         const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
-        k.if(full, () => C.cmStore(v.cast(tOut), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
+        k.if(full, stagedVec, staged);
+      } else if (plain || fragEpi) {
+        const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
+        k.if(full, () => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
       } else {
         staged();
       }

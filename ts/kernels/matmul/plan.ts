@@ -28,7 +28,7 @@ import { coop2Kernel } from "./coopmat2.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
-import { VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
+import { UNTUNED, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
 
 /** The device facts the planner needs (a subset of the native DeviceInfo). */
 export interface MatmulCaps {
@@ -156,9 +156,13 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
   }
   let base: VariantSpec;
   if (useCoop) {
+    // H100 run 4 sweep (bench/results/h100-matmul-run4): 128×256×16 (8 subgroups × 4×4) is the
+    // fastest tile at 2048³ and 4096³; 128×128×32 with 8 subgroups (4×2 each) next and best for
+    // 4096×512×14336; the 4-subgroup 128×128 tile is 1.4× slower than either.
+    const wgs256 = ceilDiv(p.m, 128) * ceilDiv(p.n, 256) * p.batch;
     const wgs128 = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
-    const wgs64 = ceilDiv(p.m, 64) * ceilDiv(p.n, 128) * p.batch;
-    base = variantByName(wgs128 >= units ? "cm_128x128x32_w2x2" : wgs64 >= units ? "cm_64x128x32_w2x2" : "cm_64x64x32_w2x2");
+    // (4096×512×14336: 128 workgroups of 128×128 at 158 TF/s beat 512 of 64×64 at 63)
+    base = variantByName(wgs256 >= units ? "cm_128x256x16_w2x4" : 2 * wgs128 >= units ? "cm_128x128x32_w2x4" : "cm_64x64x32_w2x2");
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
@@ -172,12 +176,14 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   const out: VariantSpec[] = [];
   const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
   for (const v of VARIANTS.values()) {
-    if (v.splits !== 1) continue;
+    if (v.splits !== 1 || UNTUNED.has(v.base)) continue;
     // f32 inputs: SIMT and the accurate bf16x3 split always; f16 tiles only when allowed
     const accurateF32 = v.kind === "coop" && !!v.cfg.split3;
     if (v.kind === "coop2" && !opts.includeCoop2) continue;
     if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
+    // more than 16 f32 accumulators per subgroup spill (see variants.ts)
+    if (v.kind === "coop" && v.cfg.sm * v.cfg.sn > 16 && !p.accF16) continue;
     const s = defaultSplits(p, v, units);
     out.push(v);
     if (s > 1) out.push(withSplits(v, s));
@@ -207,6 +213,7 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     vecA: contigA % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
     vecB: contigB % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
     directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
+    vecOut: p.n % 4 === 0,
   };
 }
 
