@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -24,20 +24,27 @@ case "$part" in
     ;;
   matmul)
     export OUT=$work/mm
-    run matmul-check 270 bash bench/matmul-gpu.sh --phase=check
-    run matmul-perf 270 bash bench/matmul-gpu.sh --phase=perf
+    run matmul-check "${CHECK_S:-270}" bash bench/matmul-gpu.sh --phase=check
+    run matmul-perf "${PERF_S:-270}" bash bench/matmul-gpu.sh --phase=perf
     ;;
   train)
     export OUT=$work/train
-    run train-suite 420 bash bench/train/gpu.sh suite
+    run train-suite "${TRAIN_S:-420}" bash bench/train/gpu.sh suite
     [ "${SKIP_DEMO:-0}" = 1 ] || run train-demo 150 bash bench/train/gpu.sh demo
+    ;;
+  matmul-train)
+    export OUT=$work/mm
+    run matmul-check "${CHECK_S:-230}" bash bench/matmul-gpu.sh --phase=check
+    run matmul-perf "${PERF_S:-180}" bash bench/matmul-gpu.sh --phase=perf
+    export OUT=$work/train
+    run train-suite "${TRAIN_S:-170}" bash bench/train/gpu.sh suite
     ;;
   ops-train)
     run ops 150 node dist/bench/ops.js --out="$work/ops.json"
     export OUT=$work/train
     run train-suite 400 bash bench/train/gpu.sh suite
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
