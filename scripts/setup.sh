@@ -38,8 +38,10 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  echo "setup: npm ci"
-  npm ci --ignore-scripts --no-audit --no-fund >/dev/null
+  # `npm install`, not `npm ci`: npm 11.19's ci rejects this lock (it wants entries for the
+  # other platforms' optional @napi-rs/lzma binaries, which npm itself never writes).
+  echo "setup: npm install"
+  npm install --ignore-scripts --no-audit --no-fund >/dev/null
 fi
 
 echo "setup: SPIRV-Tools with cooperative-matrix support (.tools/spirv)"
