@@ -42,6 +42,9 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   # other platforms' optional @napi-rs/lzma binaries, which npm itself never writes).
   echo "setup: npm install"
   npm install --ignore-scripts --no-audit --no-fund >/dev/null
+  # Scripts are off for the install (npm 11 would ask about each); bun's own postinstall puts
+  # the platform binary in place for the Bun smoke test.
+  (cd node_modules/bun && node install.js >/dev/null)
 fi
 
 echo "setup: SPIRV-Tools with cooperative-matrix support (.tools/spirv)"
