@@ -4,20 +4,10 @@ import assert from "node:assert/strict";
 import type { Dtype, TensorData } from "../ts/types.js";
 import { toF16Array, fromF16Array, roundF16 } from "../ts/f16.js";
 import { type RefTensor, ref } from "./ref/tensor.js";
+import { Mulberry32 } from "../ts/random.js";
 
 /** mulberry32: small, fast, good enough for test data; seeded so failures reproduce. */
-export class Rng {
-  private s: number;
-  constructor(seed: number) {
-    this.s = seed >>> 0;
-  }
-  next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let t = this.s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
+export class Rng extends Mulberry32 {
   uniform(lo: number, hi: number): number {
     return lo + (hi - lo) * this.next();
   }

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { after, afterEach } from "node:test";
+import { Mulberry32 } from "../ts/random.js";
 import { native } from "../ts/native.js";
 import type { DeviceInfo, Handle, HeliosErrorCode, HeliosNative } from "./api.js";
 import { KERNELS, type TestKernel } from "./kernels/index.js";
@@ -65,14 +66,8 @@ export function groupsFor(n: number, localSize = 64): number {
 
 /** mulberry32: small, fast, and reproducible from its seed. */
 export function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const m = new Mulberry32(seed);
+  return () => m.next();
 }
 
 /** Uniform integer in [lo, hi]. */

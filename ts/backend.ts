@@ -19,6 +19,7 @@ import * as OPT from "./ops/optim.js";
 import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
+import { Mulberry32 } from "./random.js";
 
 export type { CapturedBatch } from "./exec/capture.js";
 
@@ -42,7 +43,7 @@ export class HeliosBackend implements Backend {
   readonly name = "helios";
   private readonly E: Engine;
   private readonly rt: Runtime;
-  private rngState: number;
+  private rng: Mulberry32;
   /** Largest tensor a kernel may bind (bytes): ops that could exceed it check (ts/limits.ts). */
   private readonly maxBind: number;
 
@@ -50,7 +51,7 @@ export class HeliosBackend implements Backend {
     this.rt = opts.runtime ?? runtime();
     this.maxBind = bindingLimit(this.rt.initDevice({ device: opts.device, validation: opts.validation }));
     this.E = new Engine(this.rt, { ...readConfig(), ...opts.config });
-    this.rngState = (opts.seed ?? 42) >>> 0;
+    this.rng = new Mulberry32(opts.seed ?? 42);
   }
 
   // ---- trainer-facing extras
@@ -180,11 +181,7 @@ export class HeliosBackend implements Backend {
     return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
   }
   private nextRand(): number {
-    this.rngState = (this.rngState + 0x6d2b79f5) >>> 0;
-    let t = this.rngState;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    return this.rng.next();
   }
 
   // ---- elementwise (fused)

@@ -1,20 +1,10 @@
 // Seeded host RNG (mulberry32 + Box-Muller) for weight init, batch sampling and text sampling.
 // The PyTorch reference never re-derives these: the suite exports weights and batches to files.
 
-export class Rng {
-  private s: number;
+import { Mulberry32 } from "../../ts/random.js";
+
+export class Rng extends Mulberry32 {
   private spare: number | null = null;
-  constructor(seed: number) {
-    this.s = seed >>> 0;
-  }
-  /** Uniform in [0, 1). */
-  next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let t = this.s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
   int(n: number): number {
     return Math.floor(this.next() * n);
   }
