@@ -19,10 +19,13 @@
 // when staged ("tc-f16" path): relative Frobenius error ~5e-4 on unit-scale data, so it is not the
 // default f32 path (the gate for exact f32 is 1e-4); values beyond ±65504 overflow.
 import {
-  coopmat, kernel, lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
+  coopmat, kernel, lit, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
+import {
+  chunkRegs, chunkSlots, fragLoad, PAD, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
+} from "./coopmat-stage.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface CoopConfig {
@@ -33,9 +36,23 @@ export interface CoopConfig {
   sm: number;
   sn: number;
   bk: 16 | 32 | 64;
-  /** Global load width in elements for A and B (4 needs the contiguous dimension % 4 == 0). */
-  vecA: 1 | 4;
-  vecB: 1 | 4;
+  /**
+   * Global→shared chunk width in elements for A and B (coopmat-stage.ts): 4 needs the contiguous
+   * dimension and K % 4 == 0; 8 (128-bit, 16-bit inputs only) % 8 == 0.
+   */
+  vecA: ChunkWidth;
+  vecB: ChunkWidth;
+  /**
+   * Allow 128-bit chunks (vec 8) where the problem is aligned; the planner falls back to 64-bit
+   * (or scalar) chunks otherwise, so a `wide` variant runs every shape.
+   */
+  wide?: boolean;
+  /** Shared buffers per operand (default 2): 1 = one buffer and two barriers per k-tile. */
+  stages?: 1 | 2;
+  /** Register sets of the k-tile prefetch (default 1; 2 keeps two k-tiles in flight). */
+  prefetch?: 1 | 2;
+  /** The 16-deep steps of a k-tile as one driver-unrolled IR loop instead of unrolled here. */
+  loopK?: boolean;
   /**
    * Store full, plain-epilogue blocks straight from the accumulator (converted to the output type),
    * which needs an accumulator coopmat of the output type on the device (never bf16).
@@ -60,7 +77,6 @@ export interface CoopConfig {
 }
 
 export const CM = 16;
-const PAD = 8;
 
 export function coopTile(c: CoopConfig): { bm: number; bn: number; threads: number } {
   return { bm: c.wm * c.sm * CM, bn: c.wn * c.sn * CM, threads: 32 * c.wm * c.wn };
@@ -73,94 +89,18 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = c.directStore ? "" : c.vecOut ? "_staged4" : "_staged";
-  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${store}${epi}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}`;
+  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
 
-/** Shared bytes a config needs (two stages of A and B, plus the epilogue staging tiles). */
+/** Shared bytes a config needs (its stages of A and B, plus the epilogue staging tiles). */
 export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: boolean }, c: CoopConfig): number {
   const { bm, bn } = coopTile(c);
   if (c.direct) return 4 * 256 * c.wm * c.wn;
   const copies = c.split3 ? 2 : 1;
   const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
-  return copies * 2 * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
-}
-
-interface Stage {
-  buf: Buffer;
-  sh: Shared;
-  /** bf16x3 mode: the low parts go here (sh holds the high parts). */
-  shLo?: Shared;
-  rows: number;
-  cols: number;
-  vw: 1 | 4;
-  /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
-  r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
-}
-
-interface Chunk { reg: Var; shIdx: Expr }
-
-/** Per-thread chunk coordinates of one tile (fixed across k-tiles), and their registers. */
-function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, elem: ValueType, tag: string) {
-  const perRow = s.cols / s.vw;
-  const total = s.rows * perRow;
-  if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
-  const out: { r: Expr; c: Expr; reg: Var; shOff: Expr }[] = [];
-  const regT = (s.vw === 1 ? elem : `${elem}x${s.vw}`) as ValueType;
-  for (let it = 0; it < total / threads; it++) {
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    out.push({ r, c, reg: k.var(regT, undefined, `${tag}reg`), shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`) });
-  }
-  return out;
-}
-
-function zeroOf(t: ValueType): Expr {
-  return t.includes("x") ? vecOf("f32x4", 0).cast(t) : vecOf("f32x4", 0).x.cast(t);
-}
-
-/** Loads the chunks of the tile whose moving origin is given, converted to the shared type. */
-function loadChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, shElem: "f16" | "bf16" | "f32") {
-  for (const sl of slots) {
-    const gr = k.let(s.r0.add(sl.r), "gr");
-    const gc = k.let(s.c0.add(sl.c), "gc");
-    const ok = k.let(gr.lt(s.rLimit).and(gc.lt(s.cLimit)), "ok");
-    const idx = k.let(select(ok, s.base.add(gr.mul(s.ld)).add(gc), 0), "gi");
-    const t = (s.vw === 1 ? shElem : `${shElem}x4`) as ValueType;
-    const v = s.vw === 1 ? s.buf.load(idx) : s.buf.loadVec(idx.div(4), 4);
-    sl.reg.set(select(ok, v.cast(t), zeroOf(t)));
-  }
-}
-
-function storeChunks(k: KernelBuilder, s: Stage, slots: ReturnType<typeof chunkSlots>, stageOff: Expr) {
-  for (const sl of slots) {
-    const base = k.let(stageOff.add(sl.shOff), "so");
-    const v = read(sl.reg);
-    if (s.shLo) {
-      const t = (s.vw === 1 ? "bf16" : "bf16x4") as ValueType;
-      const tf = (s.vw === 1 ? "f32" : "f32x4") as ValueType;
-      const hi = k.let(v.cast(t), "hi");
-      const lo = k.let(v.sub(hi.cast(tf)).cast(t), "lo");
-      for (const [dst, x] of [[s.sh, hi], [s.shLo, lo]] as const) {
-        if (s.vw === 1) dst.store(base, x);
-        else dst.vec(4).store(base.div(4), x);
-      }
-      continue;
-    }
-    // 4-wide chunks go in as one vector store (64 bits for 16-bit data): chunk offsets, row pitches
-    // (cols + PAD) and stage offsets are all multiples of 4 elements.
-    if (s.vw === 1) s.sh.store(base, v);
-    else s.sh.vec(4).store(base.div(4), v);
-  }
-}
-
-/**
- * A fragment load from a staged tile. An array written through its 4-wide view is read through it
- * too (the IR requires a coopmat to use an array's widest view): offset and stride in vectors.
- */
-function fragLoad(sh: Shared, vw: 1 | 4, t: CoopMatType, idx: Expr, stride: number, layout: "row" | "col"): Expr {
-  return vw === 1 ? sh.cmLoad(t, idx, stride, layout) : sh.vec(4).cmLoad(t, idx.div(4), stride / 4, layout);
+  return copies * (c.stages ?? 2) * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
 }
 
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
@@ -186,11 +126,12 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
 
   const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
-  const aLen = aRows * (aCols + PAD), bLen = bRows * (bCols + PAD);
-  const shA = c.direct ? undefined : k.shared("sha", elem, 2 * aLen);
-  const shB = c.direct ? undefined : k.shared("shb", elem, 2 * bLen);
-  const shALo = c.split3 ? k.shared("shalo", elem, 2 * aLen) : undefined;
-  const shBLo = c.split3 ? k.shared("shblo", elem, 2 * bLen) : undefined;
+  const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
+  const stages = c.stages ?? 2;
+  const shA = c.direct ? undefined : stageArray(k, "sha", elem, c.vecA, aLen, stages);
+  const shB = c.direct ? undefined : stageArray(k, "shb", elem, c.vecB, bLen, stages);
+  const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, stages) : undefined;
+  const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, stages) : undefined;
   const nsg = c.wm * c.wn;
   const stage = k.shared("stage", "f32", 256 * nsg);
 
@@ -205,7 +146,6 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
   const { row0, col0 } = tileOrigin(k, wg, bm, bn);
   const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(c.bk - 1).div(c.bk), "nt");
-  const kt = k.var("u32", kBeg, "kt");
 
   const aBase = k.let(bt.mul(pc.strideA), "abase");
   const bBase = k.let(bt.mul(pc.strideB), "bbase");
@@ -225,55 +165,47 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const mkB = (k0: Expr): Stage => p.transB
     ? { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
     : { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
-  const sA0 = mkA(kBeg), sB0 = mkB(kBeg);
-  const slotsA = chunkSlots(k, sA0, lid, threads, regElem, "a");
-  const slotsB = chunkSlots(k, sB0, lid, threads, regElem, "b");
-
-  loadChunks(k, sA0, slotsA, regElem);
-  loadChunks(k, sB0, slotsB, regElem);
-  storeChunks(k, sA0, slotsA, lit("u32", 0));
-  storeChunks(k, sB0, slotsB, lit("u32", 0));
-  k.barrier();
-
-  k.for(0, nt, (t) => {
-    const curA = k.let(t.band(1).mul(aLen), "cura");
-    const curB = k.let(t.band(1).mul(bLen), "curb");
-    const nk = k.let(read(kt).add(c.bk), "nk");
-    kt.set(nk);
-    const sA = mkA(nk), sB = mkB(nk);
-    loadChunks(k, sA, slotsA, regElem);
-    loadChunks(k, sB, slotsB, regElem);
-    for (let kk = 0; kk < c.bk / CM; kk++) {
-      const a: Expr[] = [], aLo: Expr[] = [];
-      for (let i = 0; i < c.sm; i++) {
-        const idx = k.let(p.transA
-          ? curA.add(kk * CM * (aCols + PAD)).add(sgRow).add(i * CM)
-          : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kk * CM), "ai");
-        a.push(fragLoad(shA!, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
-        if (shALo) aLo.push(fragLoad(shALo, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
-      }
-      const b: Expr[] = [], bLo: Expr[] = [];
-      for (let j = 0; j < c.sn; j++) {
-        const idx = k.let(p.transB
-          ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kk * CM)
-          : curB.add(kk * CM * (bCols + PAD)).add(sgCol).add(j * CM), "bi");
-        b.push(fragLoad(shB!, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
-        if (shBLo) bLo.push(fragLoad(shBLo, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
-      }
-      for (let i = 0; i < c.sm; i++)
-        for (let j = 0; j < c.sn; j++) {
-          if (c.split3) {
-            // small terms first: they are below the rounding of the big one
-            acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(acc[i][j])));
-            acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(acc[i][j])));
-          }
-          acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
-        }
+  const prefetch = c.prefetch ?? 1;
+  const operand = (at: (k0: Expr) => Stage, len: number, tag: string): Operand => {
+    const s0 = at(kBeg);
+    const slots = chunkSlots(k, s0, lid, threads, tag);
+    const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, regElem, tag));
+    return { at, slots, regs, len };
+  };
+  const opA = operand(mkA, aLen, "a"), opB = operand(mkB, bLen, "b");
+  const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
+    const a: Expr[] = [], aLo: Expr[] = [];
+    const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));
+    for (let i = 0; i < c.sm; i++) {
+      const idx = k.let(p.transA
+        ? curA.add(kq(CM * (aCols + PAD))).add(sgRow).add(i * CM)
+        : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kq(CM)), "ai");
+      a.push(fragLoad(shA!, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+      if (shALo) aLo.push(fragLoad(shALo, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
     }
-    storeChunks(k, sA, slotsA, k.let(t.add(1).band(1).mul(aLen), "nxa"));
-    storeChunks(k, sB, slotsB, k.let(t.add(1).band(1).mul(bLen), "nxb"));
-    k.barrier();
-  }, { name: "t" });
+    const b: Expr[] = [], bLo: Expr[] = [];
+    for (let j = 0; j < c.sn; j++) {
+      const idx = k.let(p.transB
+        ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kq(CM))
+        : curB.add(kq(CM * (bCols + PAD))).add(sgCol).add(j * CM), "bi");
+      b.push(fragLoad(shB!, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+      if (shBLo) bLo.push(fragLoad(shBLo, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+    }
+    for (let i = 0; i < c.sm; i++)
+      for (let j = 0; j < c.sn; j++) {
+        if (c.split3) {
+          // small terms first: they are below the rounding of the big one
+          acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(acc[i][j])));
+          acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(acc[i][j])));
+        }
+        acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
+      }
+  };
+  pipeline(k, { bk: c.bk, stages, prefetch, regElem }, [opA, opB], kBeg, nt, ([curA, curB]) => {
+    // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
+    if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
+    else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);
+  });
   }
 
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };

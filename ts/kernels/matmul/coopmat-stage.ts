@@ -1,0 +1,181 @@
+// Shared-memory staging of the A and B k-tiles of the KHR coopmat matmul (coopmat.ts): global →
+// registers → shared copies, fragment loads, and the software pipeline of the k-loop.
+//
+// Shared layout: a tile is stored in its operand's own layout, rows padded by PAD = 8 elements
+// (16 bytes) so that the 8 rows an ldmatrix-style fragment load touches fall in distinct banks.
+// Copy width per chunk (`vw`, chosen by the planner from the alignment of the problem):
+//   1  scalar copies (any shape)
+//   4  64-bit for 16-bit data (f16x4 through the array's 4-wide view), 128-bit for f32 (f32x4)
+//   8  128-bit for 16-bit data: the binding read through its u32x4 view (8 halves per load), the
+//      shared array declared u32x4 (one 16-byte store), fragments loaded from that array with
+//      offset and stride in u32x4 units (NVIDIA's shmem.comp does the same with uvec4). Needs the
+//      chunk's 8 halves to be 16-byte aligned and either all in range or all out of range: the
+//      contiguous dimension and K multiples of 8 (the planner checks; bindings start at offset 0).
+// Pipeline (`stages` shared buffers, `prefetch` register sets; k-tile t is multiplied from stage
+// t % stages while tiles t+1 .. t+prefetch are in registers or in flight):
+//   stages 2, prefetch 1  load t+1 → R; mma(t); R → stage t+1; barrier                (1 barrier)
+//   stages 1, prefetch 1  load t+1 → R; mma(t); barrier; R → stage; barrier            (2 barriers)
+//   stages 2, prefetch 2  load t+2 → R[t%2]; mma(t); R[(t+1)%2] → stage t+1; barrier  (1 barrier)
+// With register staging the latency a global load may take is the code between it and the
+// store of its register, so a deeper pipeline needs another register set, not a third shared
+// buffer: prefetch 2 keeps two tiles in flight for one more register set (12–16 registers at
+// 128×256×16 / 128×128×32), where a third padded 128×128×32 stage (+18.5 KB) would not fit 48 KiB.
+// Prefetch 2 runs the k-loop in pairs: an odd tile count multiplies one extra all-zero tile
+// (every load past the k range is zero), which adds exactly 0 to the accumulators.
+import {
+  lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder, type Shared, type ValueType, type Var,
+} from "../../ir/index.js";
+import { read } from "./common.js";
+
+export const PAD = 8;
+
+export type ChunkWidth = 1 | 4 | 8;
+
+export interface Stage {
+  buf: Buffer;
+  sh: Shared;
+  /** bf16x3 mode: the low parts go here (sh holds the high parts). */
+  shLo?: Shared;
+  rows: number;
+  cols: number;
+  vw: ChunkWidth;
+  /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
+  r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
+}
+
+export interface Slot { r: Expr; c: Expr; shOff: Expr }
+
+/** Elements of one padded stage of a rows×cols tile (a multiple of 8: one u32x4 row pad). */
+export function stageLen(rows: number, cols: number): number {
+  return rows * (cols + PAD);
+}
+
+/** A staging array of `stages` padded tiles: u32x4 elements for 128-bit chunks. */
+export function stageArray(k: KernelBuilder, name: string, elem: ValueType, vw: ChunkWidth, len: number, stages: number): Shared {
+  return vw === 8 ? k.shared(name, "u32x4", (stages * len) / 8) : k.shared(name, elem, stages * len);
+}
+
+/** Per-thread chunk coordinates of one tile (fixed across k-tiles). */
+export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): Slot[] {
+  const perRow = s.cols / s.vw;
+  const total = s.rows * perRow;
+  if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
+  const out: Slot[] = [];
+  for (let it = 0; it < total / threads; it++) {
+    const q = k.let(lid.add(it * threads), `${tag}q`);
+    const r = k.let(q.div(perRow), `${tag}r`);
+    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+    out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`) });
+  }
+  return out;
+}
+
+/** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
+export function chunkRegs(k: KernelBuilder, s: Stage, slots: Slot[], elem: ValueType, tag: string): Var[] {
+  const t = (s.vw === 8 ? "u32x4" : s.vw === 4 ? `${elem}x4` : elem) as ValueType;
+  return slots.map(() => k.var(t, undefined, `${tag}reg`));
+}
+
+function zeroOf(t: ValueType): Expr {
+  return t.includes("x") ? vecOf("f32x4", 0).cast(t) : vecOf("f32x4", 0).x.cast(t);
+}
+
+/** Loads the chunks of the tile whose moving origin is given, converted to the register type. */
+export function loadChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[], regElem: "f16" | "bf16" | "f32"): void {
+  slots.forEach((sl, n) => {
+    const gr = k.let(s.r0.add(sl.r), "gr");
+    const gc = k.let(s.c0.add(sl.c), "gc");
+    const ok = k.let(gr.lt(s.rLimit).and(gc.lt(s.cLimit)), "ok");
+    const idx = k.let(select(ok, s.base.add(gr.mul(s.ld)).add(gc), 0), "gi");
+    if (s.vw === 8) {
+      // 8 halves as raw bits: no conversion, zero bits for an out-of-range chunk
+      regs[n].set(select(ok, s.buf.as("u32", 4).load(idx.div(8)), 0));
+      return;
+    }
+    const t = (s.vw === 1 ? regElem : `${regElem}x4`) as ValueType;
+    const v = s.vw === 1 ? s.buf.load(idx) : s.buf.loadVec(idx.div(4), 4);
+    regs[n].set(select(ok, v.cast(t), zeroOf(t)));
+  });
+}
+
+export function storeChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[], stageOff: Expr): void {
+  slots.forEach((sl, n) => {
+    const base = k.let(stageOff.add(sl.shOff), "so");
+    const v = read(regs[n]);
+    if (s.vw === 8) {
+      // offsets, row pitches (cols + PAD) and stage lengths are multiples of 8 halves
+      s.sh.store(base.div(8), v);
+      return;
+    }
+    if (s.shLo) {
+      const t = (s.vw === 1 ? "bf16" : "bf16x4") as ValueType;
+      const tf = (s.vw === 1 ? "f32" : "f32x4") as ValueType;
+      const hi = k.let(v.cast(t), "hi");
+      const lo = k.let(v.sub(hi.cast(tf)).cast(t), "lo");
+      for (const [dst, x] of [[s.sh, hi], [s.shLo, lo]] as const) {
+        if (s.vw === 1) dst.store(base, x);
+        else dst.vec(4).store(base.div(4), x);
+      }
+      return;
+    }
+    // 4-wide chunks go in as one vector store (64 bits for 16-bit data): chunk offsets, row pitches
+    // (cols + PAD) and stage offsets are all multiples of 4 elements.
+    if (s.vw === 1) s.sh.store(base, v);
+    else s.sh.vec(4).store(base.div(4), v);
+  });
+}
+
+/**
+ * A fragment load from a staged tile, through the view the tile was written with (the IR requires
+ * a coopmat to use an array's widest view): `idx` and `stride` in elements here, converted to
+ * vectors (f16x4 / u32x4) for 4- and 8-wide chunks.
+ */
+export function fragLoad(sh: Shared, vw: ChunkWidth, t: CoopMatType, idx: Expr, stride: number, layout: "row" | "col"): Expr {
+  if (vw === 8) return sh.cmLoad(t, idx.div(8), stride / 8, layout);
+  return vw === 1 ? sh.cmLoad(t, idx, stride, layout) : sh.vec(4).cmLoad(t, idx.div(4), stride / 4, layout);
+}
+
+/** What the k-loop moves for one operand: its stage description at a k origin, slots, registers. */
+export interface Operand {
+  at: (k0: Expr) => Stage;
+  slots: Slot[];
+  /** One register set per prefetch depth. */
+  regs: Var[][];
+  len: number;
+}
+
+export interface PipelineShape {
+  bk: number;
+  stages: 1 | 2;
+  prefetch: 1 | 2;
+  regElem: "f16" | "bf16" | "f32";
+}
+
+/**
+ * The pipelined k-loop over `nt` tiles starting at `kBeg`; `mma(cur)` multiplies the tile staged
+ * at element offset cur[i] of operand i's array.
+ */
+export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
+  const origin = (tile: Expr) => k.let(kBeg.add(tile.mul(ps.bk)), "k0");
+  const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+  for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
+  for (const o of ops) storeChunks(k, o.at(kBeg), o.slots, o.regs[0], lit("u32", 0));
+  if (ps.prefetch === 2) {
+    const k1 = origin(lit("u32", 1));
+    for (const o of ops) loadChunks(k, o.at(k1), o.slots, o.regs[1], ps.regElem);
+  }
+  k.barrier();
+  const step = (tile: Expr, u: number) => {
+    // registers holding tile+1 (X) and receiving tile+prefetch (Y)
+    const x = (u + 1) % ps.prefetch, y = u % ps.prefetch;
+    const kNext = origin(tile.add(ps.prefetch));
+    for (const o of ops) loadChunks(k, o.at(kNext), o.slots, o.regs[y], ps.regElem);
+    mma(ops.map((o) => stageOf(tile, o.len)));
+    if (ps.stages === 1) k.barrier();
+    for (const o of ops) storeChunks(k, o.at(kNext), o.slots, o.regs[x], stageOf(tile.add(1), o.len));
+    k.barrier();
+  };
+  k.for(0, nt, (t) => {
+    for (let u = 0; u < ps.prefetch; u++) step(u === 0 ? t : k.let(t.add(u), "t1"), u);
+  }, { name: "t", step: ps.prefetch });
+}
