@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
+import { planMatmul } from "../ts/kernels/matmul/plan.js";
+import type { MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
 
@@ -89,4 +91,50 @@ test("coopmat epilogue on accumulator fragments (full blocks) and staged (edge b
   ];
   run(["cm_64x64x32_w2x2"], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "f32", dtype: "f32" }], epi);
   run(["cm_128x256x16_w2x2"], [{ name: "f16acc16", dtype: "f16", accF16: true }], epi.slice(0, 1));
+});
+
+// 128-bit staging (coopmat-stage.ts). 136×264×80 puts both operands on u32x4 chunks with edge
+// tiles in M and N; 130×260×72 only A (N % 8 = 4: B falls back to 64-bit chunks); 17×33×65 neither.
+const WIDE: CheckCase[] = [
+  { name: "136x264x80_v88_edges", problem: { m: 136, n: 264, k: 80 }, full: true },
+  { name: "17x33x65_fallback", problem: { m: 17, n: 33, k: 65 }, full: true },
+];
+
+test("128-bit staging: which chunk width each problem gets", () => {
+  const caps = { ...new InterpRuntime().info };
+  const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
+  assert.match(name("cm_128x256x16_w2x4_v128", { m: 136, n: 264, k: 80, dtype: "f16" }), /_v88(_|$)/);
+  assert.match(name("cm_128x256x16_w2x4_v128", { m: 130, n: 260, k: 72, dtype: "bf16" }), /_v84(_|$)/);
+  assert.match(name("cm_128x256x16_w2x4_v128", { m: 40, n: 48, k: 64, dtype: "f16", transA: true, transB: true }), /_TT_v88(_|$)/);
+  assert.match(name("cm_128x256x16_w2x4_v128", { m: 64, n: 64, k: 68, dtype: "f16" }), /_v44(_|$)/);
+  assert.match(name("cm_128x256x16_w2x4_v128", { m: 17, n: 33, k: 65, dtype: "f16" }), /_v11(_|$)/);
+  // f32 inputs are converted at staging: 128-bit f32x4 loads already (vec 4)
+  assert.match(name("cm_128x256x16_w2x4_v128", { m: 64, n: 64, k: 64, dtype: "f32" }), /_v44(_|$)/);
+  assert.match(name("cm_128x128x32_w2x4_v128_pf2", { m: 64, n: 64, k: 64, dtype: "f16" }), /_v88_pf2/);
+  assert.match(name("cm_128x256x32_w2x4_v128_s1", { m: 64, n: 64, k: 64, dtype: "f16" }), /_v88_s1_lk/);
+});
+
+test("128-bit staging, f16: every pipeline shape on aligned edge tiles and the unaligned fallback", () => {
+  run(["cm_128x256x16_w2x4_v128", "cm_128x256x16_w2x4_v128_pf2", "cm_128x128x32_w2x4_v128_pf2", "cm_256x128x32_w4x2_v128_s1"],
+    [{ name: "f16", dtype: "f16" }], WIDE);
+  run(["cm_128x256x32_w2x4_v128_s1"], [{ name: "f16", dtype: "f16" }], [
+    { name: "130x260x72_v84", problem: { m: 130, n: 260, k: 72 }, full: true },
+  ]);
+});
+
+test("128-bit staging: bf16, f16 accumulation, transposes, epilogues, batches, split-K", () => {
+  const cases: CheckCase[] = [
+    { name: "TT_40x48x64", problem: { m: 40, n: 48, k: 64, transA: true, transB: true }, full: true },
+    { name: "TN_bias_gelu_72x80x48", problem: { m: 72, n: 80, k: 48, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "NT_batched_res_24x40x56", problem: { m: 24, n: 40, k: 56, batch: 2, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
+  ];
+  const modes: DtypeMode[] = [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }];
+  run(["cm_128x128x32_w2x4_v128", "cm_128x128x32_w2x4_v128_pf2"], modes, cases);
+  // odd k-tile counts under prefetch 2 (K = 80: 5 tiles of 16; the extra tile is all zeros)
+  run(["cm_128x256x16_w2x2_v128_pf2", "cm_128x256x32_w2x2_v128_s1"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "bias_gelu_40x72x80", problem: { m: 40, n: 72, k: 80, epilogue: { bias: true, act: "gelu" } }, full: true },
+  ]);
+  run(["cm_128x128x32_w2x4_v128_pf2_sk2"], [{ name: "f16", dtype: "f16" }, { name: "f32", dtype: "f32" }], [
+    { name: "splitk_bias_silu_24x40x200", problem: { m: 24, n: 40, k: 200, epilogue: { bias: true, act: "silu" } }, full: true },
+  ]);
 });

@@ -6,6 +6,7 @@
 // issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
 import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
 import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
+import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from "../../ts/kernels/matmul/reference.js";
 
 type Scalar = number | boolean;
 type Value = Scalar | Scalar[] | CoopVal;
@@ -39,6 +40,35 @@ function convert(s: string, x: Scalar): Scalar {
   if (s === "u32") return (n < 0 ? Math.trunc(n) >>> 0 : Math.min(Math.trunc(n), 4294967295)) >>> 0;
   if (s === "i32") return Math.trunc(n) | 0;
   return roundTo(s, n);
+}
+
+// 128-bit views of 16-bit data (docs/kernel-ir.md, "Wide memory access"): bindings hold element
+// values, so a u32 view packs two of them into a word (lower address in the low half), and a
+// coopmat read from a u32x4 shared array unpacks the half it addresses.
+function halfBits(elem: string, x: number): number {
+  if (elem === "f16") return f32ToF16Bits(x);
+  if (elem === "bf16") return f32ToBf16Bits(x);
+  throw new Error(`interp: a u32 view of ${elem} data`);
+}
+
+function bitsHalf(elem: string, h: number): number {
+  if (elem === "f16") return f16BitsToF32(h);
+  if (elem === "bf16") return bf16BitsToF32(h);
+  throw new Error(`interp: ${elem} from packed halves`);
+}
+
+/** `vec` u32 words of halves `2·vec·i ..` of a 16-bit binding. */
+function packedWords(buf: ArrayLike<number>, elem: string, i: number, vec: number, b: number): number[] {
+  if ((i + 1) * vec * 2 > buf.length) throw new Error(`interp: binding ${b} u32x${vec} view load at ${i} out of bounds (${buf.length} halves)`);
+  return Array.from({ length: vec }, (_, q) => (halfBits(elem, buf[2 * (i * vec + q)]) | (halfBits(elem, buf[2 * (i * vec + q) + 1]) << 16)) >>> 0);
+}
+
+/** Half `h` of a shared array of u32xN words. */
+function packedHalf(arr: ArrayLike<unknown>, w: number, h: number, elem: string, sh: string): number {
+  const v = arr[Math.floor(h / (2 * w))] as number[] | undefined;
+  if (v === undefined) throw new Error(`interp: cmload ${sh} half ${h} read before written`);
+  const word = v[Math.floor(h / 2) % w];
+  return bitsHalf(elem, (h & 1 ? word >>> 16 : word) & 0xffff);
 }
 
 function isCm(v: Value): v is CoopVal {
@@ -123,7 +153,7 @@ export class Interp {
       case "push": return this.types.get(`push:${n.name}`) as Type;
       case "builtin": return ["global_id", "local_id", "workgroup_id", "num_workgroups"].includes(n.name) ? "u32x3" : "u32";
       case "load": {
-        const elem = n.b !== undefined ? d.bindings[n.b].elem : (d.shared ?? []).find((s) => s.name === n.sh)!.elem;
+        const elem = n.b !== undefined ? (n.as ?? d.bindings[n.b].elem) : (d.shared ?? []).find((s) => s.name === n.sh)!.elem;
         return (n.vec ? `${elem}x${n.vec}` : elem) as Type;
       }
       case "swz": { const s = scalarOf(this.typeOf(n.a)); return (n.c.length === 1 ? s : `${s}x${n.c.length}`) as Type; }
@@ -168,6 +198,11 @@ export class Interp {
       case "load": {
         const idx = this.expr(n.idx);
         const vec = n.vec ?? 0;
+        if (n.b !== undefined && n.as !== undefined && n.as !== this.desc.bindings[n.b].elem) {
+          const b = n.b; const elem = this.desc.bindings[b].elem; const w = vec || 1;
+          if (n.as !== "u32") throw new Error(`interp: binding view as ${n.as}`);
+          return (env, ctx) => { const words = packedWords(ctx.bindings[b], elem, idx(env, ctx) as number, w, b); return vec ? words : words[0]; };
+        }
         if (n.b !== undefined) {
           const b = n.b;
           return (env, ctx) => {
@@ -233,6 +268,22 @@ export class Interp {
         const b = n.b, sh = n.sh;
         // through a vector view, offset and stride count vectors; a row (column) runs on in elements
         const vec = n.vec ?? 1;
+        const decl = sh !== undefined ? String((this.desc.shared ?? []).find((x) => x.name === sh)!.elem) : "";
+        if (decl.startsWith("u32x")) {
+          // a 16-bit matrix in an array of u32xW words: offset and stride count words of 2W halves
+          const w = Number(decl.slice(4));
+          return (env, ctx) => {
+            const mem = ctx.shared.get(sh as string)!;
+            const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
+            const d = new Float64Array(ct.rows * ct.cols);
+            for (let r = 0; r < ct.rows; r++) for (let c = 0; c < ct.cols; c++) {
+              const h = col ? (i0 + c * st) * 2 * w + r : (i0 + r * st) * 2 * w + c;
+              if (h >= mem.length * 2 * w) throw new Error(`interp: cmload ${sh} half ${h} out of bounds (${mem.length} x u32x${w})`);
+              d[r * ct.cols + c] = packedHalf(mem, w, h, ct.elem, sh as string);
+            }
+            return { t: ct, d };
+          };
+        }
         return (env, ctx) => {
           const mem: ArrayLike<unknown> = b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!;
           const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;

@@ -24,6 +24,7 @@
 import type { KernelDesc } from "../../ir/index.js";
 import { ceilDiv, packPush, pushValues, type BindingRole, type PushValues } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
+import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
@@ -207,11 +208,17 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
   // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
-  // k need K % 4 == 0 too.
+  // k need K % 4 == 0 too. 128-bit chunks of 16-bit data (wide variants) need % 8: every chunk is
+  // then 16-byte aligned (bindings start at offset 0; batch strides are multiples of 8 halves)
+  // and wholly inside or outside the matrix; otherwise the variant runs with 64-bit chunks.
+  const width = (contig: number): ChunkWidth => {
+    if (v.cfg.wide && p.dtype !== "f32" && contig % 8 === 0 && p.k % 8 === 0) return 8;
+    return contig % 4 === 0 && p.k % 4 === 0 ? 4 : 1;
+  };
   return {
     ...v.cfg,
-    vecA: contigA % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
-    vecB: contigB % 4 === 0 && p.k % 4 === 0 ? 4 : 1,
+    vecA: width(contigA),
+    vecB: width(contigB),
     directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
     vecOut: p.n % 4 === 0,
   };
