@@ -33,3 +33,21 @@ test("matmul-gpu run (tiny, interpreter)", { timeout: 600_000 }, async () => {
   assert.equal(f32tc.rows[0].variant, "cm_128x128x32_w2x2");
   assert.equal(code, 0);
 });
+
+test("matmul-gpu --variants: gates the named variants, sweeps them and the baseline only", { timeout: 600_000 }, async () => {
+  const out = mkdtempSync(join(tmpdir(), "helios-mm-gpu-"));
+  process.env.HELIOS_CACHE_DIR = join(out, "cache");
+  const rt = new InterpRuntime();
+  const code = await runMatmulGpu(rt, {
+    outDir: out, tiny: true, torch: false, phase: "check",
+    variants: ["cm_64x64x32_w2x2"], baseline: ["simt_64x64_4x4"],
+    checks: { cases: [{ name: "17x33x65", problem: { m: 17, n: 33, k: 65 }, full: true }] },
+  });
+  const checks = JSON.parse(readFileSync(join(out, "check.json"), "utf8"));
+  assert.deepEqual([...new Set(checks.rows.map((r: { variant: string }) => r.variant))], ["cm_64x64x32_w2x2"]);
+  assert.deepEqual(checks.rows.map((r: { mode: string }) => r.mode), ["f16", "f16acc16", "bf16"]);
+  const sweep = JSON.parse(readFileSync(join(out, "variant-sweep.json"), "utf8"));
+  assert.deepEqual(sweep.map((r: { variant: string }) => r.variant).sort(), ["cm_64x64x32_w2x2", "simt_64x64_4x4"]);
+  assert.ok(sweep.every((r: { pass?: boolean }) => r.pass), JSON.stringify(sweep).slice(0, 500));
+  assert.equal(code, 0);
+});

@@ -3,10 +3,14 @@
 // the per-variant timings behind the tuner's choices. Everything lands as JSON under $OUT (or
 // argv[2]); progress on stderr. Exit code 1 if any variant fails its correctness gate.
 //   node dist/bench/matmul-gpu.js [outDir] [--phase=check|perf|all] [--quick]
+//     [--variants=a,b --baseline=c,d --checkBudget=SECONDS]
+// --variants: the check phase gates only those (a quick case set, modes f16, f16-acc, bf16, cut
+// after --checkBudget seconds) and sweeps them plus --baseline (already gated; each timed row is
+// still spot-checked) at 2048³/4096³/8192³ f16 and 4096³/8192³ f16 accumulation.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseBenchArgs } from "./args.js";
-import { checkVariants } from "./matmul-check.js";
+import { CHECK_CASES, checkVariants, type CheckRow, type DtypeMode } from "./matmul-check.js";
 import { runCudaSuite } from "./suite-cuda.js";
 import { summarize, tflops } from "./stats.js";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -15,7 +19,8 @@ import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { planMatmul } from "../ts/kernels/matmul/plan.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
 import { pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
-import { candidateVariants } from "../ts/kernels/matmul/plan.js";
+import { candidateVariants, unsupported } from "../ts/kernels/matmul/plan.js";
+import { variantByName, type VariantSpec } from "../ts/kernels/matmul/variants.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { biasActKernel } from "./bias-act.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
@@ -30,6 +35,33 @@ export interface GpuRunOptions {
   tiny?: boolean;
   checks?: Parameters<typeof checkVariants>[2];
   torch?: boolean;
+  /** Gate and sweep only these variants (see the file comment). */
+  variants?: string[];
+  /** Swept beside `variants`, not gated. */
+  baseline?: string[];
+  /** Time budget of the gate (default 200 s, 100 s with `variants`). */
+  checkBudgetMs?: number;
+}
+
+// The quick gate of --variants: every staging path (unaligned fallback, 128-bit with edges, 64-bit
+// B, transposes, batches, epilogues, long K) in six cases.
+const QUICK_CASES = CHECK_CASES.filter((c) => ["17x33x65", "1000x1000x1000", "batched3_70x50x40", "TT_64x48x96", "bias_gelu_77x129x96", "bias_silu_T_40x72x2048"].includes(c.name));
+
+/** More than 16 f32 accumulators per subgroup spill: such tiles are f16-accumulation only. */
+function fitsMode(v: VariantSpec, accF16: boolean): boolean {
+  return accF16 || v.kind !== "coop" || v.cfg.sm * v.cfg.sn <= 16;
+}
+
+/** The --variants gate: f16, then f16 accumulation, then bf16, under one time budget. */
+function gateVariants(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, names: string[], budgetMs: number, cases = QUICK_CASES): CheckRow[] {
+  const deadline = performance.now() + budgetMs;
+  const rows: CheckRow[] = [];
+  const specs = names.map(variantByName);
+  for (const mode of [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }] as DtypeMode[]) {
+    const vs = specs.filter((v) => fitsMode(v, !!mode.accF16));
+    rows.push(...checkVariants(rt, caps, { variants: vs, modes: [mode], cases, log, budgetMs: Math.max(0, deadline - performance.now()) }));
+  }
+  return rows;
 }
 
 let t0 = Date.now();
@@ -55,7 +87,9 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
   if (phase !== "perf") {
     // 1. correctness of every variant
     // Modes in order of importance, so a slow driver compile eats into the least important last.
-    const checks = checkVariants(rt, caps, { log, budgetMs: tiny ? undefined : 200_000, ...o.checks });
+    const checks = o.variants
+      ? gateVariants(rt, caps, o.variants, o.checkBudgetMs ?? 100_000, o.checks?.cases)
+      : checkVariants(rt, caps, { log, budgetMs: tiny ? undefined : o.checkBudgetMs ?? 200_000, ...o.checks });
     save("check.json", { summary: summarizeChecks(checks), rows: checks });
     if (checks.some((r) => !r.pass)) failed = true;
     summary.checks = summarizeChecks(checks);
@@ -63,7 +97,8 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
 
     // 2. per-variant timings (the evidence behind tile choices)
     try {
-      const sweep = variantSweep(rt, caps, quick, tiny);
+      const only = o.variants ? [...o.variants, ...(o.baseline ?? [])] : undefined;
+      const sweep = variantSweep(rt, caps, quick, tiny, only);
       save("variant-sweep.json", sweep);
       summary.sweepBest = bestOfSweep(sweep);
     } catch (err) {
@@ -132,9 +167,12 @@ function summarizeChecks(rows: ReturnType<typeof checkVariants>) {
   };
 }
 
-function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean) {
+function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean, only?: string[]) {
   const out: unknown[] = [];
-  const probs: MatmulProblem[] = tiny ? [{ m: 32, n: 32, k: 64, dtype: "f16" }] : [
+  const cube = (s: number, accF16 = false): MatmulProblem => ({ m: s, n: s, k: s, dtype: "f16", accF16 });
+  const probs: MatmulProblem[] = tiny ? [{ m: 32, n: 32, k: 64, dtype: "f16", accF16: !!only }] : only ? [
+    cube(2048), cube(4096), cube(8192), cube(4096, true), cube(8192, true),
+  ] : [
     { m: 4096, n: 4096, k: 4096, dtype: "f16" },
     { m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true },
     ...(quick ? [] : [{ m: 2048, n: 2048, k: 2048, dtype: "f16" } as MatmulProblem, { m: 4096, n: 512, k: 14336, dtype: "f16" } as MatmulProblem]),
@@ -144,7 +182,9 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
     const fx = new MatmulFixture(rt, np, 9);
     try {
       // coopmat2 candidates last (see matmul-check.ts)
-      const cands = candidateVariants(np, caps, { includeCoop2: true });
+      const cands = only
+        ? only.map(variantByName).filter((v) => fitsMode(v, np.accF16) && !unsupported(v, np, caps))
+        : candidateVariants(np, caps, { includeCoop2: true });
       for (const v of [...cands.filter((c) => c.kind !== "coop2"), ...cands.filter((c) => c.kind === "coop2")]) {
         try {
           const plan = planMatmul(prob, caps, { variant: v.name });
@@ -253,7 +293,16 @@ async function main(): Promise<number> {
   process.env.HELIOS_CACHE_DIR ??= join(dir, "cache");
   const phaseArg = args.find((a) => a.startsWith("--phase="))?.slice(8) ?? "all";
   if (phaseArg !== "check" && phaseArg !== "perf" && phaseArg !== "all") throw new Error(`--phase=${phaseArg}: expected check, perf or all`);
-  return runMatmulGpu(await nativeMatmulRuntime(), { outDir: dir, quick: args.includes("--quick"), phase: phaseArg });
+  const list = (flag: string) => {
+    const v = args.find((a) => a.startsWith(`--${flag}=`))?.slice(flag.length + 3);
+    return v ? v.split(",").filter(Boolean).map((n) => variantByName(n).name) : undefined; // unknown names throw here
+  };
+  const budget = args.find((a) => a.startsWith("--checkBudget="))?.slice(14);
+  if (budget !== undefined && !(Number(budget) >= 0)) throw new Error(`--checkBudget=${budget}: expected seconds`);
+  return runMatmulGpu(await nativeMatmulRuntime(), {
+    outDir: dir, quick: args.includes("--quick"), phase: phaseArg,
+    variants: list("variants"), baseline: list("baseline"), checkBudgetMs: budget === undefined ? undefined : Number(budget) * 1000,
+  });
 }
 
 const invoked = process.argv[1] ?? "";
