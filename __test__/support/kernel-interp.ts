@@ -133,6 +133,8 @@ interface Ctx {
 
 export class Interp {
   private readonly types = new Map<string, Type>();
+  /** Names of array vars (`get` with an index returns an element of the declared type). */
+  private readonly arrays = new Set<string>();
   private readonly body: (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined>;
   constructor(readonly desc: KernelDesc) {
     for (const p of desc.push ?? []) this.types.set(`push:${p.name}`, p.type as Type);
@@ -147,6 +149,7 @@ export class Interp {
       case "get": {
         const t = this.types.get(n.name);
         if (!t) throw new Error(`interp: unknown name ${n.name}`);
+        if (n.idx && this.arrays.has(n.name)) return t;
         if (n.idx && isCoopMat(t)) return t.elem;
         return n.idx && widthOf(t) > 1 ? scalarOf(t) : t;
       }
@@ -371,6 +374,7 @@ export class Interp {
       }
       case "var": {
         this.types.set(s.name, s.type);
+        if (s.len !== undefined) this.arrays.add(s.name);
         const init = s.init ? this.expr(s.init) : undefined; const name = s.name; const len = s.len;
         return function* (env, ctx) { env.set(name, len ? new Array(len).fill(0) : init ? init(env, ctx) : (undefined as unknown as Value)); return undefined; };
       }

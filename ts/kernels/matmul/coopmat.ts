@@ -53,6 +53,8 @@ export interface CoopConfig {
   prefetch?: 1 | 2;
   /** The 16-deep steps of a k-tile as one driver-unrolled IR loop instead of unrolled here. */
   loopK?: boolean;
+  /** The output blocks' epilogue as one driver-unrolled IR loop over an accumulator array. */
+  loopEpi?: boolean;
   /**
    * Store full, plain-epilogue blocks straight from the accumulator (converted to the output type),
    * which needs an accumulator coopmat of the output type on the device (never bf16).
@@ -89,7 +91,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = c.directStore ? "" : c.vecOut ? "_staged4" : "_staged";
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
 
@@ -230,50 +232,62 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     }
     return read(y).cast(tOut);
   };
-  for (let i = 0; i < c.sm; i++) {
-    for (let j = 0; j < c.sn; j++) {
-      const gr0 = k.let(row0.add(sgRow).add(i * CM), "gr0");
-      const gc0 = k.let(col0.add(sgCol).add(j * CM), "gc0");
-      const v = read(acc[i][j]);
-      const staged = () => {
-        if (vecStaged) stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
-        else stage.cmStore(v.cast(tC32), stOff, CM, "row");
-        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-        for (let q = 0; q < 8; q++) {
-          const flat = k.let(lane.mul(8).add(q), "fl");
-          const gr = k.let(gr0.add(flat.shr(4)), "gr");
-          const gc = k.let(gc0.add(flat.band(15)), "gc");
-          k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
-            const x = stage.load(stOff.add(flat));
-            const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
-            const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
-            C.store(oi, y.cast(outElem));
-          });
-        }
-        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      };
-      // the tile through the staging array's 4-wide view (so its coopmat store uses that view
-      // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
-      const stagedVec = () => {
-        stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
-        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-        const r = k.let(lane.shr(1), "vr");
-        const cc = k.let(lane.band(1).mul(8), "vc");
-        for (let h = 0; h < 2; h++) {
-          const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
-          const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
-          C.store(oi.div(4), x.cast(`${outElem}x4` as ValueType));
-        }
-        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      };
-      if (vecStaged) {
-        const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
-        k.if(full, stagedVec, staged);
-      } else if (plain || fragEpi) {
-        const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
-        k.if(full, () => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
-      } else {
-        staged();
+  const storeBlock = (v: Expr, gr0: Expr, gc0: Expr) => {
+    const staged = () => {
+      if (vecStaged) stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+      else stage.cmStore(v.cast(tC32), stOff, CM, "row");
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      for (let q = 0; q < 8; q++) {
+        const flat = k.let(lane.mul(8).add(q), "fl");
+        const gr = k.let(gr0.add(flat.shr(4)), "gr");
+        const gc = k.let(gc0.add(flat.band(15)), "gc");
+        k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
+          const x = stage.load(stOff.add(flat));
+          const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
+          const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
+          C.store(oi, y.cast(outElem));
+        });
+      }
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    };
+    // the tile through the staging array's 4-wide view (so its coopmat store uses that view
+    // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
+    const stagedVec = () => {
+      stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      const r = k.let(lane.shr(1), "vr");
+      const cc = k.let(lane.band(1).mul(8), "vc");
+      for (let h = 0; h < 2; h++) {
+        const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
+        const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
+        C.store(oi.div(4), x.cast(`${outElem}x4` as ValueType));
+      }
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    };
+    if (vecStaged) {
+      const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
+      k.if(full, stagedVec, staged);
+    } else if (plain || fragEpi) {
+      const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
+      k.if(full, () => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
+    } else {
+      staged();
+    }
+  };
+  if (c.loopEpi) {
+    // one driver-unrolled loop over the sm×sn blocks (the body is described once): the
+    // accumulators are copied into an array indexed by the loop variable
+    const accs = k.array(tC, c.sm * c.sn, "accs");
+    for (let i = 0; i < c.sm; i++) for (let j = 0; j < c.sn; j++) accs.set(i * c.sn + j, read(acc[i][j]));
+    k.for(0, c.sm * c.sn, (q) => {
+      const gr0 = k.let(row0.add(sgRow).add(q.div(c.sn).mul(CM)), "gr0");
+      const gc0 = k.let(col0.add(sgCol).add(q.rem(c.sn).mul(CM)), "gc0");
+      storeBlock(accs.at(q), gr0, gc0);
+    }, { name: "blk", unroll: true });
+  } else {
+    for (let i = 0; i < c.sm; i++) {
+      for (let j = 0; j < c.sn; j++) {
+        storeBlock(read(acc[i][j]), k.let(row0.add(sgRow).add(i * CM), "gr0"), k.let(col0.add(sgCol).add(j * CM), "gc0"));
       }
     }
   }

@@ -34,16 +34,18 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // the u32x4 arrays; unaligned problems (contiguous dim or K not a multiple of 8, f32 inputs) run
   // the same tile with 64-bit chunks. _pf2: two register sets, two k-tiles in flight. _s1: one
   // shared buffer (two barriers per k-tile, NVIDIA shmem.comp's structure), which is what lets a
-  // 32-deep k-tile fit beside a 128×256 or 256×128 tile. _lk: the 16-deep steps as a driver-unrolled
-  // IR loop. Shared bytes (f16, NN; epilogue staging included) in the comments.
+  // 32-deep k-tile fit beside a 128×256 or 256×128 tile (and a 64-deep one beside 128×128);
+  // bk > 16 steps through a k-tile in a driver-unrolled IR loop. _irloops: the epilogue blocks too.
+  // Shared bytes (f16, NN; the epilogue staging tiles included) in the comments.
   ["cm_128x256x16_w2x4_v128", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, wide: true }], // 37376
   ["cm_128x256x16_w2x4_v128_pf2", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, wide: true, prefetch: 2 }], // 37376
   ["cm_256x128x16_w4x2_v128", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 16, wide: true }], // 41472
   ["cm_128x128x32_w2x4_v128", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true }], // 46080
   ["cm_128x128x32_w2x4_v128_pf2", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, prefetch: 2 }], // 46080
-  ["cm_128x128x32_w2x4_v128_lk", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, loopK: true }], // 46080
+  ["cm_128x128x32_w2x4_v128_irloops", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, loopK: true, loopEpi: true }], // 46080
   ["cm_128x256x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 35328
   ["cm_256x128x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 37376
+  ["cm_128x128x64_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 64, wide: true, stages: 1, loopK: true }], // 44032
   // f16 accumulators only (4×8 per subgroup, see cm_128x256x16_w2x2)
   ["cm_128x256x16_w2x2_v128", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16, wide: true }], // 33280
   ["cm_128x256x16_w2x2_v128_pf2", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16, wide: true, prefetch: 2 }], // 33280
@@ -74,8 +76,9 @@ const COOP2_BASES: [string, Coop2Config][] = [
  */
 export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_128x128x32_w2x2", "cm_64x128x32_w2x2", "cm_64x64x64_w2x2",
-  // an A/B control (driver-unrolled vs TypeScript-unrolled k steps), swept, not tuned
-  "cm_128x128x32_w2x4_v128_lk",
+  // an A/B control of cm_128x128x32_w2x4_v128 (k steps and epilogue blocks as driver-unrolled IR
+  // loops: a 5x smaller description), swept, not tuned
+  "cm_128x128x32_w2x4_v128_irloops",
   "cmd_128x128_w2x2", "cmd_128x128_w4x2", "cmd_128x256_w2x4", "cmd_64x64_w2x2",
 ]);
 
