@@ -855,6 +855,7 @@ module.exports.kernelDisassembly = nativeBinding.kernelDisassembly
 module.exports.kernelLayout = nativeBinding.kernelLayout
 module.exports.kernelSpirv = nativeBinding.kernelSpirv
 module.exports.leaseBuffer = nativeBinding.leaseBuffer
+module.exports.pipelineStatistics = nativeBinding.pipelineStatistics
 module.exports.poolStats = nativeBinding.poolStats
 module.exports.readBuffer = nativeBinding.readBuffer
 module.exports.readBufferAsync = nativeBinding.readBufferAsync
