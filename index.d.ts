@@ -216,6 +216,12 @@ export declare function readBuffer(handle: number, byteOffset?: number, byteLeng
 /** Like readBuffer, but snapshots now and waits off the JS thread. */
 export declare function readBufferAsync(handle: number, byteOffset?: number, byteLength?: number): Promise<ArrayBuffer>
 
+/**
+ * Reads `dst.byteLength` bytes at `byteOffset` into `dst` (an ArrayBuffer or typed array), in
+ * program order like readBuffer, without allocating a result (reuse one host array).
+ */
+export declare function readBufferInto(handle: number, dst: ArrayBuffer | ArrayBufferView, byteOffset?: number): void
+
 /** Records one dispatch: `buffers[i]` binds to binding i; `groups` is [x, y?, z?]. */
 export declare function recordDispatch(pipeline: number, buffers: number[], groups: number[], pushConstants?: ArrayBuffer | ArrayBufferView): void
 

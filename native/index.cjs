@@ -859,6 +859,7 @@ module.exports.pipelineStatistics = nativeBinding.pipelineStatistics
 module.exports.poolStats = nativeBinding.poolStats
 module.exports.readBuffer = nativeBinding.readBuffer
 module.exports.readBufferAsync = nativeBinding.readBufferAsync
+module.exports.readBufferInto = nativeBinding.readBufferInto
 module.exports.recordDispatch = nativeBinding.recordDispatch
 module.exports.recordDispatchMany = nativeBinding.recordDispatchMany
 module.exports.releaseBuffer = nativeBinding.releaseBuffer

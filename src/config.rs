@@ -12,6 +12,7 @@
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
 //! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
+//! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 
 use std::path::PathBuf;
@@ -49,6 +50,7 @@ pub struct Config {
     pub spin_us: u64,
     pub pipeline_stats: bool,
     pub barrier: BarrierMode,
+    pub trace_reads: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -76,6 +78,7 @@ impl Config {
                 Some("buffer") => BarrierMode::Buffer,
                 _ => BarrierMode::Global,
             },
+            trace_reads: flag("HELIOS_TRACE_READS"),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct ProfileRecord {
 /// One profiled dispatch. `start_ns`/`end_ns` are relative to the batch's first start stamp,
 /// so the span of a batch is the last `end_ns` (dispatches without a barrier between them
 /// may overlap, which makes the sum of `gpu_ns` exceed the span).
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DispatchTime {
     pub label: Arc<str>,
     pub gpu_ns: f64,
