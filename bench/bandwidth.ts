@@ -75,10 +75,40 @@ for (const wg of [64, 128, 256, 512, 1024]) {
     rows.push({ kernel: desc.name, wg, u, ms, gbps: (3 * n * 4) / (ms * 1e6) });
   }
 }
-writeFileSync(out, JSON.stringify({ device: info.deviceName, mib, iters, rows }, null, 1));
+// Where the output lives: one buffer every time (above), a different buffer each dispatch (what
+// a pool that reuses memory only after the GPU is done does), and leased + released each time.
+const pipe = rt.compileKernel(JSON.stringify(addKernel(256, 1)));
+const groups = grid(Math.ceil(n4 / 256));
+const push = new Uint32Array([n4]);
+const rotating = Array.from({ length: 8 }, () => rt.createBuffer(n * 4));
+const placements: { name: string; ms: number; gbps: number }[] = [];
+const timeOutputs = (name: string, outFor: (i: number) => number, after: (h: number) => void) => {
+  const reps: number[] = [];
+  for (let r = 0; r < 4; r++) {
+    rt.beginBatch({ profile: true });
+    for (let i = 0; i < iters; i++) {
+      const o = outFor(i);
+      rt.recordDispatch(pipe, [A, B, o], groups, push);
+      after(o);
+    }
+    const v = rt.submitBatch();
+    rt.waitTimeline(v);
+    const prof = rt.batchProfile(v) as { endNs: number }[];
+    if (r > 0) reps.push(Math.max(...prof.map((p) => p.endNs)) / 1e6 / iters);
+  }
+  reps.sort((x, y) => x - y);
+  placements.push({ name, ms: reps[1], gbps: (3 * n * 4) / (reps[1] * 1e6) });
+};
+timeOutputs("same output buffer", () => C, () => {});
+timeOutputs("8 output buffers in turn", (i) => rotating[i % 8], () => {});
+timeOutputs("leased output, released after recording", () => rt.leaseBuffer(n * 4), (h) => rt.releaseBuffer(h));
+rotating.forEach((h) => rt.destroyBuffer(h));
+writeFileSync(out, JSON.stringify({ device: info.deviceName, mib, iters, rows, placements }, null, 1));
 console.log(`device: ${info.deviceName}; c = a + b over ${mib} MiB f32 (3 x ${mib} MiB moved), GPU span per dispatch, median of 3 x ${iters}`);
 console.log("wg \\ vectors/thread " + [1, 2, 4, 8].map((u) => String(u).padStart(10)).join(""));
 for (const wg of [64, 128, 256, 512, 1024]) {
   console.log(String(wg).padEnd(20) + rows.filter((r) => r.wg === wg).map((r) => `${r.gbps.toFixed(0)} GB/s`.padStart(10)).join(""));
 }
+console.log("output placement (wg 256, 1 vector/thread):");
+for (const p of placements) console.log(`  ${p.name.padEnd(44)} ${p.gbps.toFixed(0)} GB/s`);
 rt.destroy();

@@ -229,6 +229,12 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
       }),
     },
     {
+      // host reference: what one thread's memcpy reaches between two resident arrays
+      name: `host memcpy ${opts.transferMiB} MiB, one thread (reference)`,
+      unit: "GB/s",
+      run: () => gbPerS(bytes, () => sink.set(host)),
+    },
+    {
       name: `download ${opts.transferMiB} MiB (readBuffer: new result)`,
       unit: "GB/s",
       target: { kind: "min", value: 20 },
