@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|probe|runtime-ops
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -26,6 +26,17 @@ case "$part" in
     export OUT=$work/mm
     run matmul-check "${CHECK_S:-270}" bash bench/matmul-gpu.sh --phase=check
     run matmul-perf "${PERF_S:-270}" bash bench/matmul-gpu.sh --phase=perf
+    ;;
+  matmul128)
+    # The 128-bit staged coopmat tiles (bench/MATMUL_NOTES.md, round 3) against the current best:
+    # quick gate of the new ones (90 s cap), sweep at 2048/4096/8192³ f16 and 4096/8192³ f16 acc,
+    # then registers/spills of every swept tile (~3.5 min in all).
+    export OUT=$work/mm
+    new=cm_128x256x16_w2x4_v128,cm_128x256x16_w2x4_v128_pf2,cm_256x128x16_w4x2_v128,cm_128x128x32_w2x4_v128,cm_128x128x32_w2x4_v128_pf2,cm_128x128x32_w2x4_v128_irloops,cm_128x256x32_w2x4_v128_s1,cm_256x128x32_w4x2_v128_s1,cm_128x128x64_w2x4_v128_s1,cm_128x256x16_w2x2_v128,cm_128x256x16_w2x2_v128_pf2,cm_128x256x32_w2x2_v128_s1
+    base=cm_128x256x16_w2x4,cm_128x128x32_w2x4,cm_256x128x16_w4x2,cm_128x256x16_w2x2
+    run matmul128 "${CHECK_S:-200}" bash bench/matmul-gpu.sh --phase=check --variants=$new --baseline=$base --checkBudget=90
+    HELIOS_PIPELINE_STATS=1 run kernel-stats 60 node dist/bench/kernel-stats.js --out="$work/kernel-stats.json" \
+      --match='^(?!.*_split$)mm_cm_f16_(acc32_f32_(128x256|256x128|128x128)x\w+_w(2x4|4x2)_NN_v(44|88)\w*|acc16_f16_(128x256|256x128|128x128)x\w+_NN_v(44|88)\w*_relu)$'
     ;;
   train)
     export OUT=$work/train
