@@ -46,6 +46,10 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_128x256x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 35328
   ["cm_256x128x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 37376
   ["cm_128x128x64_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 64, wide: true, stages: 1, loopK: true }], // 44032
+  // Occupancy probe: 128×128×16 with 8 subgroups of 4×2 needs ~30 KB of shared memory and few
+  // staging registers, so two workgroups may share an SM and overlap each other's barriers.
+  ["cm_128x128x16_w2x4_v128", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 16, wide: true }], // 29184
+  ["cm_128x128x16_w2x4_v128_pf2", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 16, wide: true, prefetch: 2 }], // 29184
   // f16 accumulators only (4×8 per subgroup, see cm_128x256x16_w2x2)
   ["cm_128x256x16_w2x2_v128", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16, wide: true }], // 33280
   ["cm_128x256x16_w2x2_v128_pf2", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16, wide: true, prefetch: 2 }], // 33280
