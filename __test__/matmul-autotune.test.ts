@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { CACHE_FILE, chooseMatmul, shapeClass } from "../ts/kernels/matmul/autotune.js";
 import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
+import { candidateVariants, defaultVariant } from "../ts/kernels/matmul/plan.js";
 import { normalize } from "../ts/kernels/matmul/problem.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
 
@@ -69,4 +70,16 @@ test("config defaults: XDG cache dir", () => {
   assert.equal(readMatmulConfig({ XDG_CACHE_HOME: "/x" }).cacheDir, "/x/helios");
   assert.equal(readMatmulConfig({ HELIOS_CACHE_DIR: "/y", XDG_CACHE_HOME: "/x" }).cacheDir, "/y");
   assert.equal(readMatmulConfig({}).autotune, true);
+});
+
+test("the 128-bit staged tiles are tuning candidates (f16-accumulator-only tiles with accF16 only); the untuned default is unchanged", () => {
+  const caps = { coopMatSupported: true, bf16Supported: true, f16Supported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
+  const names = (p: Parameters<typeof normalize>[0]) => candidateVariants(normalize(p), caps).map((v) => v.name);
+  const f32acc = names({ m: 4096, n: 4096, k: 4096, dtype: "f16" });
+  for (const v of ["cm_128x256x16_w2x4_v128", "cm_128x256x16_w2x4_v128_pf2", "cm_128x128x32_w2x4_v128_pf2", "cm_128x256x32_w2x4_v128_s1", "cm_128x256x16_w2x4"]) assert.ok(f32acc.includes(v), v);
+  assert.ok(!f32acc.includes("cm_128x256x16_w2x2_v128_pf2") && !f32acc.includes("cm_128x128x32_w2x4_v128_irloops"));
+  assert.ok(names({ m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true }).includes("cm_128x256x16_w2x2_v128_pf2"));
+  // HELIOS_AUTOTUNE=0 keeps run 10's measured defaults until a GPU sweep says otherwise
+  assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f16" }), caps).name, "cm_128x256x16_w2x4");
+  assert.equal(defaultVariant(normalize({ m: 1536, n: 1536, k: 1536, dtype: "f16" }), caps).name, "cm_128x128x32_w2x4");
 });
