@@ -135,7 +135,7 @@ test("128-bit staging: bf16, f16 accumulation, transposes, epilogues, batches, s
   const modes: DtypeMode[] = [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }];
   run(["cm_128x128x32_w2x4_v128", "cm_128x128x32_w2x4_v128_pf2", "cm_128x128x32_w2x4_v128_irloops"], modes, cases);
   // odd k-tile counts under prefetch 2 (K = 80: 5 tiles of 16; the extra tile is all zeros)
-  run(["cm_128x256x16_w2x2_v128_pf2", "cm_128x256x32_w2x2_v128_s1"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+  run(["cm_128x256x16_w2x2_v128_pf2", "cm_128x256x32_w2x2_v128_s1", "cm_256x256x32_w4x2_v128_s1"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
     { name: "bias_gelu_40x72x80", problem: { m: 40, n: 72, k: 80, epilogue: { bias: true, act: "gelu" } }, full: true },
   ]);
   run(["cm_128x128x32_w2x4_v128_pf2_sk2"], [{ name: "f16", dtype: "f16" }, { name: "f32", dtype: "f32" }], [

@@ -54,6 +54,10 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_128x256x16_w2x2_v128", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16, wide: true }], // 33280
   ["cm_128x256x16_w2x2_v128_pf2", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 16, wide: true, prefetch: 2 }], // 33280
   ["cm_128x256x32_w2x2_v128_s1", { wm: 2, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true }], // 31232
+  // 256×256 with 8 subgroups of 4×8 f16 accumulators: half the L2 traffic per flop of 128×256
+  // (the f16-acc 420 TF/s target needs it); one shared buffer so it fits (2 stages: 49664 B)
+  ["cm_256x256x16_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 16, wide: true, stages: 1 }], // 28928
+  ["cm_256x256x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
   // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
   ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
   ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
