@@ -161,53 +161,10 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   if (c.direct) {
     directLoop(k, p, c, { A, B, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, m: pc.m, n: pc.n, k: pc.k });
   } else {
-  const mkA = (k0: Expr): Stage => p.transA
-    ? { buf: A, sh: shA!, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: kEnd, c0: row0, cLimit: pc.m, ld: pc.m, base: aBase }
-    : { buf: A, sh: shA!, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: row0, rLimit: pc.m, c0: k0, cLimit: kEnd, ld: pc.k, base: aBase };
-  const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: col0, rLimit: pc.n, c0: k0, cLimit: kEnd, ld: pc.k, base: bBase }
-    : { buf: B, sh: shB!, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: kEnd, c0: col0, cLimit: pc.n, ld: pc.n, base: bBase };
-  const prefetch = c.prefetch ?? 1;
-  const operand = (at: (k0: Expr) => Stage, len: number, tag: string): Operand => {
-    const s0 = at(kBeg);
-    const slots = chunkSlots(k, s0, lid, threads, tag);
-    const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, regElem, tag));
-    return { at, slots, regs, len };
-  };
-  const opA = operand(mkA, aLen, "a"), opB = operand(mkB, bLen, "b");
-  const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
-    const a: Expr[] = [], aLo: Expr[] = [];
-    const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));
-    for (let i = 0; i < c.sm; i++) {
-      const idx = k.let(p.transA
-        ? curA.add(kq(CM * (aCols + PAD))).add(sgRow).add(i * CM)
-        : curA.add(sgRow.add(i * CM).mul(aCols + PAD)).add(kq(CM)), "ai");
-      a.push(fragLoad(shA!, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
-      if (shALo) aLo.push(fragLoad(shALo, c.vecA, tA, idx, aCols + PAD, p.transA ? "col" : "row"));
-    }
-    const b: Expr[] = [], bLo: Expr[] = [];
-    for (let j = 0; j < c.sn; j++) {
-      const idx = k.let(p.transB
-        ? curB.add(sgCol.add(j * CM).mul(bCols + PAD)).add(kq(CM))
-        : curB.add(kq(CM * (bCols + PAD))).add(sgCol).add(j * CM), "bi");
-      b.push(fragLoad(shB!, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
-      if (shBLo) bLo.push(fragLoad(shBLo, c.vecB, tB, idx, bCols + PAD, p.transB ? "col" : "row"));
-    }
-    for (let i = 0; i < c.sm; i++)
-      for (let j = 0; j < c.sn; j++) {
-        if (c.split3) {
-          // small terms first: they are below the rounding of the big one
-          acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(acc[i][j])));
-          acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(acc[i][j])));
-        }
-        acc[i][j].set(k.cmMulAdd(a[i], b[j], read(acc[i][j])));
-      }
-  };
-  pipeline(k, { bk: c.bk, stages, prefetch, regElem }, [opA, opB], kBeg, nt, ([curA, curB]) => {
-    // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
-    if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
-    else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);
-  });
+    stagedLoop(k, p, c, {
+      A, B, shA: shA!, shB: shB!, shALo, shBLo, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, nt,
+      m: pc.m, n: pc.n, k: pc.k, lid, regElem,
+    });
   }
 
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
@@ -292,6 +249,69 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     }
   }
   return k.finish();
+}
+
+interface StagedRefs {
+  A: Buffer; B: Buffer; shA: Shared; shB: Shared; shALo?: Shared; shBLo?: Shared;
+  tA: CoopMatType; tB: CoopMatType; acc: Var[][];
+  aBase: Expr; bBase: Expr; row0: Expr; col0: Expr; sgRow: Expr; sgCol: Expr;
+  kBeg: Expr; kEnd: Expr; nt: Expr; m: Expr; n: Expr; k: Expr; lid: Expr;
+  regElem: "f16" | "bf16" | "f32";
+}
+
+/** The k-loop of the shared-staged variants: tiles staged and pipelined by coopmat-stage.ts. */
+function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: StagedRefs): void {
+  const { bm, bn, threads } = coopTile(c);
+  const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
+  const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
+  const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
+  const mkA = (k0: Expr): Stage => p.transA
+    ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
+    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: r.row0, rLimit: r.m, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.aBase };
+  const mkB = (k0: Expr): Stage => p.transB
+    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: r.col0, rLimit: r.n, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.bBase }
+    : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
+  const prefetch = c.prefetch ?? 1;
+  const operand = (at: (k0: Expr) => Stage, len: number, tag: string): Operand => {
+    const s0 = at(r.kBeg);
+    const slots = chunkSlots(k, s0, r.lid, threads, tag);
+    const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
+    return { at, slots, regs, len };
+  };
+  const opA = operand(mkA, aLen, "a"), opB = operand(mkB, bLen, "b");
+  const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
+    const a: Expr[] = [], aLo: Expr[] = [];
+    const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));
+    for (let i = 0; i < c.sm; i++) {
+      const idx = k.let(p.transA
+        ? curA.add(kq(CM * (aCols + PAD))).add(r.sgRow).add(i * CM)
+        : curA.add(r.sgRow.add(i * CM).mul(aCols + PAD)).add(kq(CM)), "ai");
+      a.push(fragLoad(r.shA, c.vecA, r.tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+      if (r.shALo) aLo.push(fragLoad(r.shALo, c.vecA, r.tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+    }
+    const b: Expr[] = [], bLo: Expr[] = [];
+    for (let j = 0; j < c.sn; j++) {
+      const idx = k.let(p.transB
+        ? curB.add(r.sgCol.add(j * CM).mul(bCols + PAD)).add(kq(CM))
+        : curB.add(kq(CM * (bCols + PAD))).add(r.sgCol).add(j * CM), "bi");
+      b.push(fragLoad(r.shB, c.vecB, r.tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+      if (r.shBLo) bLo.push(fragLoad(r.shBLo, c.vecB, r.tB, idx, bCols + PAD, p.transB ? "col" : "row"));
+    }
+    for (let i = 0; i < c.sm; i++)
+      for (let j = 0; j < c.sn; j++) {
+        if (c.split3) {
+          // small terms first: they are below the rounding of the big one
+          r.acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(r.acc[i][j])));
+          r.acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(r.acc[i][j])));
+        }
+        r.acc[i][j].set(k.cmMulAdd(a[i], b[j], read(r.acc[i][j])));
+      }
+  };
+  pipeline(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
+    // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
+    if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
+    else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);
+  });
 }
 
 interface DirectRefs {
