@@ -32,6 +32,7 @@ case "$part" in
     # quick gate of the 16 new ones (90 s cap), sweep at 2048/4096/8192³ f16 and 4096/8192³ f16 acc,
     # then registers/spills of every swept tile (~3.5 min in all).
     export OUT=$work/mm
+    : "${TAIL_LINES:=110}" # every sweep row and every kernel's registers in the stdout summary
     new=cm_128x256x16_w2x4_v128,cm_128x256x16_w2x4_v128_pf2,cm_256x128x16_w4x2_v128,cm_128x128x32_w2x4_v128,cm_128x128x32_w2x4_v128_pf2,cm_128x128x32_w2x4_v128_irloops,cm_128x256x32_w2x4_v128_s1,cm_256x128x32_w4x2_v128_s1,cm_128x128x64_w2x4_v128_s1,cm_128x128x16_w2x4_v128,cm_128x128x16_w2x4_v128_pf2,cm_128x256x16_w2x2_v128,cm_128x256x16_w2x2_v128_pf2,cm_128x256x32_w2x2_v128_s1,cm_256x256x16_w4x2_v128_s1,cm_256x256x32_w4x2_v128_s1
     base=cm_128x256x16_w2x4,cm_128x128x32_w2x4,cm_256x128x16_w4x2,cm_128x256x16_w2x2
     run matmul128 "${CHECK_S:-200}" bash bench/matmul-gpu.sh --phase=check --variants=$new --baseline=$base --checkBudget=90
@@ -70,7 +71,7 @@ case "$part" in
     run ops 150 node dist/bench/ops.js --out="$work/ops.json"
     run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|probe|runtime-ops" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
