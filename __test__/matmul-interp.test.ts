@@ -115,13 +115,14 @@ test("128-bit staging: which chunk width each problem gets", () => {
   assert.match(name("cm_128x128x32_w2x4_v128_pf2", { m: 64, n: 64, k: 64, dtype: "f16" }), /_v88_pf2/);
   assert.match(name("cm_128x256x32_w2x4_v128_s1", { m: 64, n: 64, k: 64, dtype: "f16" }), /_v88_s1_lk/);
   assert.match(name("cm_128x128x32_w2x4_v128_irloops", { m: 64, n: 64, k: 64, dtype: "f16" }), /_v88_lk_le/);
+  assert.match(name("cm_128x256x16_w2x4_v128_pf2_du", { m: 64, n: 64, k: 64, dtype: "f16" }), /_v88_pf2_du/);
 });
 
 test("128-bit staging, f16: every pipeline shape on aligned edge tiles and the unaligned fallback", () => {
   const rows = run(["cm_128x256x16_w2x4_v128", "cm_128x256x16_w2x4_v128_pf2", "cm_128x128x32_w2x4_v128_pf2", "cm_256x128x32_w4x2_v128_s1"],
     [{ name: "f16", dtype: "f16" }], WIDE);
   for (const r of rows) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
-  run(["cm_128x256x32_w2x4_v128_s1", "cm_128x128x64_w2x4_v128_s1", "cm_128x128x16_w2x4_v128_pf2"], [{ name: "f16", dtype: "f16" }], [
+  run(["cm_128x256x32_w2x4_v128_s1", "cm_128x128x64_w2x4_v128_s1", "cm_128x128x16_w2x4_v128_pf2", "cm_128x128x32_w2x4_v128_du"], [{ name: "f16", dtype: "f16" }], [
     { name: "130x260x72_v84", problem: { m: 130, n: 260, k: 72 }, full: true },
   ]);
 });

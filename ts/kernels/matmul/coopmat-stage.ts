@@ -149,6 +149,8 @@ export interface PipelineShape {
   stages: 1 | 2;
   prefetch: 1 | 2;
   regElem: "f16" | "bf16" | "f32";
+  /** false: mark the k-tile loop DontUnroll (the driver may otherwise unroll it for ILP). */
+  unroll?: boolean;
 }
 
 /**
@@ -177,5 +179,5 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   };
   k.for(0, nt, (t) => {
     for (let u = 0; u < ps.prefetch; u++) step(u === 0 ? t : k.let(t.add(u), "t1"), u);
-  }, { name: "t", step: ps.prefetch });
+  }, { name: "t", step: ps.prefetch, ...(ps.unroll === false ? { unroll: false } : {}) });
 }

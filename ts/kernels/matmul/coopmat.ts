@@ -56,6 +56,12 @@ export interface CoopConfig {
   /** The output blocks' epilogue as one driver-unrolled IR loop over an accumulator array. */
   loopEpi?: boolean;
   /**
+   * Mark the k-tile loop DontUnroll. H100 run 11's kernel stats show 255 registers for every
+   * coopmat tile, 64×64 ones included: if the driver unrolls the k-loop for ILP, this is the
+   * probe that tells (fewer registers could mean two workgroups per SM).
+   */
+  noUnrollK?: boolean;
+  /**
    * Store full, plain-epilogue blocks straight from the accumulator (converted to the output type),
    * which needs an accumulator coopmat of the output type on the device (never bf16).
    */
@@ -91,7 +97,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = c.directStore ? "" : c.vecOut ? "_staged4" : "_staged";
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
 
@@ -307,7 +313,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
         r.acc[i][j].set(k.cmMulAdd(a[i], b[j], read(r.acc[i][j])));
       }
   };
-  pipeline(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
+  pipeline(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
     // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
     if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
     else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);

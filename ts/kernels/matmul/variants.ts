@@ -46,6 +46,9 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_128x256x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 35328
   ["cm_256x128x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 37376
   ["cm_128x128x64_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 64, wide: true, stages: 1, loopK: true }], // 44032
+  // _du: the k-tile loop marked DontUnroll (register-count probe, see CoopConfig.noUnrollK)
+  ["cm_128x128x32_w2x4_v128_du", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, noUnrollK: true }], // 46080
+  ["cm_128x256x16_w2x4_v128_pf2_du", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, wide: true, prefetch: 2, noUnrollK: true }], // 37376
   // Occupancy probe: 128×128×16 with 8 subgroups of 4×2 needs ~30 KB of shared memory and few
   // staging registers, so two workgroups may share an SM and overlap each other's barriers.
   ["cm_128x128x16_w2x4_v128", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 16, wide: true }], // 29184
@@ -84,9 +87,17 @@ const COOP2_BASES: [string, Coop2Config][] = [
  */
 export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_128x128x32_w2x2", "cm_64x128x32_w2x2", "cm_64x64x64_w2x2",
-  // an A/B control of cm_128x128x32_w2x4_v128 (k steps and epilogue blocks as driver-unrolled IR
-  // loops: a 5x smaller description), swept, not tuned
-  "cm_128x128x32_w2x4_v128_irloops",
+  // Round 3 (128-bit staging): raced by the tuner are the upgrades of the two best tiles
+  // (cm_128x256x16_w2x4_v128, _pf2, cm_128x128x32_w2x4_v128_pf2), the 32-deep 128×256 tile and two
+  // f16-accumulator tiles; the others are swept by `bench/gpu-host.sh matmul128` and promoted from
+  // here when they win (each tuned candidate costs ~1 s per shape class at first use, and the
+  // perf phase tunes 4 shapes × 4 suites under a time cap).
+  "cm_128x128x32_w2x4_v128", "cm_256x128x16_w4x2_v128", "cm_256x128x32_w4x2_v128_s1", "cm_128x128x64_w2x4_v128_s1",
+  "cm_128x128x16_w2x4_v128", "cm_128x128x16_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128", "cm_128x256x32_w2x2_v128_s1",
+  "cm_256x256x16_w4x2_v128_s1",
+  // A/B controls of cm_128x128x32_w2x4_v128: k steps and epilogue blocks as driver-unrolled IR
+  // loops (a 3-4x smaller description); the k-tile loop DontUnroll
+  "cm_128x128x32_w2x4_v128_irloops", "cm_128x128x32_w2x4_v128_du", "cm_128x256x16_w2x4_v128_pf2_du",
   "cmd_128x128_w2x2", "cmd_128x128_w4x2", "cmd_128x256_w2x4", "cmd_64x64_w2x2",
 ]);
 
