@@ -179,12 +179,13 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
   ];
   for (const prob of probs) {
     const np = normalize(prob);
+    // coopmat2 candidates last (see matmul-check.ts)
+    const cands = only
+      ? only.map(variantByName).filter((v) => fitsMode(v, np.accF16) && !unsupported(v, np, caps))
+      : candidateVariants(np, caps, { includeCoop2: true });
+    if (cands.length === 0) continue;
     const fx = new MatmulFixture(rt, np, 9);
     try {
-      // coopmat2 candidates last (see matmul-check.ts)
-      const cands = only
-        ? only.map(variantByName).filter((v) => fitsMode(v, np.accF16) && !unsupported(v, np, caps))
-        : candidateVariants(np, caps, { includeCoop2: true });
       for (const v of [...cands.filter((c) => c.kind !== "coop2"), ...cands.filter((c) => c.kind === "coop2")]) {
         try {
           const plan = planMatmul(prob, caps, { variant: v.name });
@@ -299,10 +300,12 @@ async function main(): Promise<number> {
   };
   const budget = args.find((a) => a.startsWith("--checkBudget="))?.slice(14);
   if (budget !== undefined && !(Number(budget) >= 0)) throw new Error(`--checkBudget=${budget}: expected seconds`);
-  return runMatmulGpu(await nativeMatmulRuntime(), {
+  // names are checked before the device starts: a typo fails at once
+  const opts = {
     outDir: dir, quick: args.includes("--quick"), phase: phaseArg,
     variants: list("variants"), baseline: list("baseline"), checkBudgetMs: budget === undefined ? undefined : Number(budget) * 1000,
-  });
+  } as const;
+  return runMatmulGpu(await nativeMatmulRuntime(), opts);
 }
 
 const invoked = process.argv[1] ?? "";
