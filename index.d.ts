@@ -183,6 +183,8 @@ export interface PoolStats {
   peakBytes: number
   allocations: number
   reuses: number
+  /** Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too). */
+  inBatchReuses: number
 }
 
 export interface ProfileEntry {

@@ -13,6 +13,7 @@
 //! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
+//! | `HELIOS_INBATCH_REUSE` | `1` | `0` hands a released pooled buffer out again only once its last GPU use completed (no reuse inside the open batch) |
 
 use std::path::PathBuf;
 
@@ -49,6 +50,9 @@ pub struct Config {
     pub spin_us: u64,
     pub pipeline_stats: bool,
     pub barrier: BarrierMode,
+    /// Leases may take pooled buffers whose last use is still pending on the compute queue
+    /// (recorded in the open batch or submitted): see `BufferRes::reusable_in_batch`.
+    pub inbatch_reuse: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -57,6 +61,11 @@ fn env(name: &str) -> Option<String> {
 
 fn flag(name: &str) -> bool {
     matches!(env(name).as_deref(), Some("1" | "true" | "yes" | "on"))
+}
+
+/// A switch that is on unless set to an explicit "off" value.
+fn flag_on(name: &str) -> bool {
+    !matches!(env(name).as_deref(), Some("0" | "false" | "no" | "off"))
 }
 
 impl Config {
@@ -76,6 +85,7 @@ impl Config {
                 Some("buffer") => BarrierMode::Buffer,
                 _ => BarrierMode::Global,
             },
+            inbatch_reuse: flag_on("HELIOS_INBATCH_REUSE"),
         }
     }
 }

@@ -145,6 +145,7 @@ pub fn pool_stats() -> napi::Result<PoolStats, ErrorCode> {
                 peak_bytes: s.peak_bytes as f64,
                 allocations: s.allocations as f64,
                 reuses: s.reuses as f64,
+                in_batch_reuses: s.in_batch_reuses as f64,
             })
         })
     })

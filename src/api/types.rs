@@ -105,6 +105,8 @@ pub struct PoolStats {
     pub peak_bytes: f64,
     pub allocations: f64,
     pub reuses: f64,
+    /// Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too).
+    pub in_batch_reuses: f64,
 }
 
 #[napi(object)]

@@ -1,10 +1,11 @@
 //! The leasing pool's bookkeeping: size buckets and reuse rules (no Vulkan here).
 //!
 //! Sizes round up to one of four steps per power of two (1, 1.25, 1.5, 1.75 × 2^k), so a
-//! bucket wastes at most 25%. A released buffer is handed out again only once its last-use
-//! point has completed (checked against semaphore counters, never by waiting). Buffers
-//! released while the open batch still uses them carry no point yet (`None`) and are not
-//! reusable until that batch is submitted and completes.
+//! bucket wastes at most 25%. A lease prefers a released buffer whose last-use point has
+//! completed (checked against semaphore counters, never by waiting); failing that, while a
+//! batch is open, one whose pending uses are ordered before anything the batch records
+//! (`BufferRes::reusable_in_batch`), so a step's temporaries recycle inside one batch or
+//! capture and the pool's peak is the step's live set rather than everything it leased.
 
 use std::collections::HashMap;
 
@@ -31,6 +32,8 @@ pub struct PoolStats {
     pub peak_bytes: u64,
     pub allocations: u64,
     pub reuses: u64,
+    /// Reuses of a buffer whose last use was still pending (counted in `reuses` too).
+    pub in_batch_reuses: u64,
 }
 
 /// Idle pooled buffers by bucket size. Whether one is ready (its last use completed and no
@@ -48,14 +51,22 @@ impl<R: Copy> Default for Pool<R> {
 }
 
 impl<R: Copy> Pool<R> {
-    /// Takes an idle buffer of `bucket` bytes that is `ready`, if any.
+    /// Takes an idle buffer of `bucket` bytes that is `ready`, if any: the longest-released
+    /// one, whose last use is the least likely to need a barrier before the new holder's.
     pub fn acquire(&mut self, bucket: u64, mut ready: impl FnMut(R) -> bool) -> Option<R> {
         let list = self.idle.get_mut(&bucket)?;
         let pos = list.iter().position(|&id| ready(id))?;
-        let id = list.swap_remove(pos);
+        let id = list.remove(pos);
         self.stats.free_bytes -= bucket;
         self.stats.leased_bytes += bucket;
         self.stats.reuses += 1;
+        Some(id)
+    }
+
+    /// `acquire` of a buffer whose last use may still be pending (counted apart).
+    pub fn acquire_in_batch(&mut self, bucket: u64, ready: impl FnMut(R) -> bool) -> Option<R> {
+        let id = self.acquire(bucket, ready)?;
+        self.stats.in_batch_reuses += 1;
         Some(id)
     }
 

@@ -28,6 +28,8 @@ export interface PoolStats {
   peakBytes: number;
   allocations: number;
   reuses: number;
+  /** Reuses inside an open batch of a buffer whose last GPU use was pending (native addon; absent in mocks). */
+  inBatchReuses?: number;
 }
 
 export type Groups = [number, number?, number?];
