@@ -8,10 +8,11 @@
 //! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
-//! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipeline_statistics` |
+//! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipelineStatistics(handle)` |
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
 //! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
+//! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 //! | `HELIOS_INBATCH_REUSE` | `1` | `0` hands a released pooled buffer out again only once its last GPU use completed (no reuse inside the open batch) |
 
@@ -53,6 +54,7 @@ pub struct Config {
     /// Leases may take pooled buffers whose last use is still pending on the compute queue
     /// (recorded in the open batch or submitted): see `BufferRes::reusable_in_batch`.
     pub inbatch_reuse: bool,
+    pub trace_reads: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -86,6 +88,7 @@ impl Config {
                 _ => BarrierMode::Global,
             },
             inbatch_reuse: flag_on("HELIOS_INBATCH_REUSE"),
+            trace_reads: flag("HELIOS_TRACE_READS"),
         }
     }
 }

@@ -10,6 +10,12 @@ export interface HeliosConfig {
   readonly fusionMaxNodes: number;
   /** HELIOS_CAPTURE: run the training step as a captured batch replayed each step. Default on. */
   readonly capture: boolean;
+  /**
+   * HELIOS_ATTN_BWD: attention backward for f16 tensors. "auto" (default): batched tensor-core
+   * matmuls over dense scores on devices with cooperative matrices, the fused flash kernels
+   * elsewhere; "dense" forces the dense path (any device); "flash" forces the fused kernels.
+   */
+  readonly attnBackward: "auto" | "dense" | "flash";
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -17,6 +23,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   batchSize: 256,
   fusionMaxNodes: 32,
   capture: true,
+  attnBackward: "auto",
 });
 
 type Env = Record<string, string | undefined>;
@@ -39,6 +46,13 @@ function positiveInt(env: Env, name: string, dflt: number, max: number): number 
   return n;
 }
 
+function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return dflt;
+  if (!(choices as readonly string[]).includes(raw)) throw new Error(`${name}=${env[name]}: expected one of ${choices.join(", ")}`);
+  return raw as T;
+}
+
 /** Reads the environment once per call; HeliosBackend reads it at construction. */
 export function readConfig(env: Env = process.env): HeliosConfig {
   return Object.freeze({
@@ -46,5 +60,6 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
+    attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
   });
 }

@@ -386,14 +386,18 @@ export class GPT {
     if (da !== dx1) this.free(da);
     const dO = this.toHeads(c.scope, dy, nb, T);
     this.free(dy);
-    const g = Bk.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
+    // Under matmul16 the attention backward runs on f16 copies (tensor cores: the backend's
+    // dense path, HELIOS_ATTN_BWD); its f16 gradients come back to f32 after the cat.
+    const ins = [c.Q, c.K, c.V, c.O, dO].map((t) => (this.matmul16 ? Bk.castDtype!(t, "f16") : t));
+    const g = Bk.flashAttentionBackward(ins[0], ins[1], ins[2], ins[3], ins[4], c.lse, T, scale, 0);
+    if (this.matmul16) this.free(...ins);
     saved(c.Q, c.K, c.V, c.O, c.lse, dO);
     const parts = [g.dQ, g.dK, g.dV].map((t) => {
       const h = this.fromHeads(c.scope, t, nb, T);
       this.free(t);
       return h;
     });
-    const dqkv = Bk.cat(parts, 1);
+    const dqkv = this.f32Owned(Bk.cat(parts, 1));
     saved(...parts);
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
     saved(c.h1);

@@ -6,6 +6,8 @@ import { fail, fmt } from "../shape.js";
 import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "../kernels/attention-cm.js";
 import { FA_PUSH, FA_ROWS, flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
 
+import { attentionBackwardDense, denseBackwardApplies } from "./attention-dense.js";
+
 const MAX_HEAD_DIM = 256;
 
 function check(op: string, T: number, ...ts: TensorData[]): { BH: number; D: number } {
@@ -50,6 +52,9 @@ export function flashAttentionBackward(
   const op = "flashAttentionBackward";
   const { BH, D } = check(op, T, Q, K, V, O, dO);
   if (lse.shape.join() !== [BH, T].join()) fail(op, `lse ${fmt(lse.shape)} must be [${BH}, ${T}]`);
+  if (BH > 0 && T > 0 && D > 0 && denseBackwardApplies(E, Q.dtype, BH, T, softCap)) {
+    return attentionBackwardDense(E, op, Q, K, V, O, dO, lse, BH, T, D, scale);
+  }
   const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
   if (BH === 0 || T === 0 || D === 0) return { dQ, dK, dV };
   const v: FlashVariant = { dtype: Q.dtype, D, softCap: softCap > 0 };
