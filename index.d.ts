@@ -207,11 +207,11 @@ export interface ProfileEntry {
   /** End minus start stamp of this dispatch. */
   gpuNs: number
   /**
-   * Start stamp relative to the first dispatch's start in the batch (top of pipe: it can
-   * be written before earlier, unrelated dispatches finish).
+   * Start stamp in ns on the queue's clock (arbitrary origin, shared by all batches); top
+   * of pipe, so it can be written before earlier, unrelated work finishes.
    */
   startNs: number
-  /** End stamp relative to the first dispatch's start; the batch's span is the largest. */
+  /** End stamp on the same clock: the GPU time of a set of batches is max(endNs) - min(startNs). */
   endNs: number
 }
 

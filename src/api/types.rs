@@ -117,10 +117,10 @@ pub struct ProfileEntry {
     pub label: String,
     /// End minus start stamp of this dispatch.
     pub gpu_ns: f64,
-    /// Start stamp relative to the first dispatch's start in the batch (top of pipe: it can
-    /// be written before earlier, unrelated dispatches finish).
+    /// Start stamp in ns on the queue's clock (arbitrary origin, shared by all batches); top
+    /// of pipe, so it can be written before earlier, unrelated work finishes.
     pub start_ns: f64,
-    /// End stamp relative to the first dispatch's start; the batch's span is the largest.
+    /// End stamp on the same clock: the GPU time of a set of batches is max(endNs) - min(startNs).
     pub end_ns: f64,
 }
 
