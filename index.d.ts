@@ -192,9 +192,14 @@ export declare function poolStats(): PoolStats
 export interface PoolStats {
   leasedBytes: number
   freeBytes: number
+  /** High-water mark of leased + free bytes since the last trimPool. */
   peakBytes: number
+  /** High-water mark of leased bytes (the live set, bucket-rounded) since the last trimPool. */
+  peakLeasedBytes: number
   allocations: number
   reuses: number
+  /** Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too). */
+  inBatchReuses: number
 }
 
 export interface ProfileEntry {
@@ -248,7 +253,7 @@ export declare function submitBatch(): number
 /** Drains the validation messages (warnings and errors) collected so far. */
 export declare function takeValidationMessages(): Array<string>
 
-/** Frees idle pooled buffers whose last use completed. */
+/** Frees idle pooled buffers whose last use completed; poolStats' peaks restart from what remains. */
 export declare function trimPool(): void
 
 /** Copies `data` into the buffer at `byteOffset`, in program order. */

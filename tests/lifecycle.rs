@@ -55,8 +55,9 @@ fn leasing_stress_with_batches_in_flight() {
 }
 
 #[test]
-fn released_buffer_is_not_reused_before_its_batch_completes() {
-    let _s = session();
+fn released_buffer_is_not_reused_before_its_batch_completes_without_inbatch_reuse() {
+    // The kill switch restores the old rule (tests/reuse.rs covers the default).
+    let _s = session_with(&[("HELIOS_INBATCH_REUSE", "0")]);
     let inc = inc_pipeline();
     let (first, second) = rt(|rt| {
         let h = rt.lease_buffer(4096.0)?;

@@ -102,9 +102,14 @@ pub struct BatchOptions {
 pub struct PoolStats {
     pub leased_bytes: f64,
     pub free_bytes: f64,
+    /// High-water mark of leased + free bytes since the last trimPool.
     pub peak_bytes: f64,
+    /// High-water mark of leased bytes (the live set, bucket-rounded) since the last trimPool.
+    pub peak_leased_bytes: f64,
     pub allocations: f64,
     pub reuses: f64,
+    /// Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too).
+    pub in_batch_reuses: f64,
 }
 
 #[napi(object)]
