@@ -78,6 +78,11 @@ function mayTuneLater(E: Engine): boolean {
   return E.rt.getDeviceInfo().deviceType !== "cpu" && readMatmulConfig().autotune;
 }
 
+/** Whether the backend tunes matmul shape classes on this engine (see choosePlan). */
+export function matmulTunesHere(E: Engine): boolean {
+  return mayTuneLater(E) && tunerRuntime(E) !== null;
+}
+
 /** The runtime as the tuner needs it (the full native API; the test mock lacks it). */
 function tunerRuntime(E: Engine): MatmulRuntime | null {
   const r = E.rt as unknown as Partial<MatmulRuntime>;
