@@ -192,9 +192,14 @@ export declare function poolStats(): PoolStats
 export interface PoolStats {
   leasedBytes: number
   freeBytes: number
+  /** High-water mark of leased + free bytes since the last trimPool. */
   peakBytes: number
+  /** High-water mark of leased bytes (the live set, bucket-rounded) since the last trimPool. */
+  peakLeasedBytes: number
   allocations: number
   reuses: number
+  /** Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too). */
+  inBatchReuses: number
 }
 
 export interface ProfileEntry {
@@ -202,11 +207,11 @@ export interface ProfileEntry {
   /** End minus start stamp of this dispatch. */
   gpuNs: number
   /**
-   * Start stamp relative to the first dispatch's start in the batch (top of pipe: it can
-   * be written before earlier, unrelated dispatches finish).
+   * Start stamp in ns on the queue's clock (arbitrary origin, shared by all batches); top
+   * of pipe, so it can be written before earlier, unrelated work finishes.
    */
   startNs: number
-  /** End stamp relative to the first dispatch's start; the batch's span is the largest. */
+  /** End stamp on the same clock: the GPU time of a set of batches is max(endNs) - min(startNs). */
   endNs: number
 }
 
@@ -248,7 +253,7 @@ export declare function submitBatch(): number
 /** Drains the validation messages (warnings and errors) collected so far. */
 export declare function takeValidationMessages(): Array<string>
 
-/** Frees idle pooled buffers whose last use completed. */
+/** Frees idle pooled buffers whose last use completed; poolStats' peaks restart from what remains. */
 export declare function trimPool(): void
 
 /** Copies `data` into the buffer at `byteOffset`, in program order. */

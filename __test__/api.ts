@@ -37,8 +37,11 @@ export interface PoolStats {
   leasedBytes: number;
   freeBytes: number;
   peakBytes: number;
+  /** Additions beyond issue 2's list: the live-set peak and reuses inside an open batch. */
+  peakLeasedBytes?: number;
   allocations: number;
   reuses: number;
+  inBatchReuses?: number;
 }
 
 export interface PipelineLayout {

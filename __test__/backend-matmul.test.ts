@@ -2,7 +2,7 @@
 // broadcast batch dims, transposed operands, f16 storage with f32 accumulation.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { makeBackend } from "./backend-helpers.js";
+import { makeBackend, onNative, testRuntime } from "./backend-helpers.js";
 import { Rng, randTensor, assertClose, asF16Output } from "./harness.js";
 import * as N from "./ref/nn.js";
 import type { Dtype } from "../ts/types.js";
@@ -50,4 +50,38 @@ test("matmul shape errors name the op and shapes", () => {
   assert.throws(() => B.matmul(B.zeros([2, 3]), B.zeros([4, 5])), /matmul: inner dimensions differ: \[2, 3\] x \[4, 5\]/);
   assert.throws(() => B.matmul(B.zeros([3]), B.zeros([3, 5])), /matmul: needs tensors of rank >= 2/);
   assert.throws(() => B.matmul(B.zeros([2, 2, 3]), B.zeros([3, 3, 4])), /matmul: shapes \[2\] and \[3\] cannot be broadcast/);
+});
+
+// The backend tunes a shape class the first time it runs eagerly on a GPU. Here lavapipe is
+// presented as a discrete GPU so the tuner runs for real (SIMT candidates): the product must be
+// right, the winner must land in the cache file (one entry), and a product of the same class
+// must reuse it.
+test("matmul tunes a new shape class on a GPU-class device and caches the winner", { skip: !onNative() && "needs the native runtime" }, async () => {
+  const { mkdtempSync, readFileSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { HeliosBackend } = await import("../ts/backend.js");
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const saved = { cache: process.env.HELIOS_CACHE_DIR, tune: process.env.HELIOS_AUTOTUNE };
+  process.env.HELIOS_CACHE_DIR = dir;
+  delete process.env.HELIOS_AUTOTUNE;
+  try {
+    const base = testRuntime();
+    const gpuLike = { ...base, getDeviceInfo: () => ({ ...base.getDeviceInfo(), deviceType: "discrete-gpu" }) };
+    const G = new HeliosBackend({ runtime: gpuLike, validation: true });
+    const rng = new Rng(57);
+    const a = randTensor(rng, [70, 48], "f32"), b = randTensor(rng, [48, 90], "f32");
+    assertClose(G.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "tuned matmul 70x48x90");
+    const cache = JSON.parse(readFileSync(join(dir, "matmul-tune-v1.json"), "utf8")) as Record<string, { variant: string; candidates: unknown[] }>;
+    const entries = Object.entries(cache);
+    assert.equal(entries.length, 1, "one shape class tuned");
+    assert.match(entries[0][0], /f32->f32/);
+    assert.ok(entries[0][1].candidates.length >= 2, "several candidates timed");
+    const c = randTensor(rng, [66, 48], "f32");
+    assertClose(G.matmul(c.td, b.td), N.matmul(c.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "same class, cached winner");
+  } finally {
+    process.env.HELIOS_CACHE_DIR = saved.cache;
+    if (saved.tune !== undefined) process.env.HELIOS_AUTOTUNE = saved.tune;
+    if (saved.cache === undefined) delete process.env.HELIOS_CACHE_DIR;
+  }
 });

@@ -26,3 +26,13 @@ test("tflops", () => {
   assert.ok(Number.isNaN(tflops(1, 1, 1, 0)));
   assert.equal(tflops(1000, 1000, 1000, 1, 2), 4);
 });
+
+test("busyNs: the union of stamp intervals (overlaps once, gaps excluded)", async () => {
+  const { busyNs } = await import("../bench/profiling.js");
+  const iv = (startNs: number, endNs: number) => ({ startNs, endNs });
+  assert.equal(busyNs([]), 0);
+  assert.equal(busyNs([iv(10, 20)]), 10);
+  assert.equal(busyNs([iv(10, 20), iv(15, 30)]), 20, "overlap counted once");
+  assert.equal(busyNs([iv(40, 50), iv(10, 20)]), 20, "gap between excluded, order free");
+  assert.equal(busyNs([iv(0, 100), iv(10, 20), iv(30, 40)]), 100, "nested intervals");
+});

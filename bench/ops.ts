@@ -7,10 +7,10 @@
 // Protocol (both sides): warm up with one full repetition (compiles kernels and lets the
 // buffer pool reach its steady size), then 3 repetitions of `iters` back-to-back calls;
 // each figure is the median of the 3 per-repetition means.
-// Helios GPU ms: batches begun with {profile: true}; per batch the span from the first
-// dispatch's start stamp to the last end stamp (batchProfile startNs/endNs), summed over the
-// batches of a repetition and divided by `iters` — what CUDA events around the same calls
-// measure. (Summing per-dispatch durations instead overcounts: independent dispatches with no
+// Helios GPU ms: batches begun with {profile: true}; the GPU busy time of a repetition — the
+// union of the dispatches' [startNs, endNs] stamp intervals over all its batches (one queue
+// clock) — divided by `iters`: what CUDA events around the same calls measure while the host
+// keeps the GPU fed (bench/profiling.ts). (Summing per-dispatch durations instead overcounts: independent dispatches with no
 // barrier between them overlap, and a start stamp at the top of the pipe is written before
 // the previous dispatch drains. That sum is kept as `sumMs` in the JSON.) Helios host ms: wall clock
 // of the same repetition (recording, submit and the final wait) divided by `iters`.

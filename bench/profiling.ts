@@ -40,20 +40,41 @@ export class ProfilingRuntime {
   }
 }
 
-/** Per-label GPU ms and the summed batch spans of profiled batches. */
+/**
+ * Per-label GPU ms and the GPU busy time of profiled batches: the length of the union of the
+ * dispatches' [start, end] stamp intervals (one queue clock for every batch). Overlapping
+ * dispatches count once and host-side gaps between batches not at all, which is what CUDA
+ * events around the same work measure when the host keeps the GPU fed. Summing per-dispatch
+ * durations instead overcounts: dispatches and batches with no barrier between them overlap,
+ * and a start stamp (top of pipe) is written before the previous work drains.
+ */
 export function summarize(batches: ProfileEntry[][]): { spanMs: number; sumMs: number; dispatches: number; byLabel: Map<string, { ms: number; count: number }> } {
-  let span = 0, sum = 0, dispatches = 0;
+  let sum = 0;
   const byLabel = new Map<string, { ms: number; count: number }>();
-  for (const prof of batches) {
-    span += Math.max(0, ...prof.map((p) => p.endNs));
-    for (const p of prof) {
-      sum += p.gpuNs;
-      dispatches++;
-      const e = byLabel.get(p.label) ?? { ms: 0, count: 0 };
-      e.ms += p.gpuNs / 1e6;
-      e.count++;
-      byLabel.set(p.label, e);
+  const all = batches.flat();
+  for (const p of all) {
+    sum += p.gpuNs;
+    const e = byLabel.get(p.label) ?? { ms: 0, count: 0 };
+    e.ms += p.gpuNs / 1e6;
+    e.count++;
+    byLabel.set(p.label, e);
+  }
+  return { spanMs: busyNs(all) / 1e6, sumMs: sum / 1e6, dispatches: all.length, byLabel };
+}
+
+/** Length of the union of [startNs, endNs] intervals. */
+export function busyNs(entries: readonly { startNs: number; endNs: number }[]): number {
+  const iv = entries.map((p) => [p.startNs, Math.max(p.startNs, p.endNs)] as const).sort((x, y) => x[0] - y[0]);
+  let busy = 0, curStart = -Infinity, curEnd = -Infinity;
+  for (const [s, e] of iv) {
+    if (s > curEnd) {
+      if (curEnd > curStart) busy += curEnd - curStart;
+      curStart = s;
+      curEnd = e;
+    } else if (e > curEnd) {
+      curEnd = e;
     }
   }
-  return { spanMs: span / 1e6, sumMs: sum / 1e6, dispatches, byLabel };
+  if (curEnd > curStart) busy += curEnd - curStart;
+  return busy;
 }

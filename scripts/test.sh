@@ -25,11 +25,12 @@ node --expose-gc --test --test-concurrency=2 dist/__test__/
 step "JS tests again with staging copies and descriptor pools forced (the non-default paths)"
 HELIOS_FORCE_STAGING=1 HELIOS_NO_PUSH_DESCRIPTORS=1 node --test --test-concurrency=2 \
   dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/leasing.test.js dist/__test__/buffers.test.js \
-  dist/__test__/capture.test.js dist/__test__/profiling.test.js
+  dist/__test__/capture.test.js dist/__test__/profiling.test.js dist/__test__/inbatch-reuse.test.js
 
 step "JS tests again with per-buffer hazard barriers (HELIOS_BARRIER=buffer)"
 HELIOS_BARRIER=buffer node --test --test-concurrency=2 \
-  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/buffers.test.js dist/__test__/capture.test.js
+  dist/__test__/dispatch.test.js dist/__test__/ordering.test.js dist/__test__/buffers.test.js dist/__test__/capture.test.js \
+  dist/__test__/inbatch-reuse.test.js
 
 step "Bun smoke test"
 npx bun __test__/bun-smoke.mjs

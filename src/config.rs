@@ -14,6 +14,7 @@
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 //! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
+//! | `HELIOS_INBATCH_REUSE` | `1` | `0` hands a released pooled buffer out again only once its last GPU use completed (no reuse inside the open batch) |
 
 use std::path::PathBuf;
 
@@ -50,6 +51,9 @@ pub struct Config {
     pub spin_us: u64,
     pub pipeline_stats: bool,
     pub barrier: BarrierMode,
+    /// Leases may take pooled buffers whose last use is still pending on the compute queue
+    /// (recorded in the open batch or submitted): see `BufferRes::reusable_in_batch`.
+    pub inbatch_reuse: bool,
     pub trace_reads: bool,
 }
 
@@ -59,6 +63,11 @@ fn env(name: &str) -> Option<String> {
 
 fn flag(name: &str) -> bool {
     matches!(env(name).as_deref(), Some("1" | "true" | "yes" | "on"))
+}
+
+/// A switch that is on unless set to an explicit "off" value.
+fn flag_on(name: &str) -> bool {
+    !matches!(env(name).as_deref(), Some("0" | "false" | "no" | "off"))
 }
 
 impl Config {
@@ -78,6 +87,7 @@ impl Config {
                 Some("buffer") => BarrierMode::Buffer,
                 _ => BarrierMode::Global,
             },
+            inbatch_reuse: flag_on("HELIOS_INBATCH_REUSE"),
             trace_reads: flag("HELIOS_TRACE_READS"),
         }
     }

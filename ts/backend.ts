@@ -84,6 +84,14 @@ export class HeliosBackend implements Backend {
     if (t instanceof HeliosTensor) this.E.release(t);
   }
 
+  /**
+   * Whether matmuls tune their shape class on first eager use here (a GPU, HELIOS_AUTOTUNE on).
+   * Tuning cannot happen inside a capture, so a caller about to capture runs once eagerly first.
+   */
+  get tunesMatmuls(): boolean {
+    return MM.matmulTunesHere(this.E);
+  }
+
   // ---- captured batches (ts/exec/capture.ts has the rules)
 
   /** Whether beginCapture can work here (the runtime has captured batches and HELIOS_CAPTURE is on). */

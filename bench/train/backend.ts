@@ -21,6 +21,8 @@ export type TrainBackend = Required_<
   /** Needed only for 16-bit matmul operands (GPTOptions.matmul16). */
   castDtype?(a: TensorData, dtype: Dtype): TensorData;
   releaseGpuTensor?(t: TensorData): void;
+  /** Computes pending (lazily fused) tensors now, so the buffers they read can go back early. */
+  evaluate?(...ts: TensorData[]): void;
   flush?(): void;
   syncGpu?(): void;
 } & Partial<CaptureOps>;

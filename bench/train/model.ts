@@ -1,6 +1,11 @@
 // GPT-2 forward and backward written out with Backend ops (no autograd). Shapes: N = B*T rows,
 // C = dim, H heads of D = C/H; attention runs on [B*H, T, D]. Every tensor made here goes into
-// a Scope so the step can hand its leases back to the pool.
+// a Scope so the step can hand its leases back to the pool, and each temporary is released as
+// soon as its last reader is recorded: inside a captured step the runtime recycles a released
+// buffer for the next lease (in-batch reuse), so the step's peak is its live set. What backward
+// needs (ForwardCache) lives until the backward of its block has read it. Lazily fused
+// elementwise results hold their inputs' buffers until they are computed, so they are released
+// too once consumed, and views (reshape) are dropped as soon as the copy that reads them is.
 import type { TensorData } from "../../ts/types.js";
 import { LN_EPS, type GPTConfig } from "./config.js";
 import { Scope, type TrainBackend } from "./backend.js";
@@ -94,6 +99,14 @@ export class GPT {
     return this.matmul16 ? s.keep(this.B.castDtype!(t, "f32")) : t;
   }
 
+  /** `t` in f32, consuming t (its pending cast holds the 16-bit buffer until computed). */
+  private f32Owned(t: TensorData): TensorData {
+    if (!this.matmul16) return t;
+    const c = this.B.castDtype!(t, "f32");
+    this.free(t);
+    return c;
+  }
+
   /** `t` in f32 kept in `top` (outliving the chunk scope `s`, which keeps any 16-bit original). */
   private f32Into(s: Scope, top: Scope, t: TensorData): TensorData {
     if (!this.matmul16) return top.keep(t);
@@ -109,26 +122,41 @@ export class GPT {
     }
   }
 
-  private toHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
-    const { heads: H, dim: C } = this.cfg;
-    const a = s.keep(this.B.reshape(t, [B, T, H, C / H]));
-    const b = s.keep(this.B.transpose(a, 1, 2));
-    return s.keep(this.B.reshape(b, [B * H, T, C / H]));
+  /** Releases tensors held by no scope (a view or a lazily fused value that was consumed). */
+  private free(...ts: (TensorData | null)[]): void {
+    for (const t of ts) if (t) this.B.releaseGpuTensor?.(t);
   }
 
+  /** [B*T, C] -> [B*H, T, D] (one copy; t stays the caller's). */
+  private toHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
+    const { heads: H, dim: C } = this.cfg;
+    return this.permuted(s, t, [B, T, H, C / H], [B * H, T, C / H]);
+  }
+
+  /** [B*H, T, D] -> [B*T, C] (one copy; t stays the caller's). */
   private fromHeads(s: Scope, t: TensorData, B: number, T: number): TensorData {
     const { heads: H, dim: C } = this.cfg;
-    const a = s.keep(this.B.reshape(t, [B, H, T, C / H]));
-    const b = s.keep(this.B.transpose(a, 1, 2));
-    return s.keep(this.B.reshape(b, [B * T, C]));
+    return this.permuted(s, t, [B, H, T, C / H], [B * T, C]);
+  }
+
+  /** t viewed as `from`, dims 1 and 2 swapped, viewed as `to`; only the result is kept (in s). */
+  private permuted(s: Scope, t: TensorData, from: number[], to: number[]): TensorData {
+    const a = this.B.reshape(t, from);
+    const b = this.B.transpose(a, 1, 2);
+    // A view holds its source's buffer: hand both views back once the copy is recorded.
+    this.free(a);
+    const c = s.keep(this.B.reshape(b, to));
+    this.free(b);
+    return c;
   }
 
   /** y = x W^T + b with W stored [out, in]; x is already the matmul operand (see operand()). */
   private linear(s: Scope, x: TensorData, W: TensorData, b: TensorData): TensorData {
-    const xw = s.keep(this.B.matmulTransposed(x, this.weight(W)));
-    const y = s.keep(this.B.add(this.f32(s, xw), b));
-    // The bias add holds its own reference on xw's buffer; hand ours back now, not at step end.
-    s.drop(xw);
+    const xw = this.B.matmulTransposed(x, this.weight(W));
+    const x32 = this.matmul16 ? this.B.castDtype!(xw, "f32") : xw;
+    const y = s.keep(this.B.add(x32, b));
+    // The bias add holds its own reference on xw's buffer (the cast is fused into it).
+    this.free(xw, x32 === xw ? null : x32);
     return y;
   }
 
@@ -153,19 +181,24 @@ export class GPT {
     const N = nb * T;
     const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
     this.castWeights(p, top);
-    const te = top.keep(this.B.embedding(get(p, "transformer.wte.weight"), batch.idx));
-    const pe = top.keep(this.B.embedding(get(p, "transformer.wpe.weight"), batch.pos));
+    const te = this.B.embedding(get(p, "transformer.wte.weight"), batch.idx);
+    const pe = this.B.embedding(get(p, "transformer.wpe.weight"), batch.pos);
     let x = top.keep(this.B.add(te, pe));
+    this.free(te, pe);
     const blocks: BlockCache[] = [];
     for (let l = 0; l < this.cfg.layers; l++) {
       const w = block(p, l);
       const s = new Scope(this.B);
       const h1 = this.operand(s, s.keep(this.B.layerNorm(x, w.ln1w, w.ln1b, LN_EPS)), true);
       const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
-      const [q, k, v] = this.B.sliceQkv(qkv).map((t) => s.keep(t));
-      const Q = this.toHeads(s, q, nb, T), K = this.toHeads(s, k, nb, T), V = this.toHeads(s, v, nb, T);
-      // Backward needs only Q, K, V: hand the packed and sliced copies back now.
-      for (const t of [qkv, q, k, v]) s.drop(t);
+      const qkvParts = this.B.sliceQkv(qkv);
+      // Backward needs only Q, K, V: hand the packed and sliced copies back as they are read.
+      s.drop(qkv);
+      const [Q, K, V] = qkvParts.map((t) => {
+        const h = this.toHeads(s, t, nb, T);
+        this.free(t);
+        return h;
+      });
       const att = this.B.flashAttention(Q, K, V, T, scale, 0);
       const O = s.keep(att.output), lse = s.keep(att.lse);
       const y = this.operand(s, this.fromHeads(s, O, nb, T), true);
@@ -229,8 +262,8 @@ export class GPT {
     if (c.logits) {
       const one = top.keep(Bk.fromArray([lossScale], [1], "f32"));
       const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, targets, one));
-      const dhf = this.f32(top, top.keep(Bk.matmul(dlogits, wte)));
-      const dwteHead = this.f32(top, top.keep(Bk.matmulTransposedA(dlogits, c.hf)));
+      const dhf = top.keep(this.f32Owned(Bk.matmul(dlogits, wte)));
+      const dwteHead = top.keep(this.f32Owned(Bk.matmulTransposedA(dlogits, c.hf)));
       // [N, vocab] twice is the largest memory of a GPT-2 step: return both before the blocks run.
       top.drop(c.logits);
       top.drop(dlogits);
@@ -250,11 +283,14 @@ export class GPT {
       s.drop(logits);
       dhfParts.push(this.f32Into(s, top, Bk.matmul(dlogits, wte)));
       const dw = Bk.matmulTransposedA(dlogits, hfc);
+      s.drop(dlogits);
       if (dwteHead === null) dwteHead = this.f32Into(s, top, dw);
       else {
         const prev: TensorData = dwteHead;
         dwteHead = top.keep(Bk.add(prev, this.f32(s, s.keep(dw))));
         top.drop(prev);
+        // Compute the running sum now: left lazy it would hold every chunk's [vocab, C] product.
+        Bk.evaluate?.(dwteHead);
       }
       s.releaseAll();
     }
@@ -274,61 +310,104 @@ export class GPT {
     const { B: nb, T } = batch;
     const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
     const { dhf, dwteHead } = this.headBackward(p, c, top, lossScale);
+    top.drop(c.hf);
     const lnf = Bk.layerNormBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, LN_EPS);
+    top.drop(dhf);
     grads.set("transformer.ln_f.weight", lnf.dw);
     grads.set("transformer.ln_f.bias", lnf.db);
     let dx = top.keep(lnf.dx);
     for (let l = this.cfg.layers - 1; l >= 0; l--) {
       const w = block(p, l);
       const bc = c.blocks[l];
-      const s = new Scope(Bk);
       const prev = dx;
-      dx = top.keep(this.blockBackward(s, w, bc, dx, nb, T, scale, grads, `transformer.h.${l}.`));
-      s.releaseAll();
+      dx = top.keep(this.blockBackward(w, bc, dx, nb, T, scale, grads, `transformer.h.${l}.`));
       bc.scope.releaseAll();
+      // Block 0's input (the embeddings' sum) is held by top; later blocks' by the block before.
+      top.drop(bc.x);
       top.drop(prev);
     }
+    // The f16 weight copies are read for the last time above.
+    for (const h of this.half.values()) top.drop(h);
+    this.half.clear();
     const V = this.cfg.vocab;
-    const dwteEmb = top.keep(Bk.embeddingBackward(batch.idx, dx, V));
+    const dwteEmb = Bk.embeddingBackward(batch.idx, dx, V);
     grads.set("transformer.wte.weight", Bk.add(dwteEmb, dwteHead));
+    this.free(dwteEmb);
+    top.drop(dwteHead);
     grads.set("transformer.wpe.weight", Bk.embeddingBackward(batch.pos, dx, this.cfg.blockSize));
+    top.drop(dx);
     return grads;
   }
 
+  /**
+   * One block's backward from dout (the caller's); returns dx. Each temporary, and each saved
+   * activation of the block (c.scope), is released right after its last reader is recorded.
+   */
   private blockBackward(
-    s: Scope, w: BlockParams, c: BlockCache, dout: TensorData, nb: number, T: number, scale: number,
+    w: BlockParams, c: BlockCache, dout: TensorData, nb: number, T: number, scale: number,
     grads: Map<string, TensorData>, pre: string,
   ): TensorData {
     const Bk = this.B;
-    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
-      const dyOp = this.operand(s, dy);
-      const dW = Bk.matmulTransposedA(dyOp, x);
-      // The f32 gradient outlives this block's scope (the trainer releases it after the update).
-      grads.set(name + ".weight", this.matmul16 ? Bk.castDtype!(s.keep(dW), "f32") : dW);
-      grads.set(name + ".bias", Bk.sum(dy, 0));
-      return this.f32(s, s.keep(Bk.matmul(dyOp, this.weight(W))));
+    const saved = (...ts: (TensorData | null)[]) => {
+      for (const t of ts) if (t) c.scope.drop(t);
     };
-    const dm = c.m2 ? s.keep(Bk.mul(dout, c.m2)) : dout;
+    // dy -> dx of a linear layer (f32); records dW and db. dy stays the caller's.
+    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
+      const dyOp = this.matmul16 ? Bk.castDtype!(dy, "f16") : dy;
+      const dW = Bk.matmulTransposedA(dyOp, x);
+      // The f32 gradient outlives this block (the trainer releases it after the update); its
+      // pending cast holds the f16 product.
+      grads.set(name + ".weight", this.matmul16 ? Bk.castDtype!(dW, "f32") : dW);
+      grads.set(name + ".bias", Bk.sum(dy, 0));
+      const dx = this.f32Owned(Bk.matmul(dyOp, this.weight(W)));
+      if (this.matmul16) this.free(dW, dyOp);
+      return dx;
+    };
+    const dm = c.m2 ? Bk.mul(dout, c.m2) : dout;
     const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj");
-    const df = s.keep(Bk.geluBackward(c.f, dg));
+    saved(c.g, c.m2);
+    if (dm !== dout) this.free(dm);
+    const df = Bk.geluBackward(c.f, dg);
+    saved(c.f);
+    this.free(dg);
     const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc");
+    saved(c.h2);
+    this.free(df);
     const ln2 = Bk.layerNormBackward(c.x1, w.ln2w, dh2, LN_EPS);
+    saved(c.x1);
+    this.free(dh2);
     grads.set(pre + "ln_2.weight", ln2.dw);
     grads.set(pre + "ln_2.bias", ln2.db);
-    const dx1 = s.keep(Bk.add(dout, s.keep(ln2.dx)));
-    const da = c.m1 ? s.keep(Bk.mul(dx1, c.m1)) : dx1;
+    const dx1 = Bk.add(dout, ln2.dx);
+    this.free(ln2.dx);
+    const da = c.m1 ? Bk.mul(dx1, c.m1) : dx1;
     const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
-    const dO = this.toHeads(s, dy, nb, T);
+    saved(c.y, c.m1);
+    if (da !== dx1) this.free(da);
+    const dO = this.toHeads(c.scope, dy, nb, T);
+    this.free(dy);
     // Under matmul16 the attention backward runs on f16 copies (tensor cores: the backend's
     // dense path, HELIOS_ATTN_BWD); its f16 gradients come back to f32 after the cat.
-    const h = (t: TensorData) => (this.matmul16 ? s.keep(Bk.castDtype!(t, "f16")) : t);
-    const g = Bk.flashAttentionBackward(h(c.Q), h(c.K), h(c.V), h(c.O), h(dO), c.lse, T, scale, 0);
-    const parts = [g.dQ, g.dK, g.dV].map((t) => this.fromHeads(s, s.keep(t), nb, T));
-    const dqkv = this.f32(s, s.keep(Bk.cat(parts, 1)));
+    const ins = [c.Q, c.K, c.V, c.O, dO].map((t) => (this.matmul16 ? Bk.castDtype!(t, "f16") : t));
+    const g = Bk.flashAttentionBackward(ins[0], ins[1], ins[2], ins[3], ins[4], c.lse, T, scale, 0);
+    if (this.matmul16) this.free(...ins);
+    saved(c.Q, c.K, c.V, c.O, c.lse, dO);
+    const parts = [g.dQ, g.dK, g.dV].map((t) => {
+      const h = this.fromHeads(c.scope, t, nb, T);
+      this.free(t);
+      return h;
+    });
+    const dqkv = this.f32Owned(Bk.cat(parts, 1));
+    saved(...parts);
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
+    saved(c.h1);
+    this.free(dqkv);
     const ln1 = Bk.layerNormBackward(c.x, w.ln1w, dh1, LN_EPS);
+    this.free(dh1);
     grads.set(pre + "ln_1.weight", ln1.dw);
     grads.set(pre + "ln_1.bias", ln1.db);
-    return Bk.add(dx1, s.keep(ln1.dx));
+    const dx = Bk.add(dx1, ln1.dx);
+    this.free(dx1, ln1.dx);
+    return dx;
   }
 }

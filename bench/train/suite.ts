@@ -15,6 +15,7 @@ import { Trainer } from "./trainer.js";
 import { initHostParams, paramCount, paramSpecs } from "./params.js";
 import { readSafetensors, writeSafetensors, type STensor } from "./safetensors.js";
 import { Rng } from "./rng.js";
+import { estimateLiveSet } from "./memory.js";
 import { DEFAULT_TEXT } from "./demo.js";
 
 export const GPT2_124M: GPTConfig = { vocab: 50304, blockSize: 1024, layers: 12, heads: 12, dim: 768, dropout: 0 };
@@ -68,6 +69,12 @@ export interface SideResult {
   medianMs: number | null;
   tokensPerSec: number | null;
   peakBytes: number;
+  /**
+   * Helios only: the pool's live-set peak (leased bytes, bucket-rounded) and the model's live-set
+   * estimate (bench/train/memory.ts); peakBytes is what the pool held from the driver.
+   */
+  peakLiveBytes?: number;
+  estimateBytes?: number;
   error?: string;
 }
 
@@ -112,15 +119,20 @@ function writeInputs(o: TrainSuiteOptions): { init: string; batches: string } {
   return { init, batches };
 }
 
-type Stats = { stats?: () => { pool: { peakBytes: number } }; trimPool?: () => void };
+type Stats = {
+  stats?: () => { pool: { peakBytes: number; peakLeasedBytes?: number; inBatchReuses?: number } };
+  purgeBufferPools?: () => void;
+};
 
 function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: string, batchesPath: string, mode: string): SideResult {
   const { tensors } = readSafetensors(initPath);
   const init = new Map<string, Float32Array>();
   for (const [k, v] of tensors) init.set(k, v.data as Float32Array);
+  // Return what an earlier mode left in the pool to the driver: the pool's peaks restart at a
+  // trim, so this mode's figures are its own (parameters and optimizer state included).
+  B.purgeBufferPools?.();
   const tr = new Trainer(B, o.model, o.optim, { init, seed: o.seed, matmul16: mode === "matmul16" });
   o.log(`helios ${mode}: ${tr.capturing ? "captured step replayed (HELIOS_CAPTURE=1)" : "eager step"}`);
-  const peak0 = B.stats?.().pool.peakBytes ?? 0;
   const tok = readSafetensors(batchesPath).tensors.get("tokens")!.data as Int32Array;
   const W = o.seq + 1, n = o.batch * o.seq;
   const losses: number[] = [], ms: number[] = [];
@@ -142,10 +154,15 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
       break;
     }
   }
-  // The pool's peak is process-wide: a second mode reports max(first mode's peak, its own).
-  const peak = B.stats?.().pool.peakBytes ?? 0;
-  const res = side(losses, ms, peak, n);
-  if (peak0 > 0 && peak === peak0) res.error = (res.error ? res.error + "; " : "") + "peak memory not above the previous mode's";
+  const pool = B.stats?.().pool;
+  const res = side(losses, ms, pool?.peakBytes ?? 0, n);
+  res.peakLiveBytes = pool?.peakLeasedBytes;
+  res.estimateBytes = estimateLiveSet(o.model, o.batch, o.seq, tr.model.matmul16, tr.model.headRows(n)).peak;
+  if (pool) {
+    const mib = (b: number | undefined) => (b === undefined ? "?" : (b / 2 ** 20).toFixed(1));
+    o.log(`helios ${mode} memory: pool peak ${mib(pool.peakBytes)} MiB, live-set peak ${mib(pool.peakLeasedBytes)} MiB, ` +
+      `model estimate ${mib(res.estimateBytes)} MiB, in-batch reuses ${pool.inBatchReuses ?? "?"}`);
+  }
   // The capture pins every buffer it uses: free it before the next mode.
   tr.dropCapture();
   for (const t of [...tr.params.values(), ...tr.opt.m.values(), ...tr.opt.v.values()]) B.releaseGpuTensor?.(t);

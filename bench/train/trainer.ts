@@ -132,6 +132,19 @@ export class Trainer {
     const key = stepKey(hb, this.lossScale);
     if (!this.captured || !this.captured.fits(key, ctx)) {
       this.dropCapture();
+      // Matmul shape classes tune on first eager use, never inside a capture: on a backend that
+      // tunes, one eager forward + backward (no update) first, so the capture records the winners.
+      if ((this.B as { tunesMatmuls?: boolean }).tunesMatmuls) {
+        const warm = new Scope(this.B);
+        const counter = this.dropCounter;
+        try {
+          this.lossAndGrads(hb, warm);
+          this.B.flush?.();
+        } finally {
+          warm.releaseAll();
+          this.dropCounter = counter; // the warm-up does not consume dropout masks
+        }
+      }
       this.captured = captureStep(C, ctx, hb);
     }
     const o = this.optim, st = this.opt;

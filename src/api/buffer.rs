@@ -157,14 +157,16 @@ pub fn pool_stats() -> napi::Result<PoolStats, ErrorCode> {
                 leased_bytes: s.leased_bytes as f64,
                 free_bytes: s.free_bytes as f64,
                 peak_bytes: s.peak_bytes as f64,
+                peak_leased_bytes: s.peak_leased_bytes as f64,
                 allocations: s.allocations as f64,
                 reuses: s.reuses as f64,
+                in_batch_reuses: s.in_batch_reuses as f64,
             })
         })
     })
 }
 
-/// Frees idle pooled buffers whose last use completed.
+/// Frees idle pooled buffers whose last use completed; poolStats' peaks restart from what remains.
 #[napi]
 pub fn trim_pool() -> napi::Result<(), ErrorCode> {
     guard("trimPool", || global::with(|rt| rt.trim_pool()))

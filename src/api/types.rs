@@ -102,9 +102,14 @@ pub struct BatchOptions {
 pub struct PoolStats {
     pub leased_bytes: f64,
     pub free_bytes: f64,
+    /// High-water mark of leased + free bytes since the last trimPool.
     pub peak_bytes: f64,
+    /// High-water mark of leased bytes (the live set, bucket-rounded) since the last trimPool.
+    pub peak_leased_bytes: f64,
     pub allocations: f64,
     pub reuses: f64,
+    /// Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too).
+    pub in_batch_reuses: f64,
 }
 
 #[napi(object)]
@@ -112,10 +117,10 @@ pub struct ProfileEntry {
     pub label: String,
     /// End minus start stamp of this dispatch.
     pub gpu_ns: f64,
-    /// Start stamp relative to the first dispatch's start in the batch (top of pipe: it can
-    /// be written before earlier, unrelated dispatches finish).
+    /// Start stamp in ns on the queue's clock (arbitrary origin, shared by all batches); top
+    /// of pipe, so it can be written before earlier, unrelated work finishes.
     pub start_ns: f64,
-    /// End stamp relative to the first dispatch's start; the batch's span is the largest.
+    /// End stamp on the same clock: the GPU time of a set of batches is max(endNs) - min(startNs).
     pub end_ns: f64,
 }
 

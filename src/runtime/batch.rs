@@ -97,11 +97,15 @@ impl Runtime {
             self.hazard_barrier(cmd, hazard == Hazard::Memory, transfer);
         }
         self.transfer_since_barrier |= transfer;
-        for &(id, r, w) in list {
+        // Reading entries first: a buffer both read and written by this command counts as read
+        // first (see BufferRes::reusable_in_batch).
+        let reads_first = list.iter().filter(|e| e.1).chain(list.iter().filter(|e| !e.1));
+        for &(id, r, w) in reads_first {
             if let Some(res) = self.res.get_mut(id) {
                 self.tracker.record(id, &mut res.access, r, w);
                 if res.seg != self.seg {
                     res.seg = self.seg;
+                    res.seg_fresh = if r { 0 } else { self.seg };
                     touched.push(id);
                 }
                 if w {

@@ -121,7 +121,8 @@ impl Runtime {
         }
     }
 
-    /// Leases a pooled buffer (never waits: only buffers whose last use completed are reused).
+    /// Leases a pooled buffer, never waiting: one whose last use completed, else (a batch
+    /// being open) one whose pending uses run before anything recorded from now on.
     pub fn lease_buffer(&mut self, len: f64) -> HeliosResult<f64> {
         let len = self.check_len(len, "byteLength")?;
         let bucket = bucket_size(len);
@@ -133,6 +134,10 @@ impl Runtime {
             done = self.completed()?;
             let res = &self.res;
             found = self.pool.acquire(bucket, |id| res.get(id).is_some_and(|r| r.idle(open, done)));
+        }
+        if found.is_none() && self.cfg.inbatch_reuse && self.batch.is_some() {
+            let res = &self.res;
+            found = self.pool.acquire_in_batch(bucket, |id| res.get(id).is_some_and(|r| r.reusable_in_batch(open, done)));
         }
         let id = match found {
             Some(id) => id,

@@ -1,10 +1,11 @@
 //! The leasing pool's bookkeeping: size buckets and reuse rules (no Vulkan here).
 //!
 //! Sizes round up to one of four steps per power of two (1, 1.25, 1.5, 1.75 × 2^k), so a
-//! bucket wastes at most 25%. A released buffer is handed out again only once its last-use
-//! point has completed (checked against semaphore counters, never by waiting). Buffers
-//! released while the open batch still uses them carry no point yet (`None`) and are not
-//! reusable until that batch is submitted and completes.
+//! bucket wastes at most 25%. A lease prefers a released buffer whose last-use point has
+//! completed (checked against semaphore counters, never by waiting); failing that, while a
+//! batch is open, one whose pending uses are ordered before anything the batch records
+//! (`BufferRes::reusable_in_batch`), so a step's temporaries recycle inside one batch or
+//! capture and the pool's peak is the step's live set rather than everything it leased.
 
 use std::collections::HashMap;
 
@@ -28,9 +29,16 @@ pub fn bucket_size(len: u64) -> u64 {
 pub struct PoolStats {
     pub leased_bytes: u64,
     pub free_bytes: u64,
+    /// High-water mark of leased + free bytes (what the pool holds from the driver) since the
+    /// last trim.
     pub peak_bytes: u64,
+    /// High-water mark of leased bytes since the last trim: the live set in bucket bytes, the
+    /// floor `peak_bytes` would reach if every release could serve every later lease.
+    pub peak_leased_bytes: u64,
     pub allocations: u64,
     pub reuses: u64,
+    /// Reuses of a buffer whose last use was still pending (counted in `reuses` too).
+    pub in_batch_reuses: u64,
 }
 
 /// Idle pooled buffers by bucket size. Whether one is ready (its last use completed and no
@@ -48,14 +56,23 @@ impl<R: Copy> Default for Pool<R> {
 }
 
 impl<R: Copy> Pool<R> {
-    /// Takes an idle buffer of `bucket` bytes that is `ready`, if any.
+    /// Takes an idle buffer of `bucket` bytes that is `ready`, if any: the longest-released
+    /// one, whose last use is the least likely to need a barrier before the new holder's.
     pub fn acquire(&mut self, bucket: u64, mut ready: impl FnMut(R) -> bool) -> Option<R> {
         let list = self.idle.get_mut(&bucket)?;
         let pos = list.iter().position(|&id| ready(id))?;
-        let id = list.swap_remove(pos);
+        let id = list.remove(pos);
         self.stats.free_bytes -= bucket;
         self.stats.leased_bytes += bucket;
+        self.stats.peak_leased_bytes = self.stats.peak_leased_bytes.max(self.stats.leased_bytes);
         self.stats.reuses += 1;
+        Some(id)
+    }
+
+    /// `acquire` of a buffer whose last use may still be pending (counted apart).
+    pub fn acquire_in_batch(&mut self, bucket: u64, ready: impl FnMut(R) -> bool) -> Option<R> {
+        let id = self.acquire(bucket, ready)?;
+        self.stats.in_batch_reuses += 1;
         Some(id)
     }
 
@@ -63,6 +80,7 @@ impl<R: Copy> Pool<R> {
     pub fn note_allocation(&mut self, bucket: u64) {
         self.stats.allocations += 1;
         self.stats.leased_bytes += bucket;
+        self.stats.peak_leased_bytes = self.stats.peak_leased_bytes.max(self.stats.leased_bytes);
         self.stats.peak_bytes = self.stats.peak_bytes.max(self.stats.leased_bytes + self.stats.free_bytes);
     }
 
@@ -73,7 +91,8 @@ impl<R: Copy> Pool<R> {
         self.idle.entry(bucket).or_default().push(id);
     }
 
-    /// Removes idle buffers that are `ready` (for freeing); in-flight ones stay.
+    /// Removes idle buffers that are `ready` (for freeing); in-flight ones stay. Both peaks
+    /// restart from what remains, so a benchmark can measure one phase after a trim.
     pub fn trim(&mut self, mut ready: impl FnMut(R) -> bool) -> Vec<R> {
         let mut out = Vec::new();
         for (&bucket, list) in self.idle.iter_mut() {
@@ -87,6 +106,8 @@ impl<R: Copy> Pool<R> {
             });
         }
         self.idle.retain(|_, l| !l.is_empty());
+        self.stats.peak_bytes = self.stats.leased_bytes + self.stats.free_bytes;
+        self.stats.peak_leased_bytes = self.stats.leased_bytes;
         out
     }
 
@@ -167,9 +188,26 @@ mod tests {
             p.note_allocation(512);
             p.release(512, id);
         }
+        assert_eq!(p.stats.peak_bytes, 1536);
         let freed = p.trim(ready(&uses, Point::compute(2)));
         assert_eq!(freed.len(), 2);
         assert_eq!(p.stats.free_bytes, 512);
-        assert_eq!(p.stats.peak_bytes, 1536);
+        assert_eq!(p.stats.peak_bytes, 512, "the peak restarts at a trim");
+    }
+
+    #[test]
+    fn peak_leased_is_the_live_set() {
+        let mut p: Pool<u32> = Pool::default();
+        let uses = [Some(Point::ZERO); 4];
+        // Two leases live at once, then a third of another bucket after both went back.
+        p.note_allocation(1024);
+        p.note_allocation(1024);
+        p.release(1024, 0);
+        p.release(1024, 1);
+        assert_eq!(p.acquire(1024, ready(&uses, Point::ZERO)), Some(0));
+        p.release(1024, 0);
+        p.note_allocation(2048);
+        assert_eq!(p.stats.peak_leased_bytes, 2048);
+        assert_eq!(p.stats.peak_bytes, 4096, "the 1024-byte buffers cannot serve a 2048-byte lease");
     }
 }

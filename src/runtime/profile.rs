@@ -29,9 +29,10 @@ pub struct ProfileRecord {
     result: Option<Vec<DispatchTime>>,
 }
 
-/// One profiled dispatch. `start_ns`/`end_ns` are relative to the batch's first start stamp,
-/// so the span of a batch is the last `end_ns` (dispatches without a barrier between them
-/// may overlap, which makes the sum of `gpu_ns` exceed the span).
+/// One profiled dispatch. `start_ns`/`end_ns` are the stamps on the queue's clock (an
+/// arbitrary origin shared by every batch of the queue), so the GPU time of several batches
+/// is max(end) - min(start): dispatches, and whole batches, without a barrier between them
+/// overlap, which makes the sum of `gpu_ns` exceed the time they took together.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DispatchTime {
     pub label: Arc<str>,
@@ -97,7 +98,6 @@ impl Runtime {
         let bits = self.dev.adapter.timestamp_valid_bits;
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
         let ns = |ticks: u64| if bits == 0 { 0.0 } else { (ticks & mask) as f64 * period };
-        let first = stamps.first().copied().unwrap_or(0) & mask;
         let result: Vec<_> = rec
             .labels
             .iter()
@@ -107,8 +107,8 @@ impl Runtime {
                 DispatchTime {
                     label: label.clone(),
                     gpu_ns: ns(end.wrapping_sub(start)),
-                    start_ns: ns(start.wrapping_sub(first)),
-                    end_ns: ns(end.wrapping_sub(first)),
+                    start_ns: ns(start),
+                    end_ns: ns(end),
                 }
             })
             .collect();

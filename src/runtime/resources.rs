@@ -34,6 +34,8 @@ pub struct BufferRes {
     /// Segment that last touched / wrote it (== Runtime::seg while the open segment uses it).
     pub seg: u64,
     pub seg_write: u64,
+    /// Segment whose first access to it was a write (it holds nothing from before that segment).
+    pub seg_fresh: u64,
     /// Captures that reference it.
     pub pins: u32,
     pub owner: Owner,
@@ -51,6 +53,7 @@ impl BufferRes {
             last_write: Point::ZERO,
             seg: 0,
             seg_write: 0,
+            seg_fresh: 0,
             pins: 0,
             owner,
         }
@@ -65,6 +68,25 @@ impl BufferRes {
     /// Not used by the open segment, not pinned, and its last GPU use completed.
     pub fn idle(&self, open_seg: Option<u64>, completed: Point) -> bool {
         self.pins == 0 && open_seg != Some(self.seg) && self.last_use.reached_by(completed)
+    }
+
+    /// May be leased again while a batch is open although GPU work that used it is still
+    /// pending: that work is on the compute queue (recorded earlier in the open batch, or
+    /// submitted), so everything the new holder records runs after it in queue order, and the
+    /// hazard tracker, which kept this buffer's access epochs, puts the WAR/WAW barrier in.
+    /// Paths that leave program order stay ordered too: an upload into a buffer the open
+    /// segment used is recorded into the batch, one into any other buffer waits on its last
+    /// compute use, and reads wait for its last write.
+    ///
+    /// Excluded: pinned buffers (a live capture replays its commands on them); pending
+    /// transfer-queue use (the copy engine is ordered only by semaphores); and a buffer the
+    /// open segment *read* before writing it. Such a buffer came into the batch holding data
+    /// (an input, or a constant written by the host during the batch): if the batch is
+    /// captured, every replay reads that data again, so no later command of the batch may
+    /// overwrite it. A buffer first written by the segment is a temporary of it.
+    pub fn reusable_in_batch(&self, open_seg: Option<u64>, completed: Point) -> bool {
+        let fresh = open_seg != Some(self.seg) || self.seg_fresh == self.seg;
+        self.pins == 0 && self.last_use.transfer <= completed.transfer && fresh
     }
 }
 

@@ -1,8 +1,9 @@
 // Reference-counted ownership of leased device buffers. A tensor, a view of it (reshape)
 // and a pending fused expression that reads it each hold one reference; the buffer goes
-// back to the runtime's pool when the last one lets go. The runtime itself keeps a
-// released buffer out of circulation until the GPU work that last used it has completed,
-// so releasing right after recording a dispatch that reads it is safe.
+// back to the runtime's pool when the last one lets go. Releasing right after recording a
+// dispatch that reads it is safe: the runtime hands the buffer out again either once that
+// work completed or, inside an open batch, only to work ordered after it (with a barrier).
+// Release temporaries as soon as they are dead: that is what lets a captured step reuse them.
 import type { Runtime } from "./runtime.js";
 
 export class Lease {

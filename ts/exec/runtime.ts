@@ -25,9 +25,14 @@ export interface DeviceInfo {
 export interface PoolStats {
   leasedBytes: number;
   freeBytes: number;
+  /** High-water mark of leased + free bytes since the last trimPool. */
   peakBytes: number;
+  /** High-water mark of leased bytes (the live set in bucket bytes) since the last trimPool (native addon; absent in mocks). */
+  peakLeasedBytes?: number;
   allocations: number;
   reuses: number;
+  /** Reuses inside an open batch of a buffer whose last GPU use was pending (native addon; absent in mocks). */
+  inBatchReuses?: number;
 }
 
 export type Groups = [number, number?, number?];

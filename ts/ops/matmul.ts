@@ -7,7 +7,9 @@ import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, matmulGeometry, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
-import { planMatmul, PUSH_FIELDS, type MatmulCaps, type MatmulDtype, type BindingRole } from "../kernels/matmul/index.js";
+import { chooseMatmul, planMatmul, PUSH_FIELDS, type MatmulCaps, type MatmulDtype, type BindingRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
+import type { MatmulRuntime } from "../kernels/matmul/device.js";
+import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
 import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
@@ -37,6 +39,57 @@ function descId(d: KernelDesc): number {
   return id;
 }
 
+const plansByEngine = new WeakMap<Engine, Map<string, MatmulPlan>>();
+
+/**
+ * The plan for a product: HELIOS_MATMUL_VARIANT when it can serve, the tuner's cached winner,
+ * or — the first time a shape class runs eagerly on a GPU (not a CPU device such as lavapipe,
+ * not inside a capture) with HELIOS_AUTOTUNE on — a fresh tuning run (the tuner submits its own batches, so
+ * the work queued so far is submitted first); the planner's default otherwise. Memoized per
+ * problem, so the tuning cache file is read once per shape.
+ */
+function choosePlan(E: Engine, problem: MatmulProblem): MatmulPlan {
+  let memo = plansByEngine.get(E);
+  if (!memo) plansByEngine.set(E, (memo = new Map()));
+  const key = JSON.stringify(problem);
+  const hit = memo.get(key);
+  if (hit) return hit;
+  const rt = tunerRuntime(E);
+  let plan: MatmulPlan;
+  if (!rt) {
+    plan = planMatmul(problem, capsOf(E));
+  } else {
+    const cached = chooseMatmul(rt, problem, { tune: false });
+    const mayTune = E.rt.getDeviceInfo().deviceType !== "cpu" && !E.capture && readMatmulConfig().autotune;
+    if (cached.source === "default" && mayTune) {
+      E.sched.submit();
+      plan = chooseMatmul(rt, problem, { tune: true }).plan;
+    } else {
+      plan = cached.plan;
+    }
+    // a default chosen inside a capture is not final: tune when it next runs eagerly
+    if (cached.source === "default" && E.capture && mayTuneLater(E)) return plan;
+  }
+  memo.set(key, plan);
+  return plan;
+}
+
+function mayTuneLater(E: Engine): boolean {
+  return E.rt.getDeviceInfo().deviceType !== "cpu" && readMatmulConfig().autotune;
+}
+
+/** Whether the backend tunes matmul shape classes on this engine (see choosePlan). */
+export function matmulTunesHere(E: Engine): boolean {
+  return mayTuneLater(E) && tunerRuntime(E) !== null;
+}
+
+/** The runtime as the tuner needs it (the full native API; the test mock lacks it). */
+function tunerRuntime(E: Engine): MatmulRuntime | null {
+  const r = E.rt as unknown as Partial<MatmulRuntime>;
+  const needs: (keyof MatmulRuntime)[] = ["createBuffer", "destroyBuffer", "batchProfile", "recordDispatch", "readBuffer"];
+  return needs.every((k) => typeof r[k] === "function") ? (r as MatmulRuntime) : null;
+}
+
 /** Storage dtype the planner sees (f64 tensors live as f32), or null when it cannot serve. */
 function plannerDtype(a: Dtype, b: Dtype): MatmulDtype | null {
   const s = (d: Dtype) => (d === "f64" ? "f32" : d);
@@ -59,7 +112,7 @@ export function planned(
   const outDtype = plannerDtype(out.dtype, out.dtype);
   if (!dtype || !outDtype || (outDtype !== dtype && outDtype !== "f32")) return false;
   const epilogue = extra.scale !== undefined && extra.scale !== 1 ? { scale: extra.scale } : undefined;
-  const plan = planMatmul({ m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue }, capsOf(E));
+  const plan = choosePlan(E, { m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue });
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   E.withInputs(op, [A, B], ([la, lb]) => {
     const ws: Lease | null = plan.workspaceBytes > 0 ? E.pool.lease(plan.workspaceBytes) : null;
