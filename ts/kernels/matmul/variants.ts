@@ -92,7 +92,11 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   // f16-accumulator tiles; the others are swept by `bench/gpu-host.sh matmul128` and promoted from
   // here when they win (each tuned candidate costs ~1 s per shape class at first use, and the
   // perf phase tunes 4 shapes × 4 suites under a time cap).
-  "cm_128x128x32_w2x4_v128", "cm_256x128x16_w4x2_v128", "cm_256x128x32_w4x2_v128_s1", "cm_128x128x64_w2x4_v128_s1",
+  // After H100 run 15: the single-stage 32/64-deep tiles joined the race (198-239 TF/s at 4096³ and
+  // 8192³); cm_128x256x16_w2x4_v128 and cm_128x128x32_w2x4_v128_pf2 left it (slower than their
+  // 64-bit originals at 4096³ and 8192³), as did the 4×8 f16-acc tiles except the 256×256×32 one.
+  "cm_128x256x16_w2x4_v128", "cm_128x128x32_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128_pf2",
+  "cm_128x128x32_w2x4_v128", "cm_256x128x16_w4x2_v128",
   "cm_128x128x16_w2x4_v128", "cm_128x128x16_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128", "cm_128x256x32_w2x2_v128_s1",
   "cm_256x256x16_w4x2_v128_s1",
   // A/B controls of cm_128x128x32_w2x4_v128: k steps and epilogue blocks as driver-unrolled IR
