@@ -9,6 +9,7 @@ import { generateFused } from "./elementwise.js";
 import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
 import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { flashFwdCmKernel } from "./attention-cm.js";
+import { flashFwdCmAccKernel } from "./attention-cm-acc.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
@@ -112,6 +113,10 @@ export function backendVariants(): KernelVariant[] {
   }
   for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
     v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
+    for (const [nsg, stages, pShared] of [[4, 2, false], [4, 1, false], [8, 1, false], [4, 2, true]] as const) {
+      const fv = { D, softCap, nsg, stages, pShared };
+      v.push({ id: `backend/flash_fwd_cmacc/d${D}_w${nsg}_s${stages}${pShared ? "_psh" : ""}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmAccKernel(fv) });
+    }
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });

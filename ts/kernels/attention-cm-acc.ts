@@ -1,0 +1,300 @@
+// Causal flash attention forward on KHR cooperative matrices (16x16x16 f16 -> f32) with the
+// output kept in accumulators: flash_fwd's contract (bindings q, k, v, o, lse; FA_PUSH) for f16
+// tensors with D % 16 == 0, D <= 64, T % (16 * subgroups) == 0, on 32-wide subgroups.
+//
+// Dispatch: [T / rows, BH] with rows = 16 * nsg, 32 * nsg threads; workgroup x = 0 takes the last
+//   query block (the most key tiles), so the long blocks start first and the tail is short.
+//   Subgroup s owns query rows q0 + 16s .. q0 + 16s + 15.
+// Per 64-key tile: K and V (f16, rows padded by 8 halves) staged in shared memory through 64-bit
+//   vector copies; with 2 stages the next tile is loaded into registers before the math and
+//   stored into the other stage after it, so one workgroup barrier per tile. S = Q K^T is 4 x D/16
+//   products (Q fragments stay in registers); the softmax works on accumulator elements, which
+//   needs no knowledge of their lane layout:
+//   - row-wise values (running max, rescale factor, 1/l) are *broadcast matrices*: a 16x16
+//     accumulator whose element (r, c) is the value of row r, loaded from a shared tile;
+//   - lazy rescaling: scores are in log2 units, M is a stale running max per row and P =
+//     exp2(S - M). Only when some element of the subgroup exceeds M by more than TAU (P > 2^TAU)
+//     does the subgroup take the slow path (shared memory): new row maxima, O and l scaled by
+//     exp2(M_old - M_new). The first tile always does. O / l is exact whatever M is, because the
+//     numerator and l use the same M; lse = M ln 2 + ln l;
+//   - l is accumulated element-wise in an accumulator (partial row sums per column), reduced once
+//     at the end through shared memory;
+//   - the causal mask (diagonal fragments only) is an element-wise add of a 0 / -inf triangle.
+//   P (acc f32) becomes the A operand of P V in registers when the accumulator and A layouts
+//   match element for element (checked once at start with index matrices: true on NVIDIA, where
+//   both follow mma.m16n8k16's fragment layout), otherwise through a per-subgroup f16 tile.
+// Numerics: scores, softmax and l in f32; P rounded to f16 for P V (as FlashAttention does); P <=
+//   2^TAU = 256 keeps it well inside f16 range.
+import {
+  coopmat, exp2, f16, f32, floor, kernel, lit, log, max, select,
+  type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared,
+} from "../ir/index.js";
+import { safeTanh } from "./common.js";
+import { FA_PUSH } from "./attention.js";
+
+const BC = 64;
+const CM = 16;
+/** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
+const TAU = 8;
+const LOG2E = Math.LOG2E;
+const NEG_BIG = -1e30;
+
+export interface FlashCmAccVariant {
+  readonly D: number;
+  readonly softCap: boolean;
+  /** Subgroups per workgroup (16 query rows each). */
+  readonly nsg: 4 | 8;
+  /** K/V shared stages: 2 = double-buffered (one barrier per tile). */
+  readonly stages: 1 | 2;
+  /** Always convert P through shared memory (the fallback path; for tests and timing). */
+  readonly pShared?: boolean;
+}
+
+export const DEFAULT_FLASH_CM_ACC: Pick<FlashCmAccVariant, "nsg" | "stages"> = { nsg: 4, stages: 2 };
+
+export function flashCmAccRows(v: Pick<FlashCmAccVariant, "nsg">): number {
+  return CM * v.nsg;
+}
+
+/** Shared bytes: K and V stages (f16, padded rows), per-subgroup f32 stage and f16 P tile, row maxima. */
+export function flashCmAccSharedBytes(v: Pick<FlashCmAccVariant, "D" | "nsg" | "stages">): number {
+  return 2 * v.stages * BC * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2 + v.nsg * CM * 4;
+}
+
+/** Whether this kernel serves the problem on this device. */
+export function flashCmAccApplies(
+  info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
+  v: Pick<FlashCmAccVariant, "D" | "nsg" | "stages">, dtype: string, T: number,
+): boolean {
+  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === "f16" &&
+    (info.maxSharedMemoryBytes ?? 49152) >= flashCmAccSharedBytes(v) &&
+    T % flashCmAccRows(v) === 0 && v.D % CM === 0 && v.D <= 64;
+}
+
+export function flashCmAccName(v: FlashCmAccVariant): string {
+  return `flash_fwd_cmacc_f16_d${v.D}_w${v.nsg}_s${v.stages}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
+}
+
+/** `for i < cmlen(t)`, unrolled by the driver. */
+function elements(k: KernelBuilder, t: CoopMatType, body: (i: Expr) => void): void {
+  k.for(lit("u32", 0), k.cmLen(t), body, { unroll: true, name: "e" });
+}
+
+export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
+  const { D, nsg, stages } = v;
+  if (D % CM !== 0 || D > 64) throw new Error(`flash_fwd_cmacc: D=${D} must be a multiple of 16, at most 64`);
+  const DC = D / CM, LD = D + 8, LD4 = LD / 4, ROWS = CM * nsg, THREADS = 32 * nsg;
+  const TILE = BC * LD;
+  const CHUNKS = (BC * D) / 4;
+  const slots = Math.ceil(CHUNKS / THREADS);
+  const guarded = CHUNKS % THREADS !== 0;
+  const tA: CoopMatType = coopmat("a", "f16", CM, CM);
+  const tB: CoopMatType = coopmat("b", "f16", CM, CM);
+  const tC: CoopMatType = coopmat("acc", "f32", CM, CM);
+  const tC16: CoopMatType = coopmat("acc", "f16", CM, CM);
+  const k = kernel(flashCmAccName(v), { workgroup: [THREADS] });
+  const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
+  const O = k.buffer("o", f16, "write"), L = k.buffer("lse", f32, "write");
+  const pc = k.push(FA_PUSH);
+  const Kg = K.as("f16", 4), Vg = V.as("f16", 4);
+  const Ks = k.shared("Ks", f16, stages * TILE), Vs = k.shared("Vs", f16, stages * TILE);
+  const st = k.shared("st", f32, nsg * 256);
+  const pt = k.shared("pt", f16, nsg * 256);
+  const mrow = k.shared("mrow", f32, nsg * CM);
+  const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+
+  const tid = k.let(k.localIndex, "tid");
+  const sg = k.let(k.subgroupId, "sg");
+  const lane = k.let(k.subgroupInvocation, "lane");
+  const r = k.let(lane.shr(1), "r");
+  const h8 = k.let(lane.band(1).mul(8), "h8");
+  const bh = k.let(k.workgroupId.y, "bh");
+  const q0 = k.let(pc.T.div(ROWS).sub(1).sub(k.workgroupId.x).mul(ROWS), "q0");
+  const base = k.let(bh.mul(pc.T).mul(D), "base");
+  const rf = k.let(q0.add(sg.mul(CM)), "rf");
+  const stOff = k.let(sg.mul(256), "stoff");
+  const rowOff = k.let(stOff.add(r.mul(CM)).add(h8), "rowoff");
+  const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
+  const capL = k.let(pc.cap.mul(LOG2E), "capl");
+
+  // Index matrices (element (r, c) = 16r + c) reveal how accumulator and A elements sit in lanes.
+  k.for(tid, lit("u32", 256), (e) => {
+    st.store(e, e.cast(f32));
+    pt.store(e, e.cast(f16));
+  }, { step: THREADS });
+  k.if(tid.lt(nsg * CM), () => mrow.store(tid, NEG_BIG));
+  k.barrier();
+  const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
+  const idxA = k.var(tA, pt.cmLoad(tA, 0, CM, "row"), "idxa");
+  const same = k.var("bool", k.cmLen(tC).eq(k.cmLen(tA)), "same");
+  k.for(lit("u32", 0), select(same.get(), k.cmLen(tC), lit("u32", 0)), (i) => {
+    same.set(same.get().and(idxC.at(i).eq(idxA.at(i).cast(f32))));
+  }, { name: "e" });
+  const regP = k.let(v.pShared ? lit("bool", false) : k.sgAll(same.get()), "regp");
+  const tri = k.var(tC, k.cmFill(tC, 0), "tri");
+  elements(k, tC, (i) => {
+    const x = idxC.at(i);
+    const row = k.let(floor(x.mul(1 / CM)), "row");
+    tri.setAt(i, select(x.sub(row.mul(CM)).gt(row), lit(f32, "-inf"), lit(f32, 0)));
+  });
+
+  const qa = Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, base.add(rf.mul(D)).add(d * CM), D, "row"), `qa${d}`));
+  const o = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${d}`));
+  const lsum = k.var(tC, k.cmFill(tC, 0), "lsum");
+  const mb = k.var(tC, k.cmFill(tC, NEG_BIG), "mb");
+  const s = Array.from({ length: BC / CM }, (_, j) => k.var(tC, k.cmFill(tC, 0), `s${j}`));
+  const pa = Array.from({ length: BC / CM }, (_, j) => k.var(tA, k.cmFill(tA, 0), `p${j}`));
+
+  // K/V register prefetch: chunk e (4 halves) of a tile is global f16x4 (base + k0 D)/4 + e.
+  const kr = Array.from({ length: slots }, (_, i) => k.var("f16x4", undefined, `kr${i}`));
+  const vr = Array.from({ length: slots }, (_, i) => k.var("f16x4", undefined, `vr${i}`));
+  const chunk = (i: number) => tid.add(i * THREADS);
+  const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(CHUNKS), body) : body());
+  const fetch = (k0: Expr) => {
+    const g0 = k.let(base.add(k0.mul(D)).div(4), "g0");
+    for (let i = 0; i < slots; i++) {
+      guard(i, () => {
+        kr[i].set(Kg.load(g0.add(chunk(i))));
+        vr[i].set(Vg.load(g0.add(chunk(i))));
+      });
+    }
+  };
+  const put = (slot: Expr) => {
+    for (let i = 0; i < slots; i++) {
+      guard(i, () => {
+        const e = chunk(i);
+        const at = k.let(slot.mul(TILE / 4).add(e.div(D / 4).mul(LD4)).add(e.rem(D / 4)), "sh4");
+        Ks.vec(4).store(at, kr[i].get());
+        Vs.vec(4).store(at, vr[i].get());
+      });
+    }
+  };
+
+  const nt = k.let(q0.add(ROWS).div(BC), "nt");
+  fetch(lit("u32", 0));
+  put(lit("u32", 0));
+  k.barrier();
+  k.for(lit("u32", 0), nt, (t) => {
+    const k0 = k.let(t.mul(BC), "k0");
+    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
+    const more = k.let(t.add(1).lt(nt), "more");
+    if (stages === 1) {
+      k.if(t.gt(0), () => {
+        put(slot);
+        k.barrier();
+      });
+    }
+    k.if(more, () => fetch(k0.add(BC)));
+    // A subgroup whose rows all precede the tile has nothing to do (only with 8 subgroups).
+    k.if(k0.le(rf.add(CM - 1)), () => tileMath(k0, slot.mul(TILE)));
+    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
+    k.barrier();
+  });
+
+  function tileMath(k0: Expr, kvOff: Expr): void {
+    for (let j = 0; j < BC / CM; j++) {
+      let acc = k.cmFill(tC, 0);
+      for (let d = 0; d < DC; d++) {
+        const kb = Ks.vec(4).cmLoad(tB, kvOff.add(j * CM * LD + d * CM).div(4), LD4, "col");
+        acc = k.cmMulAdd(qa[d], kb, acc);
+      }
+      s[j].set(acc);
+      if (v.softCap) {
+        elements(k, tC, (i) => s[j].setAt(i, safeTanh(s[j].at(i).mul(c2)).mul(capL)));
+      } else {
+        s[j].set(s[j].get().mul(c2));
+      }
+    }
+    // causal mask: only fragments that reach past the subgroup's first row
+    k.if(k0.add(BC - 1).gt(rf), () => {
+      for (let j = 0; j < BC / CM; j++) {
+        const kf = k.let(k0.add(j * CM), "kf");
+        k.if(kf.gt(rf), () => s[j].set(k.cmFill(tC, lit(f32, "-inf"))), () => {
+          k.if(kf.eq(rf), () => s[j].set(s[j].get().add(tri.get())));
+        });
+      }
+    });
+    const over = k.var(f32, lit(f32, "-inf"), "over");
+    elements(k, tC, (i) => {
+      const m4 = s.map((x) => x.at(i)).reduce((a, b) => max(a, b));
+      over.set(max(over.get(), m4.sub(mb.at(i))));
+    });
+    k.if(k.sgAny(over.get().gt(TAU)), () => rescale());
+    k.if(regP, () => {
+      elements(k, tC, (i) => {
+        const mi = mb.at(i);
+        let sum = lsum.at(i);
+        for (let j = 0; j < BC / CM; j++) {
+          const p = k.let(exp2(s[j].at(i).sub(mi)), "p");
+          sum = sum.add(p);
+          pa[j].setAt(i, p.cast(f16));
+        }
+        lsum.setAt(i, sum);
+      });
+    }, () => {
+      for (let j = 0; j < BC / CM; j++) {
+        elements(k, tC, (i) => {
+          const p = k.let(exp2(s[j].at(i).sub(mb.at(i))), "p");
+          lsum.setAt(i, lsum.at(i).add(p));
+          s[j].setAt(i, p);
+        });
+        const pOff = k.let(stOff, "poff");
+        sgSync();
+        pt.cmStore(s[j].get().cast(tC16), pOff, CM, "row");
+        sgSync();
+        pa[j].set(pt.cmLoad(tA, pOff, CM, "row"));
+      }
+    });
+    for (let dn = 0; dn < DC; dn++) {
+      let acc = o[dn].get();
+      for (let j = 0; j < BC / CM; j++) {
+        const vb = Vs.vec(4).cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(4), LD4, "row");
+        acc = k.cmMulAdd(pa[j].get(), vb, acc);
+      }
+      o[dn].set(acc);
+    }
+  }
+
+  /** New row maxima from this tile; O and l rescaled by exp2(M_old - M_new). */
+  function rescale(): void {
+    const tmax = k.var(tC, s[0].get(), "tmax");
+    elements(k, tC, (i) => tmax.setAt(i, s.map((x) => x.at(i)).reduce((a, b) => max(a, b))));
+    sgSync();
+    st.cmStore(tmax.get(), stOff, CM, "row");
+    sgSync();
+    const half = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, b) => max(a, b)), "hmax");
+    const rmax = k.let(max(half, k.shuffleXor(half, 1)), "rmax");
+    const mold = k.let(mrow.load(sg.mul(CM).add(r)), "mold");
+    const mnew = k.let(max(mold, rmax), "mnew");
+    const corr = k.let(exp2(mold.sub(mnew)), "corr");
+    broadcast(st, rowOff, corr);
+    const cb = k.var(tC, st.cmLoad(tC, stOff, CM, "row"), "cb");
+    broadcast(st, rowOff, mnew);
+    mb.set(st.cmLoad(tC, stOff, CM, "row"));
+    k.if(lane.band(1).eq(0), () => mrow.store(sg.mul(CM).add(r), mnew));
+    elements(k, tC, (i) => {
+      const c = cb.at(i);
+      for (const x of [...o, lsum]) x.setAt(i, x.at(i).mul(c));
+    });
+  }
+
+  /** Writes `value` over this lane's half row of the stage tile (after the subgroup's reads). */
+  function broadcast(mem: Shared, at: Expr, value: Expr): void {
+    sgSync();
+    for (let c = 0; c < 8; c++) mem.store(at.add(c), value);
+    sgSync();
+  }
+
+  // l: reduce the per-column partial sums; O / l through a broadcast tile; lse = M ln 2 + ln l.
+  sgSync();
+  st.cmStore(lsum.get(), stOff, CM, "row");
+  sgSync();
+  const lhalf = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, b) => a.add(b)), "lhalf");
+  const lrow = k.let(lhalf.add(k.shuffleXor(lhalf, 1)), "lrow");
+  broadcast(st, rowOff, lrow);
+  const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
+  o.forEach((od, d) => O.cmStore(od.get().div(lb).cast(tC16), base.add(rf.mul(D)).add(d * CM), D, "row"));
+  const mfin = k.let(mrow.load(sg.mul(CM).add(r)), "mfin");
+  k.if(lane.band(1).eq(0), () => L.store(bh.mul(pc.T).add(rf).add(r), mfin.mul(Math.LN2).add(log(lrow))));
+  return k.finish();
+}
