@@ -11,6 +11,7 @@ import * as N from "./ref/nn.js";
 import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "../ts/kernels/attention-cm.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "../ts/kernels/attention-cm-acc.js";
 import { packPush } from "../ts/kernels/common.js";
+import { FLASH_FWD, pickFlashFwd } from "../ts/kernels/attention-variants.js";
 import { FA_PUSH } from "../ts/kernels/attention.js";
 import { fromF16Array } from "../ts/f16.js";
 import type { KernelDesc } from "../ts/ir/index.js";
@@ -96,4 +97,21 @@ test("flash_fwd_cmacc applies to f16, T % rows == 0, D % 16 == 0 (<= 64), within
   assert.ok(!flashCmAccApplies(dev, { ...w4, D: 80 }, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, w4, "f32", 1024));
   assert.ok(!flashCmAccApplies({ ...dev, subgroupSize: 64 }, w4, "f16", 1024));
+});
+
+test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls back in auto order", async () => {
+  const { readConfig } = await import("../ts/config.js");
+  assert.equal(readConfig({}).flashVariant, "auto");
+  assert.equal(readConfig({ HELIOS_FLASH_VARIANT: "cm" }).flashVariant, "cm");
+  assert.throws(() => readConfig({ HELIOS_FLASH_VARIANT: "fast" }), /HELIOS_FLASH_VARIANT=fast: expected one of auto/);
+  const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
+  assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s2");
+  assert.equal(pickFlashFwd("cm", dev, "f16", 1024, 64).name, "cm");
+  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 1024, 64).name, "acc-w8s1");
+  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 64, 64).name, "acc-w4s2", "T=64 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 1024, 64).name, "acc-w4s2", "over 48 KiB at D=64");
+  assert.equal(pickFlashFwd("auto", dev, "f16", 1000, 64).name, "simt");
+  assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "simt");
+  assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");
+  for (const c of Object.values(FLASH_FWD)) assert.ok(c.build("f16", 64, false).name.startsWith("flash_fwd"));
 });
