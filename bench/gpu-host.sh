@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|flash
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -44,7 +44,11 @@ case "$part" in
     export OUT=$work/train
     run train-suite 400 bash bench/train/gpu.sh suite
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train" >&2; exit 2 ;;
+  flash)
+    run coop-tests 150 node dist/bench/coop-tests.js
+    run flash 150 node dist/bench/flash.js --out="$work/flash.json"
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|flash" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
