@@ -10,7 +10,7 @@ import type { KernelDesc } from "../ts/ir/index.js";
 import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import { adaptRuntime } from "./native-runtime.js";
-import { flashGate, type Problem } from "./flash-check.js";
+import { flashGate, layoutProbeKernel, type Problem } from "./flash-check.js";
 
 function f16Bits(x: number): number {
   const f = new Float32Array([x]);
@@ -73,6 +73,23 @@ function runCase(o: CoopMatmulOptions, desc: KernelDesc, m: number, n: number, k
   return rel <= tol ? undefined : `relative Frobenius error ${rel.toExponential(2)} > ${tol}`;
 }
 
+/**
+ * Which (row, col) each lane's accumulator (f32) and A (f16) elements hold, 16x16: flash_fwd_cmacc
+ * keeps P in registers only when the two agree element for element (else it goes through shared
+ * memory, slower). Printed for the record; not a pass/fail check.
+ */
+function layoutProbe(): void {
+  const idx = Float32Array.from({ length: 256 }, (_, i) => i);
+  const [, , res] = runKernel(layoutProbeKernel(), { buffers: [idx, Uint16Array.from(idx, f16Bits), 4 * (2 + 32 * 64)], groups: [1], push: new ArrayBuffer(4) });
+  const v = new Float32Array(res);
+  const [nc, na] = [v[0], v[1]];
+  const at = (lane: number, off: number, n: number) => Array.from(v.subarray(2 + lane * 64 + off, 2 + lane * 64 + off + n), (x) => `(${Math.floor(x / 16)},${x % 16})`).join(" ");
+  let same = nc === na;
+  for (let l = 0; l < 32 && same; l++) for (let i = 0; i < Math.min(nc, 32); i++) same &&= v[2 + l * 64 + i] === v[2 + l * 64 + 32 + i];
+  console.log(`coopmat layout: acc f32 ${nc} elements per lane, A f16 ${na}; ${same ? "identical (flash keeps P in registers)" : "different (flash converts P through shared memory)"}`);
+  console.log(`  lane 0 acc: ${at(0, 0, nc)}\n  lane 0 A:   ${at(0, 32, na)}\n  lane 5 acc: ${at(5, 0, nc)}\n  lane 5 A:   ${at(5, 32, na)}`);
+}
+
 /** The tensor-core flash forwards (not simt) on causal cases: tiles, softCap, several heads. */
 function flashCases(): { ran: number; failed: number } {
   const rt = adaptRuntime(native as unknown as Record<string, unknown>);
@@ -129,6 +146,11 @@ function main(): number {
       if (err) failed++;
       console.log(`${err ? "FAIL" : "ok  "} ${label} ${m}x${n}x${k}${err ? `: ${err}` : ""}`);
     }
+  }
+  try {
+    layoutProbe();
+  } catch (e) {
+    console.log(`coopmat layout probe failed: ${(e as Error).message}`);
   }
   const flash = flashCases();
   ran += flash.ran;

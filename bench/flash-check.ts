@@ -5,6 +5,7 @@ import { FA_PUSH } from "../ts/kernels/attention.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import { packPush } from "../ts/kernels/common.js";
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
+import { coopmat, f16, f32, kernel, lit, min, type KernelDesc } from "../ts/ir/index.js";
 import { f16BitsToF32 as f16Value, f32ToF16Bits as f16Bits } from "../ts/f16.js";
 import { Mulberry32 } from "../ts/random.js";
 
@@ -81,4 +82,21 @@ export function flashGate(rt: MatmulRuntime, name: FlashKernelName, p: Problem):
   } finally {
     s.free();
   }
+}
+
+/** One subgroup writes, per lane, its acc f32 then its A f16 elements of 16r + c index matrices (64 floats per lane, after the two lengths). */
+export function layoutProbeKernel(): KernelDesc {
+  const tC = coopmat("acc", "f32", 16, 16), tA = coopmat("a", "f16", 16, 16);
+  const k = kernel("probe_coopmat_layout", { workgroup: [32] });
+  const i32 = k.buffer("idx32", f32, "read"), i16 = k.buffer("idx16", f16, "read"), out = k.buffer("out", f32, "write");
+  const lane = k.let(k.subgroupInvocation, "lane");
+  const c = k.var(tC, i32.cmLoad(tC, 0, 16, "row"), "c");
+  const a = k.var(tA, i16.cmLoad(tA, 0, 16, "row"), "a");
+  k.if(lane.eq(0), () => {
+    out.store(0, k.cmLen(tC).cast(f32));
+    out.store(1, k.cmLen(tA).cast(f32));
+  });
+  k.for(lit("u32", 0), min(k.cmLen(tC), 32), (i) => out.store(lane.mul(64).add(i).add(2), c.at(i)));
+  k.for(lit("u32", 0), min(k.cmLen(tA), 32), (i) => out.store(lane.mul(64).add(i).add(34), a.at(i).cast(f32)));
+  return k.finish();
 }

@@ -26,7 +26,7 @@
 // Numerics: scores, softmax and l in f32; P rounded to f16 for P V (as FlashAttention does); P <=
 //   2^TAU = 256 keeps it well inside f16 range.
 import {
-  coopmat, exp2, f16, f32, floor, kernel, lit, log, max, select,
+  coopmat, exp2, f16, f32, floor, fma, kernel, lit, log, max, select,
   type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared,
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
@@ -114,7 +114,11 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const rf = k.let(q0.add(sg.mul(CM)), "rf");
   const stOff = k.let(sg.mul(256), "stoff");
   const rowOff = k.let(stOff.add(r.mul(CM)).add(h8), "rowoff");
+  // Without softCap S stays unscaled and log2 units come in with the exponent's fma:
+  // exp2(S c - M) = exp2(fma(S, c, -M)); with it, S is capped and scaled in place.
   const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
+  const toLog2 = (x: Expr) => (v.softCap ? x : x.mul(c2));
+  const minusM = (x: Expr, m: Expr) => (v.softCap ? x.sub(m) : fma(x, c2, m.neg()));
   const capL = k.let(pc.cap.mul(LOG2E), "capl");
 
   // Index matrices (element (r, c) = 16r + c) reveal how accumulator and A elements sit in lanes.
@@ -199,11 +203,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
         acc = k.cmMulAdd(qa[d], kb, acc);
       }
       s[j].set(acc);
-      if (v.softCap) {
-        elements(k, tC, (i) => s[j].setAt(i, safeTanh(s[j].at(i).mul(c2)).mul(capL)));
-      } else {
-        s[j].set(s[j].get().mul(c2));
-      }
+      if (v.softCap) elements(k, tC, (i) => s[j].setAt(i, safeTanh(s[j].at(i).mul(c2)).mul(capL)));
     }
     // causal mask: only fragments that reach past the subgroup's first row
     k.if(k0.add(BC - 1).gt(rf), () => {
@@ -217,7 +217,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     const over = k.var(f32, lit(f32, "-inf"), "over");
     elements(k, tC, (i) => {
       const m4 = s.map((x) => x.at(i)).reduce((a, b) => max(a, b));
-      over.set(max(over.get(), m4.sub(mb.at(i))));
+      over.set(max(over.get(), minusM(m4, mb.at(i))));
     });
     k.if(k.sgAny(over.get().gt(TAU)), () => rescale());
     k.if(regP, () => {
@@ -225,7 +225,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
         const mi = mb.at(i);
         let sum = lsum.at(i);
         for (let j = 0; j < BC / CM; j++) {
-          const p = k.let(exp2(s[j].at(i).sub(mi)), "p");
+          const p = k.let(exp2(minusM(s[j].at(i), mi)), "p");
           sum = sum.add(p);
           pa[j].setAt(i, p.cast(f16));
         }
@@ -234,7 +234,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     }, () => {
       for (let j = 0; j < BC / CM; j++) {
         elements(k, tC, (i) => {
-          const p = k.let(exp2(s[j].at(i).sub(mb.at(i))), "p");
+          const p = k.let(exp2(minusM(s[j].at(i), mb.at(i))), "p");
           lsum.setAt(i, lsum.at(i).add(p));
           s[j].setAt(i, p);
         });
@@ -258,7 +258,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   /** New row maxima from this tile; O and l rescaled by exp2(M_old - M_new). */
   function rescale(): void {
     const tmax = k.var(tC, s[0].get(), "tmax");
-    elements(k, tC, (i) => tmax.setAt(i, s.map((x) => x.at(i)).reduce((a, b) => max(a, b))));
+    elements(k, tC, (i) => tmax.setAt(i, toLog2(s.map((x) => x.at(i)).reduce((a, b) => max(a, b)))));
     sgSync();
     st.cmStore(tmax.get(), stOff, CM, "row");
     sgSync();
