@@ -66,6 +66,7 @@ const accCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
   [{ nsg: 4, stages: 1 }, { bh: 2, T: 128, D: 16, cap: 0 }],
   [{ nsg: 8, stages: 1 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
   [{ nsg: 8, stages: 2 }, { bh: 1, T: 128, D: 32, cap: 1.5 }],
+  [{ nsg: 8, stages: 2 }, { bh: 1, T: 256, D: 64, cap: 0, growing: true }],
   [{ nsg: 4, stages: 2, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
 ];
 for (const [w, c] of accCases) {
@@ -92,8 +93,9 @@ test("flash_fwd_cmacc applies to f16, T % rows == 0, D % 16 == 0 (<= 64), within
   assert.ok(flashCmAccApplies(dev, w4, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, w4, "f16", 1000));
   assert.ok(!flashCmAccApplies(dev, { ...w4, nsg: 8 }, "f16", 192));
-  assert.ok(!flashCmAccApplies(dev, w8, "f16", 1024), "8 subgroups with 2 stages at D=64 exceed 48 KiB");
-  assert.ok(flashCmAccApplies(dev, { ...w8, stages: 1 }, "f16", 1024));
+  assert.ok(flashCmAccApplies(dev, w8, "f16", 1024), "8 subgroups with 2 stages at D=64 take exactly 48 KiB");
+  assert.ok(!flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32768 }, w8, "f16", 1024));
+  assert.ok(flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32768 }, { ...w8, stages: 1 }, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, { ...w4, D: 80 }, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, w4, "f32", 1024));
   assert.ok(!flashCmAccApplies({ ...dev, subgroupSize: 64 }, w4, "f16", 1024));
@@ -109,7 +111,8 @@ test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls
   assert.equal(pickFlashFwd("cm", dev, "f16", 1024, 64).name, "cm");
   assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 1024, 64).name, "acc-w8s1");
   assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 64, 64).name, "acc-w4s2", "T=64 is not a multiple of 128 rows");
-  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 1024, 64).name, "acc-w4s2", "over 48 KiB at D=64");
+  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 192, 64).name, "acc-w4s2", "T=192 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 32768 }, "f16", 1024, 64).name, "simt", "no tensor-core kernel fits 32 KiB at D=64");
   assert.equal(pickFlashFwd("auto", dev, "f16", 1000, 64).name, "simt");
   assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "simt");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");

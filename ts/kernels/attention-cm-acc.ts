@@ -56,9 +56,9 @@ export function flashCmAccRows(v: Pick<FlashCmAccVariant, "nsg">): number {
   return CM * v.nsg;
 }
 
-/** Shared bytes: K and V stages (f16, padded rows), per-subgroup f32 stage and f16 P tile, row maxima. */
+/** Shared bytes: K and V stages (f16, padded rows), per-subgroup f32 stage and f16 P tile. */
 export function flashCmAccSharedBytes(v: Pick<FlashCmAccVariant, "D" | "nsg" | "stages">): number {
-  return 2 * v.stages * BC * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2 + v.nsg * CM * 4;
+  return 2 * v.stages * BC * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2;
 }
 
 /** Whether this kernel serves the problem on this device. */
@@ -100,7 +100,6 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const Ks = k.shared("Ks", f16, stages * TILE), Vs = k.shared("Vs", f16, stages * TILE);
   const st = k.shared("st", f32, nsg * 256);
   const pt = k.shared("pt", f16, nsg * 256);
-  const mrow = k.shared("mrow", f32, nsg * CM);
   const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
 
   const tid = k.let(k.localIndex, "tid");
@@ -126,7 +125,6 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     st.store(e, e.cast(f32));
     pt.store(e, e.cast(f16));
   }, { step: THREADS });
-  k.if(tid.lt(nsg * CM), () => mrow.store(tid, NEG_BIG));
   k.barrier();
   const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
   const idxA = k.var(tA, pt.cmLoad(tA, 0, CM, "row"), "idxa");
@@ -146,6 +144,8 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const o = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${d}`));
   const lsum = k.var(tC, k.cmFill(tC, 0), "lsum");
   const mb = k.var(tC, k.cmFill(tC, NEG_BIG), "mb");
+  /** Row r's M (what mb broadcasts), held by both lanes of the pair that owns row r. */
+  const mrow = k.var(f32, NEG_BIG, "mrow");
   const s = Array.from({ length: BC / CM }, (_, j) => k.var(tC, k.cmFill(tC, 0), `s${j}`));
   const pa = Array.from({ length: BC / CM }, (_, j) => k.var(tA, k.cmFill(tA, 0), `p${j}`));
 
@@ -189,7 +189,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
       });
     }
     k.if(more, () => fetch(k0.add(BC)));
-    // A subgroup whose rows all precede the tile has nothing to do (only with 8 subgroups).
+    // A subgroup whose rows all come before the tile's keys has nothing to do (only with 8 subgroups).
     k.if(k0.le(rf.add(CM - 1)), () => tileMath(k0, slot.mul(TILE)));
     if (stages === 2) k.if(more, () => put(slot.bxor(1)));
     k.barrier();
@@ -264,14 +264,14 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     sgSync();
     const half = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, b) => max(a, b)), "hmax");
     const rmax = k.let(max(half, k.shuffleXor(half, 1)), "rmax");
-    const mold = k.let(mrow.load(sg.mul(CM).add(r)), "mold");
+    const mold = mrow.get();
     const mnew = k.let(max(mold, rmax), "mnew");
     const corr = k.let(exp2(mold.sub(mnew)), "corr");
     broadcast(st, rowOff, corr);
     const cb = k.var(tC, st.cmLoad(tC, stOff, CM, "row"), "cb");
     broadcast(st, rowOff, mnew);
     mb.set(st.cmLoad(tC, stOff, CM, "row"));
-    k.if(lane.band(1).eq(0), () => mrow.store(sg.mul(CM).add(r), mnew));
+    mrow.set(mnew);
     elements(k, tC, (i) => {
       const c = cb.at(i);
       for (const x of [...o, lsum]) x.setAt(i, x.at(i).mul(c));
@@ -294,7 +294,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   broadcast(st, rowOff, lrow);
   const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
   o.forEach((od, d) => O.cmStore(od.get().div(lb).cast(tC16), base.add(rf.mul(D)).add(d * CM), D, "row"));
-  const mfin = k.let(mrow.load(sg.mul(CM).add(r)), "mfin");
+  const mfin = mrow.get();
   k.if(lane.band(1).eq(0), () => L.store(bh.mul(pc.T).add(rf).add(r), mfin.mul(Math.LN2).add(log(lrow))));
   return k.finish();
 }
