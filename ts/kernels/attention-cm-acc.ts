@@ -129,9 +129,9 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
   const idxA = k.var(tA, pt.cmLoad(tA, 0, CM, "row"), "idxa");
   const same = k.var("bool", k.cmLen(tC).eq(k.cmLen(tA)), "same");
-  k.for(lit("u32", 0), select(same.get(), k.cmLen(tC), lit("u32", 0)), (i) => {
-    same.set(same.get().and(idxC.at(i).eq(idxA.at(i).cast(f32))));
-  }, { name: "e" });
+  elements(k, tC, (i) => {
+    k.if(i.lt(k.cmLen(tA)), () => same.set(same.get().and(idxC.at(i).eq(idxA.at(i).cast(f32)))));
+  });
   const regP = k.let(v.pShared ? lit("bool", false) : k.sgAll(same.get()), "regp");
   const tri = k.var(tC, k.cmFill(tC, 0), "tri");
   elements(k, tC, (i) => {

@@ -113,7 +113,7 @@ export function backendVariants(): KernelVariant[] {
   }
   for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
     v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
-    for (const [nsg, stages, pShared] of [[4, 2, false], [4, 1, false], [8, 1, false], [4, 2, true]] as const) {
+    for (const [nsg, stages, pShared] of [[4, 2, false], [4, 1, false], [8, 1, false], [8, 2, false], [4, 2, true]] as const) {
       const fv = { D, softCap, nsg, stages, pShared };
       v.push({ id: `backend/flash_fwd_cmacc/d${D}_w${nsg}_s${stages}${pShared ? "_psh" : ""}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmAccKernel(fv) });
     }
