@@ -175,6 +175,18 @@ export interface PipelineLayout {
   label?: string
 }
 
+/** One driver statistic of a pipeline executable. */
+export interface PipelineStatistic {
+  name: string
+  value: number
+}
+
+/**
+ * Driver statistics of a pipeline (register counts, spills, shared memory, ...), as reported
+ * by VK_KHR_pipeline_executable_properties. Needs HELIOS_PIPELINE_STATS=1 at initDevice.
+ */
+export declare function pipelineStatistics(handle: number): Array<PipelineStatistic>
+
 export declare function poolStats(): PoolStats
 
 export interface PoolStats {
@@ -187,7 +199,15 @@ export interface PoolStats {
 
 export interface ProfileEntry {
   label: string
+  /** End minus start stamp of this dispatch. */
   gpuNs: number
+  /**
+   * Start stamp relative to the first dispatch's start in the batch (top of pipe: it can
+   * be written before earlier, unrelated dispatches finish).
+   */
+  startNs: number
+  /** End stamp relative to the first dispatch's start; the batch's span is the largest. */
+  endNs: number
 }
 
 /** Reads the buffer after everything recorded before this call. */
@@ -195,6 +215,12 @@ export declare function readBuffer(handle: number, byteOffset?: number, byteLeng
 
 /** Like readBuffer, but snapshots now and waits off the JS thread. */
 export declare function readBufferAsync(handle: number, byteOffset?: number, byteLength?: number): Promise<ArrayBuffer>
+
+/**
+ * Reads `dst.byteLength` bytes at `byteOffset` into `dst` (an ArrayBuffer or typed array), in
+ * program order like readBuffer, without allocating a result (reuse one host array).
+ */
+export declare function readBufferInto(handle: number, dst: ArrayBuffer | ArrayBufferView, byteOffset?: number): void
 
 /** Records one dispatch: `buffers[i]` binds to binding i; `groups` is [x, y?, z?]. */
 export declare function recordDispatch(pipeline: number, buffers: number[], groups: number[], pushConstants?: ArrayBuffer | ArrayBufferView): void

@@ -57,6 +57,7 @@ export interface HeliosNative {
   createBuffer(byteLength: number, opts?: { hostVisible?: boolean }): Handle;
   uploadBuffer(handle: Handle, data: ArrayBuffer | ArrayBufferView, byteOffset?: number): void;
   readBuffer(handle: Handle, byteOffset?: number, byteLength?: number): ArrayBuffer;
+  readBufferInto(handle: Handle, dst: ArrayBuffer | ArrayBufferView, byteOffset?: number): void;
   readBufferAsync(handle: Handle, byteOffset?: number, byteLength?: number): Promise<ArrayBuffer>;
   fillBuffer(handle: Handle, u32Pattern: number, byteOffset?: number, byteLength?: number): void;
   copyBuffer(src: Handle, dst: Handle, srcOffset: number, dstOffset: number, byteLength: number): void;
@@ -82,7 +83,7 @@ export interface HeliosNative {
   replayBatch(graph: Handle): number;
   destroyCapture(graph: Handle): void;
 
-  batchProfile(value: number): Array<{ label: string; gpuNs: number }>;
+  batchProfile(value: number): Array<{ label: string; gpuNs: number; startNs: number; endNs: number }>;
 }
 
 export type HeliosErrorCode =

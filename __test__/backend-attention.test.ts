@@ -3,7 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { makeBackend } from "./backend-helpers.js";
-import { Rng, randTensor, assertClose } from "./harness.js";
+import { Rng, randTensor, assertClose, values } from "./harness.js";
+import type { RefTensor } from "./ref/tensor.js";
 import * as N from "./ref/nn.js";
 
 const B = makeBackend();
@@ -60,4 +61,33 @@ test("flashAttention with f16 storage", () => {
   for (const [name, got, exp] of [["dQ", g.dQ, r.dQ], ["dK", g.dK, r.dK], ["dV", g.dV, r.dV]] as const) {
     assertClose(got, exp, { atol: 1e-2, rtol: 1e-2 }, `${name} f16`);
   }
+});
+
+// The dense backward (batched matmuls over [BH, T, T] scores + one elementwise pass; what
+// coopmat devices run for f16) against the float64 reference: several heads, T a multiple of 4
+// but not of any tile, D not a multiple of 16, and the flash kernels' result on the same data.
+for (const [bh, T, D] of [[3, 36, 8], [2, 68, 24]]) {
+  test(`flashAttentionBackward dense path (HELIOS_ATTN_BWD=dense) f16 bh=${bh} T=${T} D=${D}`, () => {
+    const dense = makeBackend({ attnBackward: "dense" });
+    const flash = makeBackend({ attnBackward: "flash" });
+    const rng = new Rng(64 + T);
+    const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
+    const dO = randTensor(rng, [bh, T, D], "f16");
+    const scale = 1 / Math.sqrt(D);
+    const { output, lse } = dense.flashAttention!(q.td, k.td, v.td, T, scale, 0);
+    const g = dense.flashAttentionBackward!(q.td, k.td, v.td, output, dO.td, lse, T, scale, 0);
+    const f = flash.flashAttentionBackward!(q.td, k.td, v.td, output, dO.td, lse, T, scale, 0);
+    const r = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, 0);
+    for (const [name, got, alt, exp] of [["dQ", g.dQ, f.dQ, r.dQ], ["dK", g.dK, f.dK, r.dK], ["dV", g.dV, f.dV, r.dV]] as const) {
+      assert.equal(got.dtype, "f16", `${name} dtype`);
+      assertClose(got, exp, { atol: 1e-2, rtol: 1e-2 }, `${name} dense vs reference`);
+      assertClose(got, { shape: [...alt.shape], data: values(alt) } as RefTensor, { atol: 1e-2, rtol: 1e-2 }, `${name} dense vs flash`);
+    }
+  });
+}
+
+test("HELIOS_ATTN_BWD rejects unknown values", async () => {
+  const { readConfig } = await import("../ts/config.js");
+  assert.throws(() => readConfig({ HELIOS_ATTN_BWD: "fast" }), /HELIOS_ATTN_BWD=fast: expected one of auto, dense, flash/);
+  assert.equal(readConfig({}).attnBackward, "auto");
 });

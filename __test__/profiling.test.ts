@@ -37,7 +37,11 @@ test("a profiled batch gives one entry per dispatch with the pipeline labels and
     assert.deepEqual(profile.map((p) => p.label), order);
     for (const p of profile) {
       assert.ok(Number.isFinite(p.gpuNs) && p.gpuNs > 0, `${p.label}: gpuNs ${p.gpuNs}`);
+      // startNs/endNs are relative to the batch's first start stamp (the span is the last end)
+      assert.ok(Math.abs(p.endNs - p.startNs - p.gpuNs) < 1, `${p.label}: end - start = gpuNs`);
+      assert.ok(p.startNs >= 0, `${p.label}: startNs ${p.startNs}`);
     }
+    assert.equal(profile[0].startNs, 0);
     const slow = profile[3].gpuNs;
     const inc = profile[1].gpuNs;
     if (slow > inc) return;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|flash
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|probe|runtime-ops|flash
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -44,13 +44,31 @@ case "$part" in
     export OUT=$work/train
     run train-suite 400 bash bench/train/gpu.sh suite
     ;;
+  probe)
+    # Evidence for the next kernel changes: driver statistics, ops (GPU span timing), and
+    # where a GPT-2 124M training step spends its GPU time (eager, f32 and matmul16).
+    HELIOS_PIPELINE_STATS=1 run kernel-stats 120 node dist/bench/kernel-stats.js --out="$work/kernel-stats.json"
+    run ops 150 node dist/bench/ops.js --out="$work/ops.json"
+    run profile-f32 100 node dist/bench/train/profile-step.js --out="$work/profile-f32.json"
+    run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
+    ;;
+  runtime-ops)
+    # Transfers with per-phase read traces, streaming launch shapes, ops, a matmul16 step profile.
+    HELIOS_TRACE_READS=1 run dispatch 200 node dist/bench/dispatch.js --out="$work/dispatch.json"
+    run bandwidth 120 node dist/bench/bandwidth.js --out="$work/bandwidth.json"
+    run ops 150 node dist/bench/ops.js --out="$work/ops.json"
+    run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
+    ;;
   flash)
+    # Tensor-core flash forwards: correctness (and the acc/A lane layout), registers and spills
+    # per variant, then all variants timed beside PyTorch sdpa.
     run coop-tests 150 node dist/bench/coop-tests.js
+    HELIOS_PIPELINE_STATS=1 run kernel-stats 90 node dist/bench/kernel-stats.js --match='^backend/flash_fwd_cm(acc)?/d64\w*$' --out="$work/kernel-stats.json"
     run flash 150 node dist/bench/flash.js --out="$work/flash.json"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|flash" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|train|ops-train|matmul-train|probe|runtime-ops|flash" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
-for f in "$work"/*.log; do echo "== $(basename "$f")"; grep -E "tok/s +[0-9.]+ ms/step|parity|^summary|^target" "$f" || tail -n 14 "$f"; done
+for f in "$work"/*.log; do echo "== $(basename "$f")"; grep -E "tok/s +[0-9.]+ ms/step|parity|^summary|^target" "$f" || tail -n "${TAIL_LINES:-14}" "$f"; done
 cat "$work/status.txt"

@@ -7,15 +7,19 @@
 // Protocol (both sides): warm up with one full repetition (compiles kernels and lets the
 // buffer pool reach its steady size), then 3 repetitions of `iters` back-to-back calls;
 // each figure is the median of the 3 per-repetition means.
-// Helios GPU ms: batches begun with {profile: true}; the sum of the per-dispatch GPU
-// timestamps (batchProfile) of a repetition divided by `iters`. Helios host ms: wall clock
+// Helios GPU ms: batches begun with {profile: true}; per batch the span from the first
+// dispatch's start stamp to the last end stamp (batchProfile startNs/endNs), summed over the
+// batches of a repetition and divided by `iters` — what CUDA events around the same calls
+// measure. (Summing per-dispatch durations instead overcounts: independent dispatches with no
+// barrier between them overlap, and a start stamp at the top of the pipe is written before
+// the previous dispatch drains. That sum is kept as `sumMs` in the JSON.) Helios host ms: wall clock
 // of the same repetition (recording, submit and the final wait) divided by `iters`.
 // ratio = torchMs / heliosGpuMs (> 1 means Helios is faster).
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { HeliosBackend } from "../ts/backend.js";
 import { runtime } from "../ts/device.js";
-import type { Runtime } from "../ts/exec/runtime.js";
+import { ProfilingRuntime, summarize } from "./profiling.js";
 import type { TensorData } from "../ts/types.js";
 
 interface Case {
@@ -92,44 +96,10 @@ const cases: Case[] = [
   },
 ];
 
-interface ProfileEntry { label: string; gpuNs: number }
-
-/**
- * The native runtime with batch profiling switchable from here: while `profiling` is on,
- * every batch the scheduler opens writes timestamps and its timeline value is kept for
- * batchProfile. Wrapping keeps the scheduler (ts/exec) unaware of benchmarks.
- */
-class ProfilingRuntime {
-  profiling = false;
-  submitted: number[] = [];
-  readonly rt: Runtime;
-  private readonly batchProfile: (value: number) => ProfileEntry[];
-
-  constructor(base: Runtime) {
-    const bp = (base as unknown as { batchProfile?: (v: number) => ProfileEntry[] }).batchProfile;
-    if (typeof bp !== "function") throw new Error("bench/ops: the native addon lacks batchProfile (rebuild it)");
-    this.batchProfile = bp;
-    this.rt = {
-      ...base,
-      beginBatch: (opts) => base.beginBatch(this.profiling ? { ...opts, profile: true } : opts),
-      submitBatch: () => {
-        const v = base.submitBatch();
-        if (this.profiling) this.submitted.push(v);
-        return v;
-      },
-    };
-  }
-
-  /** Per-dispatch GPU times of the batches submitted while profiling (waits for them). */
-  take(): ProfileEntry[] {
-    const vals = this.submitted;
-    this.submitted = [];
-    return vals.flatMap((v) => this.batchProfile(v));
-  }
-}
-
 interface HeliosTiming {
   gpuMs: number;
+  /** Sum of per-dispatch durations (overcounts overlapping dispatches; for comparison). */
+  sumMs: number;
   hostMs: number;
   dispatches: number;
   /** New device allocations per iteration in the timed repetitions (0 once the pool is warm). */
@@ -156,7 +126,7 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
   for (const t of check) void t.data;
   check.forEach((t) => B.releaseGpuTensor(t));
   runIters(); // warm-up repetition: pool buffers for `iters` in-flight outputs exist after it
-  const gpu: number[] = [], host: number[] = [], counts: number[] = [];
+  const gpu: number[] = [], sums: number[] = [], host: number[] = [], counts: number[] = [];
   const byLabel: Record<string, number>[] = [];
   const allocs0 = B.stats().pool.allocations;
   for (let r = 0; r < REPEATS; r++) {
@@ -165,21 +135,18 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
     runIters();
     host.push((performance.now() - t0) / iters);
     P.profiling = false;
-    const prof = P.take();
+    const sm = summarize(P.take());
     const labels: Record<string, number> = {};
-    let ns = 0;
-    for (const p of prof) {
-      ns += p.gpuNs;
-      labels[p.label] = (labels[p.label] ?? 0) + p.gpuNs / 1e6 / iters;
-    }
-    gpu.push(ns / 1e6 / iters);
-    counts.push(prof.length / iters);
+    for (const [label, e] of sm.byLabel) labels[label] = e.ms / iters;
+    gpu.push(sm.spanMs / iters);
+    sums.push(sm.sumMs / iters);
+    counts.push(sm.dispatches / iters);
     byLabel.push(labels);
   }
   const mid = gpu.indexOf(median(gpu));
   const kernels = Object.fromEntries(Object.entries(byLabel[mid]).sort((p, q) => q[1] - p[1]));
   const allocations = (B.stats().pool.allocations - allocs0) / (REPEATS * iters);
-  return { gpuMs: median(gpu), hostMs: median(host), dispatches: median(counts), allocations, kernels };
+  return { gpuMs: median(gpu), sumMs: median(sums), hostMs: median(host), dispatches: median(counts), allocations, kernels };
 }
 
 function torchTimes(): Record<string, number> | string {
@@ -229,7 +196,7 @@ function main(): void {
     B.purgeBufferPools();
     const tms = typeof torch === "string" ? null : torch[c.name] ?? null;
     return {
-      op: c.name, heliosGpuMs: h.gpuMs, heliosHostMs: h.hostMs, heliosGBps: c.bytes / (h.gpuMs * 1e6),
+      op: c.name, heliosGpuMs: h.gpuMs, heliosSumMs: h.sumMs, heliosHostMs: h.hostMs, heliosGBps: c.bytes / (h.gpuMs * 1e6),
       dispatchesPerIter: h.dispatches, allocationsPerIter: h.allocations, kernels: h.kernels,
       torchMs: tms, torchGBps: tms ? c.bytes / (tms * 1e6) : null, ratio: tms ? tms / h.gpuMs : null,
     };

@@ -8,10 +8,11 @@
 //! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
-//! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipeline_statistics` |
+//! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipelineStatistics(handle)` |
 //! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
 //! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
+//! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 
 use std::path::PathBuf;
@@ -49,6 +50,7 @@ pub struct Config {
     pub spin_us: u64,
     pub pipeline_stats: bool,
     pub barrier: BarrierMode,
+    pub trace_reads: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -76,6 +78,7 @@ impl Config {
                 Some("buffer") => BarrierMode::Buffer,
                 _ => BarrierMode::Global,
             },
+            trace_reads: flag("HELIOS_TRACE_READS"),
         }
     }
 }

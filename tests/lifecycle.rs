@@ -118,9 +118,16 @@ fn profile_reports_each_dispatch() {
         rt.submit_batch()
     });
     let profile = rt(|rt| rt.batch_profile(value));
-    let labels: Vec<&str> = profile.iter().map(|(l, _)| &**l).collect();
+    let labels: Vec<&str> = profile.iter().map(|d| &*d.label).collect();
     assert_eq!(labels, ["axpb", "inc", "axpb"]);
-    assert!(profile.iter().all(|(_, ns)| *ns >= 0.0 && ns.is_finite()));
+    assert!(profile.iter().all(|d| d.gpu_ns >= 0.0 && d.gpu_ns.is_finite()));
+    // Dependent dispatches: each starts at or after the batch's first stamp, in order, and
+    // its end is its start plus its duration.
+    assert_eq!(profile[0].start_ns, 0.0);
+    for w in profile.windows(2) {
+        assert!(w[1].start_ns >= w[0].start_ns, "start stamps in order");
+    }
+    assert!(profile.iter().all(|d| (d.end_ns - d.start_ns - d.gpu_ns).abs() < 1.0));
     assert_eq!(rt(|rt| rt.batch_profile(value)), profile, "asking again returns the same figures");
     assert_eq!(err_code(|rt| rt.batch_profile(value + 100)), ErrorCode::InvalidArgument);
 }

@@ -55,12 +55,12 @@ fn staged_uploads_keep_program_order_with_dispatches() {
 
 fn finish_async(ticket: ReadTicket) -> Vec<u8> {
     match ticket {
-        ReadTicket::Ready(d) => d,
+        ReadTicket::Ready(d) => d.into_vec(),
         ReadTicket::Pending(p) => {
             let (dev, _) = helios::runtime::global::device().expect("device");
             let sem = if p.compute { dev.compute_sem } else { dev.transfer_sem };
             assert!(sync::wait(&dev, sem, p.value, u64::MAX).expect("wait"));
-            rt(|rt| rt.finish_readback(&p))
+            rt(|rt| rt.finish_readback(&p)).into_vec()
         }
     }
 }

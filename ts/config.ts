@@ -20,6 +20,12 @@ export interface HeliosConfig {
   readonly capture: boolean;
   /** HELIOS_FLASH_VARIANT: flash attention forward kernel (FLASH_VARIANTS). Default auto. */
   readonly flashVariant: FlashVariantName;
+  /**
+   * HELIOS_ATTN_BWD: attention backward for f16 tensors. "auto" (default): batched tensor-core
+   * matmuls over dense scores on devices with cooperative matrices, the fused flash kernels
+   * elsewhere; "dense" forces the dense path (any device); "flash" forces the fused kernels.
+   */
+  readonly attnBackward: "auto" | "dense" | "flash";
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -28,6 +34,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   fusionMaxNodes: 32,
   capture: true,
   flashVariant: "auto",
+  attnBackward: "auto",
 });
 
 type Env = Record<string, string | undefined>;
@@ -50,10 +57,10 @@ function positiveInt(env: Env, name: string, dflt: number, max: number): number 
   return n;
 }
 
-function oneOf<T extends string>(env: Env, name: string, dflt: T, allowed: readonly T[]): T {
-  const raw = env[name]?.trim();
+function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {
+  const raw = env[name]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return dflt;
-  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name}=${raw}: expected one of ${allowed.join(", ")}`);
+  if (!(choices as readonly string[]).includes(raw)) throw new Error(`${name}=${env[name]}: expected one of ${choices.join(", ")}`);
   return raw as T;
 }
 
@@ -64,6 +71,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
-    flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", DEFAULT_CONFIG.flashVariant, FLASH_VARIANTS),
+    flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
+    attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
   });
 }

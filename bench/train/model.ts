@@ -319,9 +319,12 @@ export class GPT {
     const da = c.m1 ? s.keep(Bk.mul(dx1, c.m1)) : dx1;
     const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
     const dO = this.toHeads(s, dy, nb, T);
-    const g = Bk.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
+    // Under matmul16 the attention backward runs on f16 copies (tensor cores: the backend's
+    // dense path, HELIOS_ATTN_BWD); its f16 gradients come back to f32 after the cat.
+    const h = (t: TensorData) => (this.matmul16 ? s.keep(Bk.castDtype!(t, "f16")) : t);
+    const g = Bk.flashAttentionBackward(h(c.Q), h(c.K), h(c.V), h(c.O), h(dO), c.lse, T, scale, 0);
     const parts = [g.dQ, g.dK, g.dV].map((t) => this.fromHeads(s, s.keep(t), nb, T));
-    const dqkv = s.keep(Bk.cat(parts, 1));
+    const dqkv = this.f32(s, s.keep(Bk.cat(parts, 1)));
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
     const ln1 = Bk.layerNormBackward(c.x, w.ln1w, dh1, LN_EPS);
     grads.set(pre + "ln_1.weight", ln1.dw);

@@ -63,6 +63,14 @@ impl ByteView<'_> {
             ByteView::Empty => &[],
         }
     }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            ByteView::Buffer(b) => crate::vk::host_result::writable(b),
+            ByteView::View(v) => crate::vk::host_result::writable(&mut v.arraybuffer),
+            ByteView::Empty => &mut [],
+        }
+    }
 }
 
 pub fn byte_view<'a>(v: Unknown<'a>, what: &str) -> HeliosResult<ByteView<'a>> {

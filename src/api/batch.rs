@@ -212,6 +212,9 @@ pub fn batch_profile(value: Unknown<'_>) -> napi::Result<Vec<ProfileEntry>, Erro
     guard("batchProfile", || {
         let value = timeline_value(num(value, "value")?)?;
         let entries = global::with(|rt| rt.batch_profile(value))?;
-        Ok(entries.into_iter().map(|(label, gpu_ns)| ProfileEntry { label: label.to_string(), gpu_ns }).collect())
+        Ok(entries
+            .into_iter()
+            .map(|d| ProfileEntry { label: d.label.to_string(), gpu_ns: d.gpu_ns, start_ns: d.start_ns, end_ns: d.end_ns })
+            .collect())
     })
 }

@@ -11,6 +11,7 @@ use crate::api::guard;
 use crate::error::{ErrorCode, HeliosError};
 use crate::runtime::global;
 use crate::runtime::readback::ReadTicket;
+use crate::vk::host_result;
 
 /// Creates a device-local storage buffer of `byteLength` bytes; returns its handle.
 #[napi(ts_args_type = "byteLength: number, opts?: BufferOptions")]
@@ -55,7 +56,20 @@ pub fn read_buffer(
         global::with(|rt| rt.read(handle, offset, len))
     })?;
     guard("readBuffer", || {
-        ArrayBuffer::from_data(&env, data).map_err(|e| HeliosError::internal(format!("creating the ArrayBuffer: {e}")))
+        host_result::into_array_buffer(&env, data).map_err(|e| HeliosError::internal(format!("creating the ArrayBuffer: {e}")))
+    })
+}
+
+/// Reads `dst.byteLength` bytes at `byteOffset` into `dst` (an ArrayBuffer or typed array), in
+/// program order like readBuffer, without allocating a result (reuse one host array).
+#[napi(ts_args_type = "handle: number, dst: ArrayBuffer | ArrayBufferView, byteOffset?: number")]
+pub fn read_buffer_into(handle: Unknown<'_>, dst: Unknown<'_>, byte_offset: Option<Unknown<'_>>) -> napi::Result<(), ErrorCode> {
+    guard("readBufferInto", || {
+        let handle = num(handle, "handle")?;
+        let mut dst = byte_view(dst, "dst")?;
+        let offset = opt_num(byte_offset, "byteOffset")?;
+        let out = dst.as_mut_slice();
+        global::with(|rt| rt.read_into(handle, offset, out))
     })
 }
 

@@ -5,7 +5,7 @@ use napi_derive::napi;
 
 use crate::api::args::num;
 use crate::api::guard;
-use crate::api::types::PipelineLayout;
+use crate::api::types::{PipelineLayout, PipelineStatistic};
 use crate::caps::{Access, PipelineLayoutDesc};
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
 use crate::runtime::global;
@@ -47,5 +47,16 @@ pub fn destroy_pipeline(handle: Unknown<'_>) -> napi::Result<(), ErrorCode> {
     guard("destroyPipeline", || {
         let handle = num(handle, "handle")?;
         global::with(|rt| rt.destroy_pipeline(handle))
+    })
+}
+
+/// Driver statistics of a pipeline (register counts, spills, shared memory, ...), as reported
+/// by VK_KHR_pipeline_executable_properties. Needs HELIOS_PIPELINE_STATS=1 at initDevice.
+#[napi(ts_args_type = "handle: number")]
+pub fn pipeline_statistics(handle: Unknown<'_>) -> napi::Result<Vec<PipelineStatistic>, ErrorCode> {
+    guard("pipelineStatistics", || {
+        let handle = num(handle, "handle")?;
+        let stats = global::pipeline_statistics(handle)?;
+        Ok(stats.into_iter().map(|(name, value)| PipelineStatistic { name, value }).collect())
     })
 }

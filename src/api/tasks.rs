@@ -9,6 +9,7 @@ use napi::{Env, Status, Task};
 use crate::error::{HeliosError, HeliosResult};
 use crate::runtime::global;
 use crate::runtime::readback::PendingRead;
+use crate::vk::host_result::{self, HostResult};
 use crate::vk::device::Device;
 use crate::vk::sync;
 
@@ -47,7 +48,7 @@ impl Task for WaitTask {
 }
 
 enum ReadState {
-    Ready(Vec<u8>),
+    Ready(HostResult),
     Pending(Arc<Device>, PendingRead),
 }
 
@@ -56,7 +57,7 @@ pub struct ReadTask {
 }
 
 impl ReadTask {
-    pub fn ready(data: Vec<u8>) -> Self {
+    pub fn ready(data: HostResult) -> Self {
         ReadTask { state: Some(ReadState::Ready(data)) }
     }
 
@@ -66,7 +67,7 @@ impl ReadTask {
 }
 
 impl Task for ReadTask {
-    type Output = HeliosResult<Vec<u8>>;
+    type Output = HeliosResult<HostResult>;
     type JsValue = ArrayBuffer<'static>;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
@@ -84,7 +85,7 @@ impl Task for ReadTask {
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<ArrayBuffer<'static>> {
         match output {
-            Ok(data) => ArrayBuffer::from_data(&env, data),
+            Ok(data) => host_result::into_array_buffer(&env, data),
             Err(e) => Err(js_error(&env, e.in_call("readBufferAsync"))),
         }
     }

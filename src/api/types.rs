@@ -110,7 +110,13 @@ pub struct PoolStats {
 #[napi(object)]
 pub struct ProfileEntry {
     pub label: String,
+    /// End minus start stamp of this dispatch.
     pub gpu_ns: f64,
+    /// Start stamp relative to the first dispatch's start in the batch (top of pipe: it can
+    /// be written before earlier, unrelated dispatches finish).
+    pub start_ns: f64,
+    /// End stamp relative to the first dispatch's start; the batch's span is the largest.
+    pub end_ns: f64,
 }
 
 fn component(c: CoopComponent) -> String {
@@ -182,4 +188,11 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         validation: flags.validation,
         barrier_mode: flags.barrier_mode.as_str().to_string(),
     }
+}
+
+/// One driver statistic of a pipeline executable.
+#[napi(object)]
+pub struct PipelineStatistic {
+    pub name: String,
+    pub value: f64,
 }

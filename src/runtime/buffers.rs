@@ -175,6 +175,7 @@ impl Runtime {
         if let Some(b) = self.read_staging.take() {
             memory::destroy_buffer(&self.dev, &mut self.alloc, b);
         }
+        crate::vk::host_result::trim();
         let open = self.open_seg();
         let done = self.completed_cached();
         let res = &self.res;

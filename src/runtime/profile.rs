@@ -26,7 +26,18 @@ pub struct ProfileRecord {
     pub pools: Vec<vk::QueryPool>,
     labels: Vec<Arc<str>>,
     /// Filled (and the query pools freed) by the first batchProfile after completion.
-    result: Option<Vec<(Arc<str>, f64)>>,
+    result: Option<Vec<DispatchTime>>,
+}
+
+/// One profiled dispatch. `start_ns`/`end_ns` are relative to the batch's first start stamp,
+/// so the span of a batch is the last `end_ns` (dispatches without a barrier between them
+/// may overlap, which makes the sum of `gpu_ns` exceed the span).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchTime {
+    pub label: Arc<str>,
+    pub gpu_ns: f64,
+    pub start_ns: f64,
+    pub end_ns: f64,
 }
 
 impl ProfileBuilder {
@@ -63,9 +74,9 @@ impl Runtime {
         self.profiles.insert(value, ProfileRecord { pools: p.pools, labels: p.labels, result: None });
     }
 
-    /// Waits for `value`, then returns (label, GPU ns) per dispatch. The timestamps are read
+    /// Waits for `value`, then returns the GPU times of each dispatch. The timestamps are read
     /// once (freeing the queries); later calls return the same figures until evicted.
-    pub fn batch_profile(&mut self, value: u64) -> HeliosResult<Vec<(Arc<str>, f64)>> {
+    pub fn batch_profile(&mut self, value: u64) -> HeliosResult<Vec<DispatchTime>> {
         let Some(rec) = self.profiles.get(&value) else {
             return Err(HeliosError::invalid_argument(format!(
                 "no profile for timeline value {value} (begin the batch with {{profile: true}}; the last {MAX_PROFILES} are kept)"
@@ -85,13 +96,20 @@ impl Runtime {
         let period = self.dev.adapter.info.timestamp_period_ns;
         let bits = self.dev.adapter.timestamp_valid_bits;
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let ns = |ticks: u64| if bits == 0 { 0.0 } else { (ticks & mask) as f64 * period };
+        let first = stamps.first().copied().unwrap_or(0) & mask;
         let result: Vec<_> = rec
             .labels
             .iter()
             .enumerate()
             .map(|(i, label)| {
-                let ticks = (stamps[2 * i + 1] & mask).wrapping_sub(stamps[2 * i] & mask) & mask;
-                (label.clone(), if bits == 0 { 0.0 } else { ticks as f64 * period })
+                let (start, end) = (stamps[2 * i] & mask, stamps[2 * i + 1] & mask);
+                DispatchTime {
+                    label: label.clone(),
+                    gpu_ns: ns(end.wrapping_sub(start)),
+                    start_ns: ns(start.wrapping_sub(first)),
+                    end_ns: ns(end.wrapping_sub(first)),
+                }
             })
             .collect();
         rec.result = Some(result.clone());

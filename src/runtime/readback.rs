@@ -13,6 +13,7 @@ use crate::runtime::ring::Region;
 use crate::runtime::timeline::Point;
 use crate::runtime::transfer::check_range;
 use crate::vk::command;
+use crate::vk::host_result::{self, HostResult};
 use crate::vk::memory::{self, GpuBuffer, Placement};
 use crate::vk::raw as vk;
 
@@ -36,7 +37,7 @@ pub struct PendingRead {
 }
 
 pub enum ReadTicket {
-    Ready(Vec<u8>),
+    Ready(HostResult),
     Pending(PendingRead),
 }
 
@@ -64,11 +65,25 @@ impl Runtime {
         self.submit_segment(true)
     }
 
-    pub fn read(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<Vec<u8>> {
+    pub fn read(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<HostResult> {
         let (id, off, len) = self.read_range(handle, offset, len)?;
-        let mut out = memory::download_vec(len as usize);
+        let mut out = host_result::result_buffer(len as usize);
+        let resident = out.resident;
+        self.read_id_into(id, off, out.as_mut_slice(), resident)?;
+        Ok(out)
+    }
+
+    /// Reads `out.len()` bytes at `offset` into caller memory (readBufferInto): no allocation.
+    pub fn read_into(&mut self, handle: f64, offset: Option<f64>, out: &mut [u8]) -> HeliosResult<()> {
+        let (id, off, _) = self.read_range(handle, offset, Some(out.len() as f64))?;
+        self.read_id_into(id, off, out, true)
+    }
+
+    /// `resident`: `out`'s pages are already mapped (no prefault before the DMA lands).
+    fn read_id_into(&mut self, id: u32, off: u64, out: &mut [u8], resident: bool) -> HeliosResult<()> {
+        let len = out.len() as u64;
         if len == 0 {
-            return Ok(out);
+            return Ok(());
         }
         let direct = self.res.get(id).is_some_and(|r| r.direct);
         if self.written_by_open_segment(id) && direct {
@@ -78,23 +93,21 @@ impl Runtime {
         } else if self.written_by_open_segment(id) {
             let staging = self.allocate_buffer(len, Placement::Staging)?;
             let result = self.snapshot_in_batch(id, off, len, &staging).and_then(|v| self.wait_compute(v, u64::MAX));
-            let copied = result.and_then(|_| staging.read(0, &mut out));
+            let copied = result.and_then(|_| staging.read(0, out));
             memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
-            return copied.map(|_| out);
+            return copied;
         }
         let last_write = self.res.get(id).map(|r| r.last_write).unwrap_or(Point::ZERO);
         if direct {
             self.wait_point(last_write)?;
             let r = self.res.get(id).ok_or_else(|| HeliosError::internal("read source vanished"))?;
-            r.gpu.read(off, &mut out)?;
-            return Ok(out);
+            return r.gpu.read(off, out);
         }
         if (WHOLE_READ_MIN..=WHOLE_READ_MAX).contains(&len) {
-            self.read_via_whole_staging(id, off, &mut out)?;
+            self.read_via_whole_staging(id, off, out, resident)
         } else {
-            self.read_via_ring(id, off, &mut out)?;
+            self.read_via_ring(id, off, out)
         }
-        Ok(out)
     }
 
     /// Large reads: every chunk's DMA is queued at once into one host staging buffer that
@@ -102,7 +115,8 @@ impl Runtime {
     /// for the host. While the DMA runs, the copy threads fault in the fresh result pages
     /// (first touch, which otherwise dominates: ~65k page faults for 256 MiB); then each
     /// chunk is copied out in parallel as soon as its DMA completed.
-    fn read_via_whole_staging(&mut self, id: u32, off: u64, out: &mut [u8]) -> HeliosResult<()> {
+    fn read_via_whole_staging(&mut self, id: u32, off: u64, out: &mut [u8], resident: bool) -> HeliosResult<()> {
+        let trace = self.cfg.trace_reads.then(std::time::Instant::now);
         let (src, after) = self
             .res
             .get(id)
@@ -144,15 +158,29 @@ impl Runtime {
             // The DMA reads the source until `last` (matters only if a wait below fails).
             r.last_use = r.last_use.max(Point::transfer(last));
         }
-        memory::prefault_for_overwrite(out);
+        let submitted_at = trace.map(|t| t.elapsed());
+        if !resident {
+            memory::prefault_for_overwrite(out);
+        }
+        let prefaulted_at = trace.map(|t| t.elapsed());
+        let (mut waiting, mut copying) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
         let mut result = Ok(());
         for &(value, at, n) in &chunks {
-            result = self
-                .wait_point(Point::transfer(value))
-                .and_then(|_| staging.read(at, &mut out[at as usize..(at + n) as usize]));
+            let t0 = std::time::Instant::now();
+            result = self.wait_point(Point::transfer(value));
+            let t1 = std::time::Instant::now();
+            result = result.and_then(|_| staging.read(at, &mut out[at as usize..(at + n) as usize]));
+            waiting += t1 - t0;
+            copying += t1.elapsed();
             if result.is_err() {
                 break;
             }
+        }
+        if let (Some(t), Some(s), Some(p)) = (trace, submitted_at, prefaulted_at) {
+            eprintln!(
+                "helios read {} MiB: submit {:?}, prefault {:?} (resident {resident}), DMA waits {waiting:?}, copies {copying:?}, total {:?}",
+                total >> 20, s, p - s, t.elapsed()
+            );
         }
         self.read_staging = Some(staging);
         result
@@ -208,7 +236,7 @@ impl Runtime {
     pub fn read_async(&mut self, handle: f64, offset: Option<f64>, len: Option<f64>) -> HeliosResult<ReadTicket> {
         let (id, off, len) = self.read_range(handle, offset, len)?;
         if len == 0 {
-            return Ok(ReadTicket::Ready(Vec::new()));
+            return Ok(ReadTicket::Ready(host_result::result_buffer(0)));
         }
         let open_write = self.written_by_open_segment(id);
         let r = self.res.get(id).ok_or_else(|| HeliosError::internal("read source vanished"))?;
@@ -243,7 +271,7 @@ impl Runtime {
     }
 
     /// Called (under the lock) by the worker after the copy completed.
-    pub fn finish_readback(&mut self, p: &PendingRead) -> HeliosResult<Vec<u8>> {
+    pub fn finish_readback(&mut self, p: &PendingRead) -> HeliosResult<HostResult> {
         let staging = self
             .readbacks
             .remove(&p.readback)
@@ -253,8 +281,8 @@ impl Runtime {
         } else {
             self.transfer.completed = self.transfer.completed.max(p.value);
         }
-        let mut out = memory::download_vec(p.len as usize);
-        let result = staging.read(0, &mut out);
+        let mut out = host_result::result_buffer(p.len as usize);
+        let result = staging.read(0, out.as_mut_slice());
         memory::destroy_buffer(&self.dev, &mut self.alloc, staging);
         result.map(|_| out)
     }

@@ -8,6 +8,7 @@
 //! - `device`: logical device, enabled features, queues, timeline semaphores.
 //! - `memory`: gpu-allocator buffers, host copies (multithreaded when large) and the
 //!   huge-page advice for download results (the one `unsafe` here that is not a Vulkan call).
+//! - `host_result`: large download results recycled through JS GC (external ArrayBuffers).
 //! - `pipeline`: compute pipelines and the VkPipelineCache.
 //! - `command`: command pools and recorded commands.
 //! - `sync`: timeline waits and queue submission.
@@ -16,6 +17,7 @@ pub mod adapter;
 pub mod command;
 pub mod device;
 pub mod ext;
+pub mod host_result;
 pub mod instance;
 pub mod memory;
 pub mod pipeline;

@@ -5,6 +5,7 @@ import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
 import { pickFlashFwd } from "../kernels/attention-variants.js";
 import { FA_PUSH, FA_ROWS, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
+import { attentionBackwardDense, denseBackwardApplies } from "./attention-dense.js";
 
 const MAX_HEAD_DIM = 256;
 
@@ -44,6 +45,9 @@ export function flashAttentionBackward(
   const op = "flashAttentionBackward";
   const { BH, D } = check(op, T, Q, K, V, O, dO);
   if (lse.shape.join() !== [BH, T].join()) fail(op, `lse ${fmt(lse.shape)} must be [${BH}, ${T}]`);
+  if (BH > 0 && T > 0 && D > 0 && denseBackwardApplies(E, Q.dtype, BH, T, softCap)) {
+    return attentionBackwardDense(E, op, Q, K, V, O, dO, lse, BH, T, D, scale);
+  }
   const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
   if (BH === 0 || T === 0 || D === 0) return { dQ, dK, dV };
   const v: FlashVariant = { dtype: Q.dtype, D, softCap: softCap > 0 };

@@ -46,16 +46,20 @@ function plannerDtype(a: Dtype, b: Dtype): MatmulDtype | null {
 }
 
 /**
- * Records planMatmul's steps for C = op(A) op(B) over `batch` contiguous batches (B shared by
- * every batch when broadcastB). Returns false when the planner cannot take the problem.
+ * Records planMatmul's steps for C = scale · op(A) op(B) over `batch` contiguous batches (B
+ * shared by every batch when broadcastB), written in `out`'s dtype (the inputs' or f32).
+ * Returns false when the planner cannot take the problem.
  */
-function planned(
+export function planned(
   E: Engine, op: string, A: TensorData, B: TensorData, out: HeliosTensor,
   g: { m: number; n: number; k: number; batch: number }, transA: boolean, transB: boolean, broadcastB: boolean,
+  extra: { scale?: number } = {},
 ): boolean {
   const dtype = plannerDtype(A.dtype, B.dtype);
-  if (!dtype) return false;
-  const plan = planMatmul({ m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype }, capsOf(E));
+  const outDtype = plannerDtype(out.dtype, out.dtype);
+  if (!dtype || !outDtype || (outDtype !== dtype && outDtype !== "f32")) return false;
+  const epilogue = extra.scale !== undefined && extra.scale !== 1 ? { scale: extra.scale } : undefined;
+  const plan = planMatmul({ m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue }, capsOf(E));
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   E.withInputs(op, [A, B], ([la, lb]) => {
     const ws: Lease | null = plan.workspaceBytes > 0 ? E.pool.lease(plan.workspaceBytes) : null;
