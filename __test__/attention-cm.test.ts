@@ -68,10 +68,15 @@ const accCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
   [{ nsg: 8, stages: 2 }, { bh: 1, T: 128, D: 32, cap: 1.5 }],
   [{ nsg: 8, stages: 2 }, { bh: 1, T: 256, D: 64, cap: 0, growing: true }],
   [{ nsg: 4, stages: 2, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2, rb: 2 }, { bh: 2, T: 256, D: 32, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2, rb: 2 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
+  [{ nsg: 4, stages: 2, bc: 32 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 1, rb: 2, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 2.5 }],
+  [{ nsg: 4, stages: 2, rb: 2, bc: 32, pShared: true }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
 ];
 for (const [w, c] of accCases) {
   const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0 };
-  const tag = `w${v.nsg} s${v.stages}${v.pShared ? " P via shared" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
+  const tag = `w${v.nsg} s${v.stages} r${v.rb ?? 1} k${v.bc ?? 64}${v.pShared ? " P via shared" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
   test(`flash_fwd_cmacc ${tag} matches naive attention (interpreter)`, () => {
     check(`flash_fwd_cmacc ${tag}`, flashFwdCmAccKernel(v), flashCmAccRows(v), c);
   });
@@ -117,4 +122,6 @@ test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls
   assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "simt");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");
   for (const c of Object.values(FLASH_FWD)) assert.ok(c.build("f16", 64, false).name.startsWith("flash_fwd"));
+  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 1024, 64).name, "acc-w4s2-r2");
+  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 64, 64).name, "acc-w4s2", "64 rows < one 128-row block");
 });

@@ -6,7 +6,10 @@
  * serves the problem of acc-w4s2, cm, simt; a named variant that cannot serve it falls back the
  * same way.
  */
-export const FLASH_VARIANTS = ["auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-psh", "cm", "simt"] as const;
+export const FLASH_VARIANTS = [
+  "auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-r2", "acc-w4s2-k32", "acc-w4s2-r2k32", "acc-w8s2-k32",
+  "acc-w4s2-psh", "cm", "simt",
+] as const;
 export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
 
 export interface HeliosConfig {
