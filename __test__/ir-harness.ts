@@ -54,7 +54,12 @@ export function runKernel(desc: KernelDesc, spec: RunSpec): ArrayBuffer[] {
   });
   try {
     native.beginBatch();
-    native.recordDispatch(pipeline, handles, spec.groups, spec.push);
+    try {
+      native.recordDispatch(pipeline, handles, spec.groups, spec.push);
+    } catch (e) {
+      native.submitBatch(); // a refused dispatch leaves the batch open: close it before rethrowing
+      throw e;
+    }
     native.waitTimeline(native.submitBatch());
     return handles.map((h) => native.readBuffer(h) as ArrayBuffer);
   } finally {

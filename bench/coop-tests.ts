@@ -80,7 +80,7 @@ function runCase(o: CoopMatmulOptions, desc: KernelDesc, m: number, n: number, k
  */
 function layoutProbe(): void {
   const idx = Float32Array.from({ length: 256 }, (_, i) => i);
-  const [, , res] = runKernel(layoutProbeKernel(), { buffers: [idx, Uint16Array.from(idx, f16Bits), 4 * (2 + 32 * 64)], groups: [1], push: new ArrayBuffer(4) });
+  const [, , res] = runKernel(layoutProbeKernel(), { buffers: [idx, Uint16Array.from(idx, f16Bits), 4 * (2 + 32 * 64)], groups: [1] });
   const v = new Float32Array(res);
   const [nc, na] = [v[0], v[1]];
   const at = (lane: number, off: number, n: number) => Array.from(v.subarray(2 + lane * 64 + off, 2 + lane * 64 + off + n), (x) => `(${Math.floor(x / 16)},${x % 16})`).join(" ");

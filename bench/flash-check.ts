@@ -68,8 +68,12 @@ export function flashGate(rt: MatmulRuntime, name: FlashKernelName, p: Problem):
   const s = setup(rt, p, 1234 + p.t + p.cap);
   try {
     rt.beginBatch();
-    rt.recordDispatch(pipe, s.bufs, groups, push);
-    rt.waitTimeline(rt.submitBatch());
+    try {
+      rt.recordDispatch(pipe, s.bufs, groups, push);
+    } finally {
+      // submitted even when the dispatch was refused: a batch left open would fail every later check
+      rt.waitTimeline(rt.submitBatch());
+    }
     const got = new Uint16Array(rt.readBuffer(s.bufs[3]));
     const gotLse = new Float32Array(rt.readBuffer(s.bufs[4]));
     const ref = naive(s.host[0], s.host[1], s.host[2], p.bh, p.t, p.d, 1 / Math.sqrt(p.d), p.cap);
