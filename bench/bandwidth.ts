@@ -132,6 +132,14 @@ rt.uploadBuffer(HB, hb);
   rt.uploadBuffer(A, pa);
   rt.uploadBuffer(B, pb);
   timeOutputs("patterned (compressible) inputs", () => C, () => {});
+  const sa = new Float32Array(n).map((_, i) => Math.sin(i));
+  rt.uploadBuffer(A, sa);
+  rt.uploadBuffer(B, sa);
+  timeOutputs("a = b = sin(i)", () => C, () => {});
+  const gauss = new Float32Array(n).map(() => (rnd() + rnd() + rnd() + rnd()) * 1.7);
+  rt.uploadBuffer(A, gauss);
+  rt.uploadBuffer(B, gauss.map((x) => -x * 0.5));
+  timeOutputs("near-normal random inputs", () => C, () => {});
   rt.uploadBuffer(A, ha);
   rt.uploadBuffer(B, hb);
 }
