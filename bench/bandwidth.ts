@@ -137,9 +137,22 @@ rt.uploadBuffer(HB, hb);
   rt.uploadBuffer(B, sa);
   timeOutputs("a = b = sin(i)", () => C, () => {});
   const gauss = new Float32Array(n).map(() => (rnd() + rnd() + rnd() + rnd()) * 1.7);
+  const gauss2 = gauss.map((x) => -x * 0.5);
   rt.uploadBuffer(A, gauss);
-  rt.uploadBuffer(B, gauss.map((x) => -x * 0.5));
+  rt.uploadBuffer(B, gauss2);
   timeOutputs("near-normal random inputs", () => C, () => {});
+  // the same data in host-visible device-local memory (a memory type the CPU can map)
+  rt.uploadBuffer(HA, gauss);
+  rt.uploadBuffer(HB, gauss2);
+  swap(HA, HB);
+  timeOutputs("near-normal inputs, host-visible device-local a, b, c", () => HC, () => {});
+  swap(a0, b0);
+  // all-zero inputs: a figure far above ~3.35 TB/s (HBM3 peak) means the memory system compresses
+  rt.fillBuffer(A, 0);
+  rt.fillBuffer(B, 0);
+  timeOutputs("all-zero inputs", () => C, () => {});
+  rt.uploadBuffer(A, gauss);
+  rt.uploadBuffer(B, gauss2);
   rt.uploadBuffer(A, ha);
   rt.uploadBuffer(B, hb);
 }
