@@ -1,42 +1,84 @@
-// The cooperative-matrix flash attention forward (flash_fwd_cm) run by the kernel interpreter
-// against naive attention: lavapipe has no cooperative matrices, so this is where its tiling,
-// causal mask on diagonal tiles, online softmax across tiles and lane-pair reductions are checked.
+// The cooperative-matrix flash attention forwards (flash_fwd_cm, flash_fwd_cmacc) run by the
+// kernel interpreter against naive attention: lavapipe has no cooperative matrices, so this is
+// where their tiling, causal masks, online / lazy softmax across tiles, the slow rescale path,
+// both P conversions and the lane reductions are checked. Every description also goes through the
+// native validator and assembler when the addon is built (InterpRuntime.compileKernel).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { InterpRuntime } from "./support/interp-runtime.js";
-import { Rng, randTensor } from "./harness.js";
+import { Rng, randTensor, sampleOf } from "./harness.js";
 import * as N from "./ref/nn.js";
 import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "../ts/kernels/attention-cm.js";
+import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "../ts/kernels/attention-cm-acc.js";
 import { packPush } from "../ts/kernels/common.js";
+import { FLASH_FWD, pickFlashFwd } from "../ts/kernels/attention-variants.js";
 import { FA_PUSH } from "../ts/kernels/attention.js";
 import { fromF16Array } from "../ts/f16.js";
+import type { KernelDesc } from "../ts/ir/index.js";
 
-for (const [bh, T, D, cap] of [[1, 128, 64, 0], [2, 64, 32, 0], [1, 128, 16, 2.5]]) {
-  test(`flash_fwd_cm bh=${bh} T=${T} D=${D} softCap=${cap} matches naive attention (interpreter)`, () => {
-    const rng = new Rng(71 + T + D);
-    const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
-    const rt = new InterpRuntime();
-    const bufs = [q, k, v].map((t) => {
-      const h = rt.createBuffer(t.td.data.byteLength);
-      rt.uploadBuffer(h, t.td.data);
-      return h;
-    });
-    const o = rt.createBuffer(bh * T * D * 2), lse = rt.createBuffer(bh * T * 4);
-    const scale = 1 / Math.sqrt(D);
-    const pipe = rt.compileKernel(JSON.stringify(flashFwdCmKernel({ D, softCap: cap > 0 })));
-    rt.beginBatch();
-    rt.recordDispatch(pipe, [...bufs, o, lse], [T / FA_CM_ROWS, bh, 1], packPush(FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1 }));
-    rt.submitBatch(); // the interpreter runs dispatches as they are recorded
-    const got = fromF16Array(new Uint16Array(rt.readBuffer(o)));
-    const gotLse = new Float32Array(rt.readBuffer(lse));
-    const ref = N.attention(q.ref, k.ref, v.ref, scale, cap);
-    let worst = 0;
-    for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.output.data[i]));
-    assert.ok(worst < 1.5e-2 && got.some((x) => x !== 0), `output max abs error ${worst}`);
-    let worstL = 0;
-    for (let i = 0; i < gotLse.length; i++) worstL = Math.max(worstL, Math.abs(gotLse[i] - ref.lse.data[i]));
-    assert.ok(worstL < 2e-3, `lse max abs error ${worstL}`);
-    if (process.env.HELIOS_TEST_VERBOSE) console.log(`flash_fwd_cm errors: output ${worst}, lse ${worstL}`);
+interface Case { bh: number; T: number; D: number; cap: number; scale?: number; growing?: boolean }
+
+/**
+ * Runs one dispatch and compares with float64 attention on the same f16 inputs. `growing` scales
+ * key j by 1 + j/16 so row maxima keep rising across tiles (the lazy softmax must rescale late).
+ */
+function check(label: string, desc: KernelDesc, rows: number, c: Case): void {
+  const { bh, T, D, cap } = c;
+  const rng = new Rng(71 + T + D + (c.growing ? 5 : 0));
+  const q = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
+  let k = randTensor(rng, [bh, T, D], "f16");
+  if (c.growing) k = sampleOf([bh, T, D], Array.from(k.ref.data, (x, i) => x * (1 + Math.floor(i / D) % T / 16)), "f16");
+  const rt = new InterpRuntime();
+  const bufs = [q, k, v].map((t) => {
+    const h = rt.createBuffer(t.td.data.byteLength);
+    rt.uploadBuffer(h, t.td.data);
+    return h;
+  });
+  const o = rt.createBuffer(bh * T * D * 2), lse = rt.createBuffer(bh * T * 4);
+  const scale = c.scale ?? 1 / Math.sqrt(D);
+  const pipe = rt.compileKernel(JSON.stringify(desc));
+  rt.beginBatch();
+  rt.recordDispatch(pipe, [...bufs, o, lse], [T / rows, bh, 1], packPush(FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1 }));
+  rt.submitBatch(); // the interpreter runs dispatches as they are recorded
+  const got = fromF16Array(new Uint16Array(rt.readBuffer(o)));
+  const gotLse = new Float32Array(rt.readBuffer(lse));
+  const ref = N.attention(q.ref, k.ref, v.ref, scale, cap);
+  let worst = 0;
+  for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.output.data[i]));
+  assert.ok(worst < 1.5e-2 && got.some((x) => x !== 0), `${label}: output max abs error ${worst}`);
+  let worstL = 0;
+  for (let i = 0; i < gotLse.length; i++) worstL = Math.max(worstL, Math.abs(gotLse[i] - ref.lse.data[i]) / Math.max(1, Math.abs(ref.lse.data[i])));
+  assert.ok(worstL < 2e-3, `${label}: lse max error ${worstL}`);
+  if (process.env.HELIOS_TEST_VERBOSE) console.log(`${label} errors: output ${worst}, lse ${worstL}`);
+}
+
+for (const c of [{ bh: 1, T: 128, D: 64, cap: 0 }, { bh: 2, T: 64, D: 32, cap: 0 }, { bh: 1, T: 128, D: 16, cap: 2.5 }]) {
+  test(`flash_fwd_cm bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap} matches naive attention (interpreter)`, () => {
+    check("flash_fwd_cm", flashFwdCmKernel({ D: c.D, softCap: c.cap > 0 }), FA_CM_ROWS, c);
+  });
+}
+
+const accCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
+  [{ nsg: 4, stages: 2 }, { bh: 2, T: 128, D: 64, cap: 0 }],
+  [{ nsg: 4, stages: 2 }, { bh: 1, T: 192, D: 32, cap: 2.5 }],
+  [{ nsg: 4, stages: 2 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2 }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
+  [{ nsg: 4, stages: 1 }, { bh: 2, T: 128, D: 16, cap: 0 }],
+  [{ nsg: 8, stages: 1 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
+  [{ nsg: 8, stages: 2 }, { bh: 1, T: 128, D: 32, cap: 1.5 }],
+  [{ nsg: 8, stages: 2 }, { bh: 1, T: 128, D: 64, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2, rb: 2 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2, rb: 2 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
+  [{ nsg: 4, stages: 2, bc: 32 }, { bh: 1, T: 128, D: 32, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 1, rb: 2, bc: 32 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
+  [{ nsg: 4, stages: 2, rb: 2, bc: 32, pShared: true }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
+];
+for (const [w, c] of accCases) {
+  const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0 };
+  const tag = `w${v.nsg} s${v.stages} r${v.rb ?? 1} k${v.bc ?? 64}${v.pShared ? " P via shared" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
+  test(`flash_fwd_cmacc ${tag} matches naive attention (interpreter)`, () => {
+    check(`flash_fwd_cmacc ${tag}`, flashFwdCmAccKernel(v), flashCmAccRows(v), c);
   });
 }
 
@@ -48,4 +90,38 @@ test("flash_fwd_cm applies only to f16, T % 64 == 0, D % 16 == 0 (<= 64), coopma
   assert.ok(!flashCmApplies(dev, "f16", 1024, 72));
   assert.ok(!flashCmApplies({ coopMatSupported: false, subgroupSize: 32 }, "f16", 1024, 64));
   assert.ok(!flashCmApplies({ coopMatSupported: true, subgroupSize: 64 }, "f16", 1024, 64));
+});
+
+test("flash_fwd_cmacc applies to f16, T % rows == 0, D % 16 == 0 (<= 64), within shared memory", () => {
+  const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
+  const w4 = { D: 64, nsg: 4, stages: 2 } as const, w8 = { D: 64, nsg: 8, stages: 2 } as const;
+  assert.ok(flashCmAccApplies(dev, w4, "f16", 1024));
+  assert.ok(!flashCmAccApplies(dev, w4, "f16", 1000));
+  assert.ok(!flashCmAccApplies(dev, { ...w4, nsg: 8 }, "f16", 192));
+  assert.ok(flashCmAccApplies(dev, w8, "f16", 1024), "8 subgroups with 2 stages at D=64 take exactly 48 KiB");
+  assert.ok(!flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32768 }, w8, "f16", 1024));
+  assert.ok(flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32768 }, { ...w8, stages: 1 }, "f16", 1024));
+  assert.ok(!flashCmAccApplies(dev, { ...w4, D: 80 }, "f16", 1024));
+  assert.ok(!flashCmAccApplies(dev, w4, "f32", 1024));
+  assert.ok(!flashCmAccApplies({ ...dev, subgroupSize: 64 }, w4, "f16", 1024));
+});
+
+test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls back in auto order", async () => {
+  const { readConfig } = await import("../ts/config.js");
+  assert.equal(readConfig({}).flashVariant, "auto");
+  assert.equal(readConfig({ HELIOS_FLASH_VARIANT: "cm" }).flashVariant, "cm");
+  assert.throws(() => readConfig({ HELIOS_FLASH_VARIANT: "fast" }), /HELIOS_FLASH_VARIANT=fast: expected one of auto/);
+  const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
+  assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s2");
+  assert.equal(pickFlashFwd("cm", dev, "f16", 1024, 64).name, "cm");
+  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 1024, 64).name, "acc-w8s1");
+  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 64, 64).name, "acc-w4s2", "T=64 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 192, 64).name, "acc-w4s2", "T=192 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 32768 }, "f16", 1024, 64).name, "simt", "no tensor-core kernel fits 32 KiB at D=64");
+  assert.equal(pickFlashFwd("auto", dev, "f16", 1000, 64).name, "simt");
+  assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "simt");
+  assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");
+  for (const c of Object.values(FLASH_FWD)) assert.ok(c.build("f16", 64, false).name.startsWith("flash_fwd"));
+  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 1024, 64).name, "acc-w4s2-r2");
+  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 64, 64).name, "acc-w4s2", "64 rows < one 128-row block");
 });

@@ -1,12 +1,16 @@
 // Cooperative-matrix execution tests, for the GPU host (lavapipe has no cooperative matrices, so
 // CI only runs spirv-val on these modules). Runs the IR's sample coopmat matmul on odd and
-// regular shapes against an fp64 CPU reference and exits non-zero on any mismatch; skips
-// cleanly, exit 0, when the device has no cooperative matrices.
+// regular shapes against an fp64 CPU reference, then every tensor-core flash attention forward
+// (ts/kernels/attention-variants.ts) against float64 causal attention, and exits non-zero on any
+// mismatch; skips cleanly, exit 0, when the device has no cooperative matrices.
 //
 //   node dist/bench/coop-tests.js
 import { coop2MatmulSample, coopMatmulSample, type CoopMatmulOptions } from "../ts/kernels/ir-samples-coop.js";
 import type { KernelDesc } from "../ts/ir/index.js";
 import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
+import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
+import { adaptRuntime } from "./native-runtime.js";
+import { flashGate, layoutProbeKernel, type Problem } from "./flash-check.js";
 
 function f16Bits(x: number): number {
   const f = new Float32Array([x]);
@@ -69,6 +73,52 @@ function runCase(o: CoopMatmulOptions, desc: KernelDesc, m: number, n: number, k
   return rel <= tol ? undefined : `relative Frobenius error ${rel.toExponential(2)} > ${tol}`;
 }
 
+/**
+ * Which (row, col) each lane's accumulator (f32) and A (f16) elements hold, 16x16: flash_fwd_cmacc
+ * keeps P in registers only when the two agree element for element (else it goes through shared
+ * memory, slower). Printed for the record; not a pass/fail check.
+ */
+function layoutProbe(): void {
+  const idx = Float32Array.from({ length: 256 }, (_, i) => i);
+  const [, , res] = runKernel(layoutProbeKernel(), { buffers: [idx, Uint16Array.from(idx, f16Bits), 4 * (2 + 32 * 64)], groups: [1], push: new ArrayBuffer(4) });
+  const v = new Float32Array(res);
+  const [nc, na] = [v[0], v[1]];
+  const at = (lane: number, off: number, n: number) => Array.from(v.subarray(2 + lane * 64 + off, 2 + lane * 64 + off + n), (x) => `(${Math.floor(x / 16)},${x % 16})`).join(" ");
+  let same = nc === na;
+  for (let l = 0; l < 32 && same; l++) for (let i = 0; i < Math.min(nc, 32); i++) same &&= v[2 + l * 64 + i] === v[2 + l * 64 + 32 + i];
+  console.log(`coopmat layout: acc f32 ${nc} elements per lane, A f16 ${na}; ${same ? "identical (flash keeps P in registers)" : "different (flash converts P through shared memory)"}`);
+  console.log(`  lane 0 acc: ${at(0, 0, nc)}\n  lane 0 A:   ${at(0, 32, na)}\n  lane 5 acc: ${at(5, 0, nc)}\n  lane 5 A:   ${at(5, 32, na)}`);
+}
+
+/** The tensor-core flash forwards (not simt) on causal cases: tiles, softCap, several heads. */
+function flashCases(): { ran: number; failed: number } {
+  const rt = adaptRuntime(native as unknown as Record<string, unknown>);
+  const info = rt.getDeviceInfo();
+  const cases: Problem[] = [
+    { bh: 1, t: 128, d: 64, cap: 0 }, { bh: 3, t: 256, d: 64, cap: 0 }, { bh: 2, t: 384, d: 32, cap: 0 },
+    { bh: 2, t: 256, d: 64, cap: 2.5 }, { bh: 1, t: 512, d: 16, cap: 0 },
+  ];
+  let ran = 0, failed = 0;
+  for (const name of Object.keys(FLASH_FWD) as FlashKernelName[]) {
+    if (name === "simt") continue;
+    for (const p of cases) {
+      const label = `flash ${name} bh=${p.bh} T=${p.t} D=${p.d} softCap=${p.cap}`;
+      if (!FLASH_FWD[name].applies(info, "f16", p.t, p.d)) continue;
+      ran++;
+      let err: string | undefined;
+      try {
+        const e = flashGate(rt, name, p);
+        if (!e.ok) err = `output error ${e.out.toExponential(2)}, lse error ${e.lse.toExponential(2)}`;
+      } catch (e) {
+        err = (e as Error).message;
+      }
+      if (err) failed++;
+      console.log(`${err ? "FAIL" : "ok  "} ${label}${err ? `: ${err}` : ""}`);
+    }
+  }
+  return { ran, failed };
+}
+
 function main(): number {
   const why = deviceSkipReason();
   if (why) {
@@ -97,6 +147,14 @@ function main(): number {
       console.log(`${err ? "FAIL" : "ok  "} ${label} ${m}x${n}x${k}${err ? `: ${err}` : ""}`);
     }
   }
+  try {
+    layoutProbe();
+  } catch (e) {
+    console.log(`coopmat layout probe failed: ${(e as Error).message}`);
+  }
+  const flash = flashCases();
+  ran += flash.ran;
+  failed += flash.failed;
   if (ran === 0) console.log("coop-tests: skipped (the device supports none of the variants: no cooperative matrices)");
   console.log(`${ran - failed} passed, ${failed} failed`);
   return failed ? 1 : 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -74,7 +74,14 @@ case "$part" in
     run ops 150 node dist/bench/ops.js --out="$work/ops.json"
     run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops" >&2; exit 2 ;;
+  flash)
+    # Tensor-core flash forwards: correctness (and the acc/A lane layout), registers and spills
+    # per variant, then all variants timed beside PyTorch sdpa.
+    run coop-tests 150 node dist/bench/coop-tests.js
+    HELIOS_PIPELINE_STATS=1 run kernel-stats 90 node dist/bench/kernel-stats.js --match='^backend/flash_fwd_cm(acc)?/d64\w*$' --out="$work/kernel-stats.json"
+    run flash 150 node dist/bench/flash.js --out="$work/flash.json"
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"

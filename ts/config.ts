@@ -1,6 +1,17 @@
 // The one place TypeScript reads HELIOS_* environment variables (Rust reads its own in
 // src/config.rs). Every flag here is listed in README.md with its default.
 
+/**
+ * HELIOS_FLASH_VARIANT values (ts/kernels/attention-variants.ts): `auto` takes the first that
+ * serves the problem of acc-w4s2, cm, simt; a named variant that cannot serve it falls back the
+ * same way.
+ */
+export const FLASH_VARIANTS = [
+  "auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-r2", "acc-w4s2-k32", "acc-w4s2-r2k32", "acc-w8s2-k32",
+  "acc-w4s2-psh", "cm", "simt",
+] as const;
+export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
+
 export interface HeliosConfig {
   /** HELIOS_FUSION: fuse chains of elementwise ops into one generated kernel. Default on. */
   readonly fusion: boolean;
@@ -10,6 +21,8 @@ export interface HeliosConfig {
   readonly fusionMaxNodes: number;
   /** HELIOS_CAPTURE: run the training step as a captured batch replayed each step. Default on. */
   readonly capture: boolean;
+  /** HELIOS_FLASH_VARIANT: flash attention forward kernel (FLASH_VARIANTS). Default auto. */
+  readonly flashVariant: FlashVariantName;
   /**
    * HELIOS_ATTN_BWD: attention backward for f16 tensors. "auto" (default): batched tensor-core
    * matmuls over dense scores on devices with cooperative matrices, the fused flash kernels
@@ -23,6 +36,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   batchSize: 256,
   fusionMaxNodes: 32,
   capture: true,
+  flashVariant: "auto",
   attnBackward: "auto",
 });
 
@@ -60,6 +74,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
+    flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
   });
 }

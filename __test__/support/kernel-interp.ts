@@ -1,8 +1,9 @@
 // A CPU interpreter for kernel descriptions (docs/kernel-ir.md), test-only: runs matmul kernels,
 // coopmat ones included, where no device can (lavapipe has no cooperative matrices). Every
-// invocation of a workgroup is a generator that yields at barriers; cooperative-matrix ops are
-// evaluated whole by each invocation of the subgroup (redundant but exact), which is what the
-// KHR semantics guarantee. Out-of-bounds buffer or shared accesses throw: the kernels must never
+// invocation of a workgroup is a generator that yields at barriers and subgroup operations (a
+// scheduler releases a subgroup or the workgroup when all of it waits; divergent barriers throw);
+// cooperative-matrix ops are evaluated whole by each invocation of the subgroup (redundant but
+// exact), which is what the KHR semantics guarantee. Out-of-bounds buffer or shared accesses throw: the kernels must never
 // issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
 import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
 import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
@@ -123,8 +124,14 @@ export interface Memory {
   bindings: number[][] | Float64Array[];
 }
 
+/** What a suspended invocation waits for: its subgroup ("sg") or its workgroup ("wg"). */
+type Wait = "sg" | "wg";
+const SUBGROUP_OPS = new Set(["sg", "sg_any", "sg_all", "shuffle", "shuffle_xor", "broadcast", "broadcast_first", "elect"]);
+
 interface Ctx {
   desc: KernelDesc;
+  /** Subgroup-op exchange slots of this workgroup, by subgroup and per-lane sequence number. */
+  sgx: Map<string, { a: Value[]; b: Value[]; reads: number }>;
   types: Map<string, Type>;
   push: Map<string, Value>;
   bindings: ArrayLike<number>[] & { [i: number]: { [j: number]: number; length: number } };
@@ -135,7 +142,7 @@ export class Interp {
   private readonly types = new Map<string, Type>();
   /** Names of array vars (`get` with an index returns an element of the declared type). */
   private readonly arrays = new Set<string>();
-  private readonly body: (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined>;
+  private readonly body: (env: Env, ctx: Ctx) => Generator<Wait, "ret" | "brk" | "cont" | undefined>;
   constructor(readonly desc: KernelDesc) {
     for (const p of desc.push ?? []) this.types.set(`push:${p.name}`, p.type as Type);
     this.body = this.block(desc.body);
@@ -355,7 +362,7 @@ export class Interp {
     }
   }
 
-  private block(stmts: Stmt[]): (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined> {
+  private block(stmts: Stmt[]): (env: Env, ctx: Ctx) => Generator<Wait, "ret" | "brk" | "cont" | undefined> {
     const fns = stmts.map((s) => this.stmt(s));
     return function* (env, ctx) {
       for (const f of fns) {
@@ -366,9 +373,56 @@ export class Interp {
     };
   }
 
-  private stmt(s: Stmt): (env: Env, ctx: Ctx) => Generator<void, "ret" | "brk" | "cont" | undefined> {
+  /**
+   * A subgroup operation: every lane parks its operands, waits for its whole subgroup (like a
+   * subgroup barrier), then reads the others'. Lanes that have returned count as inactive.
+   */
+  private subgroupLet(name: string, n: ExprNode): (env: Env, ctx: Ctx) => Generator<Wait, "ret" | "brk" | "cont" | undefined> {
+    const node = n as ExprNode & { a?: ExprNode; b?: ExprNode; fn?: string; mode?: string };
+    this.types.set(name, node.op === "sg_any" || node.op === "sg_all" || node.op === "elect" ? "bool" : this.typeOf(n));
+    const a = node.a ? this.expr(node.a) : () => 0;
+    const b = node.b ? this.expr(node.b) : () => 0;
+    const op = node.op;
+    const s = node.a ? scalarOf(this.typeOf(node.a)) : "u32";
+    return function* (env, ctx) {
+      const sgId = env.get("@subgroup_id") as number, lane = env.get("@subgroup_invocation") as number;
+      const seq = ((env.get("@sgseq") as number | undefined) ?? 0) + 1;
+      env.set("@sgseq", seq);
+      const key = `${sgId}:${seq}`;
+      const slot = ctx.sgx.get(key) ?? { a: [] as Value[], b: [] as Value[], reads: 0 };
+      ctx.sgx.set(key, slot);
+      slot.a[lane] = a(env, ctx);
+      slot.b[lane] = b(env, ctx);
+      yield "sg";
+      const act = slot.a.map((x, i) => [i, x] as const).filter(([, x]) => x !== undefined);
+      if (++slot.reads === act.length) ctx.sgx.delete(key);
+      const vals = act.map(([, x]) => x as number);
+      let out: Value;
+      switch (op) {
+        case "sg_any": out = vals.some((x) => !!x); break;
+        case "sg_all": out = vals.every((x) => !!x); break;
+        case "elect": out = act[0][0] === lane; break;
+        case "broadcast_first": out = act[0][1]; break;
+        case "shuffle": case "broadcast": out = slot.a[slot.b[lane] as number] as Value; break;
+        case "shuffle_xor": out = slot.a[lane ^ (slot.b[lane] as number)] as Value; break;
+        case "sg": {
+          if (node.mode !== "reduce") throw new Error("interp: only subgroup reduce is supported");
+          const fn = node.fn as string;
+          out = vals.reduce((p, q) => (fn === "add" ? roundTo(s, p + q) : fn === "mul" ? roundTo(s, p * q) : fn === "max" ? Math.max(p, q) : fn === "min" ? Math.min(p, q) : binScalar(fn === "and" ? "band" : fn === "or" ? "bor" : "bxor", s, p, q) as number));
+          break;
+        }
+        default: throw new Error(`interp: subgroup op ${op}`);
+      }
+      if (out === undefined) throw new Error(`interp: ${op} read an inactive lane`);
+      env.set(name, out);
+      return undefined;
+    };
+  }
+
+  private stmt(s: Stmt): (env: Env, ctx: Ctx) => Generator<Wait, "ret" | "brk" | "cont" | undefined> {
     switch (s.s) {
       case "let": {
+        if (SUBGROUP_OPS.has(s.value.op)) return this.subgroupLet(s.name, s.value);
         const v = this.expr(s.value); this.types.set(s.name, this.typeOf(s.value)); const name = s.name;
         return function* (env, ctx) { env.set(name, v(env, ctx)); return undefined; };
       }
@@ -468,7 +522,10 @@ export class Interp {
       case "break": return function* () { return "brk"; };
       case "continue": return function* () { return "cont"; };
       case "return": return function* () { return "ret"; };
-      case "barrier": return function* () { yield; return undefined; };
+      case "barrier": {
+        const kind: Wait = s.scope === "subgroup" ? "sg" : "wg";
+        return function* () { yield kind; return undefined; };
+      }
       case "fence": case "eval": return function* () { return undefined; };
       default: throw new Error(`interp: statement ${(s as Stmt).s}`);
     }
@@ -495,8 +552,8 @@ export class Interp {
     for (let gz = 0; gz < groups[2]; gz++) for (let gy = 0; gy < groups[1]; gy++) for (let gx = 0; gx < groups[0]; gx++) {
       const shared = new Map<string, Value[]>();
       for (const s of d.shared ?? []) shared.set(s.name, new Array(s.len));
-      const ctx: Ctx = { desc: d, types: this.types, push: pushVals, bindings: bindings as never, shared };
-      const gens: Generator[] = [];
+      const ctx: Ctx = { desc: d, sgx: new Map(), types: this.types, push: pushVals, bindings: bindings as never, shared };
+      const gens: Generator<Wait>[] = [];
       for (let li = 0; li < nInv; li++) {
         const env: Env = new Map();
         const lx = li % wgSize[0], ly = Math.floor(li / wgSize[0]) % wgSize[1], lz = Math.floor(li / (wgSize[0] * wgSize[1]));
@@ -511,14 +568,38 @@ export class Interp {
         env.set("@num_subgroups", Math.ceil(nInv / sgSize));
         gens.push(this.body(env, ctx));
       }
-      let live = gens.length;
-      const done = new Array(gens.length).fill(false);
-      while (live > 0) {
-        for (let i = 0; i < gens.length; i++) {
-          if (done[i]) continue;
-          if (gens[i].next().done) { done[i] = true; live--; }
-        }
+      schedule(gens, sgSize, d.name);
+    }
+  }
+}
+
+/**
+ * Runs the invocations of one workgroup: a subgroup barrier (or subgroup op) releases when every
+ * unfinished lane of the subgroup waits at one, a workgroup barrier when every unfinished
+ * invocation does. Anything else is a divergent barrier (a real GPU hangs or misbehaves): error.
+ */
+function schedule(gens: Generator<Wait>[], sgSize: number, name: string): void {
+  const state: (Wait | "run" | "done")[] = gens.map(() => "run");
+  for (;;) {
+    for (let i = 0; i < gens.length; i++) {
+      if (state[i] !== "run") continue;
+      const r = gens[i].next();
+      state[i] = r.done ? "done" : r.value;
+    }
+    let runnable = false;
+    for (let g = 0; g < gens.length; g += sgSize) {
+      const lanes = state.slice(g, g + sgSize);
+      if (lanes.includes("sg") && lanes.every((x) => x === "sg" || x === "done")) {
+        for (let i = g; i < Math.min(g + sgSize, gens.length); i++) if (state[i] === "sg") state[i] = "run";
+        runnable = true;
       }
     }
+    if (runnable) continue;
+    if (state.every((x) => x === "done")) return;
+    if (!state.some((x) => x === "run" || x === "sg")) {
+      for (let i = 0; i < gens.length; i++) if (state[i] === "wg") state[i] = "run";
+      continue;
+    }
+    throw new Error(`interp: ${name}: divergent barriers (${[...new Set(state)].join(", ")})`);
   }
 }

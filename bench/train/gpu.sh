@@ -18,7 +18,7 @@ case "$part" in
     timeout 450 node dist/bench/demo.js --matmul16 --json="$OUT/demo16.json" 2>&1 | tee "$OUT/demo16.log"
     ;;
   suite)
-    timeout 470 node dist/bench/train/cli.js --work-dir=/tmp/helios-train --max-seconds=110 --out="$OUT/train-suite.json" 2>&1 | tee "$OUT/train-suite.log"
+    timeout "${SUITE_TIMEOUT:-470}" node dist/bench/train/cli.js --work-dir=/tmp/helios-train --max-seconds="${MAX_S:-110}" --out="$OUT/train-suite.json" 2>&1 | tee "$OUT/train-suite.log"
     ;;
   smoke)
     timeout 300 node dist/bench/train/cli.js --tiny --work-dir=/tmp/helios-train-tiny --out="$OUT/train-suite-tiny.json" 2>&1 | tee "$OUT/train-suite-tiny.log"

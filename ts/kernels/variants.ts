@@ -9,6 +9,7 @@ import { generateFused } from "./elementwise.js";
 import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
 import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { flashFwdCmKernel } from "./attention-cm.js";
+import { flashFwdCmAccKernel } from "./attention-cm-acc.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
@@ -112,6 +113,11 @@ export function backendVariants(): KernelVariant[] {
   }
   for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
     v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
+    const acc = [[4, 2, 1, 64], [4, 1, 1, 64], [8, 1, 1, 64], [8, 2, 1, 64], [4, 2, 2, 64], [4, 2, 1, 32], [4, 2, 2, 32], [8, 2, 1, 32]] as const;
+    for (const [nsg, stages, rb, bc] of acc) for (const pShared of nsg === 4 && stages === 2 && rb === 1 && bc === 64 ? [false, true] : [false]) {
+      const fv = { D, softCap, nsg, stages, rb, bc, pShared };
+      v.push({ id: `backend/flash_fwd_cmacc/d${D}_w${nsg}_s${stages}_r${rb}_k${bc}${pShared ? "_psh" : ""}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmAccKernel(fv) });
+    }
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });

@@ -3,9 +3,8 @@ import type { TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
-import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "../kernels/attention-cm.js";
-import { FA_PUSH, FA_ROWS, flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
-
+import { pickFlashFwd } from "../kernels/attention-variants.js";
+import { FA_PUSH, FA_ROWS, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
 import { attentionBackwardDense, denseBackwardApplies } from "./attention-dense.js";
 
 const MAX_HEAD_DIM = 256;
@@ -31,17 +30,11 @@ export function flashAttention(E: Engine, Q: TensorData, K: TensorData, V: Tenso
   const output = E.alloc(Q.shape, Q.dtype);
   const lse = E.alloc([BH, T], "f32");
   if (BH === 0 || T === 0 || D === 0) return { output, lse };
-  const v: FlashVariant = { dtype: Q.dtype, D, softCap: softCap > 0 };
-  if (flashCmApplies(E.rt.getDeviceInfo(), Q.dtype, T, D)) {
-    // tensor cores: f16, T % 64 == 0, D % 16 == 0 (ts/kernels/attention-cm.ts)
-    const cv = { D, softCap: softCap > 0 };
-    run(E, op, { flashFwdCm: cv }, () => flashFwdCmKernel(cv), FA_PUSH, { T, scale, cap: softCap > 0 ? softCap : 1 },
-      [Q, K, V], [output, lse], [T / FA_CM_ROWS, BH, 1]);
-    return { output, lse };
-  }
-  const vec4 = D % 4 === 0;
-  run(E, op, { flashFwd: v, vec4 }, () => (vec4 ? flashFwdVec4Kernel(v) : flashFwdKernel(v)), FA_PUSH, { T, scale, cap: softCap > 0 ? softCap : 1 },
-    [Q, K, V], [output, lse], [Math.ceil(T / FA_ROWS), BH, 1]);
+  // tensor-core kernels for f16 when the device has cooperative matrices (ts/kernels/attention-variants.ts)
+  const choice = pickFlashFwd(E.config.flashVariant, E.rt.getDeviceInfo(), Q.dtype, T, D);
+  const dtype = Q.dtype;
+  run(E, op, { flashFwd: choice.name, dtype, D, softCap: softCap > 0 }, () => choice.build(dtype, D, softCap > 0), FA_PUSH,
+    { T, scale, cap: softCap > 0 ? softCap : 1 }, [Q, K, V], [output, lse], [Math.ceil(T / choice.rows), BH, 1]);
   return { output, lse };
 }
 

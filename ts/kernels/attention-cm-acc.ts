@@ -1,0 +1,326 @@
+// Causal flash attention forward on KHR cooperative matrices (16x16x16 f16 -> f32) with the
+// output kept in accumulators: flash_fwd's contract (bindings q, k, v, o, lse; FA_PUSH) for f16
+// tensors with D % 16 == 0, D <= 64, T % rows == 0, on 32-wide subgroups.
+//
+// Dispatch: [T / rows, BH] with rows = 16 * rb * nsg, 32 * nsg threads; workgroup x = 0 takes the
+//   last query block (the most key tiles), so the long blocks start first and the tail is short.
+//   Subgroup s owns rb blocks of 16 query rows from q0 + 16 rb s; every K or V fragment it reads
+//   from shared memory feeds one MMA per block.
+// Per tile of bc keys (64 or 32): K and V (f16, rows padded by 8 halves) staged in shared memory
+//   through 64-bit vector copies; with 2 stages the next tile is loaded into registers before the
+//   math and stored into the other stage after it, so one workgroup barrier per tile. S = Q K^T is
+//   rb x bc/16 x D/16 products (Q fragments stay in registers); the softmax works on accumulator
+//   elements, which needs no knowledge of their lane layout:
+//   - row-wise values (running max, rescale factor, l) are *broadcast matrices*: a 16x16
+//     accumulator whose element (r, c) is the value of row r, loaded from a shared tile;
+//   - lazy rescaling: scores are in log2 units, M is a stale running max per row and P =
+//     exp2(S - M). Only when some element of the subgroup exceeds M by more than TAU (P > 2^TAU)
+//     does the subgroup take the slow path (shared memory): new row maxima, O and l scaled by
+//     exp2(M_old - M_new). The first tile always does. O / l is exact whatever M is, because the
+//     numerator and l use the same M; lse = M ln 2 + ln l;
+//   - l is accumulated element-wise in an accumulator (partial row sums per column), reduced once
+//     at the end through shared memory;
+//   - the causal mask (diagonal fragments only) is an element-wise add of a 0 / -inf triangle.
+//   P (acc f32) becomes the A operand of P V in registers when the accumulator and A layouts
+//   match element for element (checked once at start with index matrices: true on NVIDIA, where
+//   both follow mma.m16n8k16's fragment layout), otherwise through a per-subgroup f16 tile.
+// Numerics: scores, softmax and l in f32; P rounded to f16 for P V (as FlashAttention does); P <=
+//   2^TAU = 256 keeps it well inside f16 range.
+import {
+  coopmat, exp2, f16, f32, floor, fma, kernel, lit, log, max, select,
+  type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared,
+} from "../ir/index.js";
+import { safeTanh } from "./common.js";
+import { FA_PUSH } from "./attention.js";
+
+const CM = 16;
+/** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
+const TAU = 8;
+const LOG2E = Math.LOG2E;
+const NEG_BIG = -1e30;
+
+export interface FlashCmAccVariant {
+  readonly D: number;
+  readonly softCap: boolean;
+  /** Subgroups per workgroup (16 query rows each). */
+  readonly nsg: 4 | 8;
+  /** K/V shared stages: 2 = double-buffered (one barrier per tile). */
+  readonly stages: 1 | 2;
+  /** 16-row blocks per subgroup (default 1): with 2, each K/V fragment read feeds two MMAs. */
+  readonly rb?: 1 | 2;
+  /** Keys per tile (default 64); 32 halves S, P and the K/V prefetch registers. */
+  readonly bc?: 32 | 64;
+  /** Always convert P through shared memory (the fallback path; for tests and timing). */
+  readonly pShared?: boolean;
+}
+
+type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "stages" | "rb" | "bc">;
+
+export const DEFAULT_FLASH_CM_ACC: Pick<FlashCmAccVariant, "nsg" | "stages"> = { nsg: 4, stages: 2 };
+
+export function flashCmAccRows(v: Pick<FlashCmAccVariant, "nsg" | "rb">): number {
+  return CM * (v.rb ?? 1) * v.nsg;
+}
+
+/** Shared bytes: K and V stages (f16, padded rows), per-subgroup f32 stage and f16 P tile. */
+export function flashCmAccSharedBytes(v: Shape): number {
+  return 2 * v.stages * (v.bc ?? 64) * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2;
+}
+
+/** Whether this kernel serves the problem on this device. */
+export function flashCmAccApplies(
+  info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
+  v: Shape, dtype: string, T: number,
+): boolean {
+  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === "f16" &&
+    (info.maxSharedMemoryBytes ?? 49152) >= flashCmAccSharedBytes(v) &&
+    T % flashCmAccRows(v) === 0 && v.D % CM === 0 && v.D <= 64;
+}
+
+export function flashCmAccName(v: FlashCmAccVariant): string {
+  return `flash_fwd_cmacc_f16_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
+}
+
+/** `for i < cmlen(t)`, unrolled by the driver. */
+function elements(k: KernelBuilder, t: CoopMatType, body: (i: Expr) => void): void {
+  k.for(lit("u32", 0), k.cmLen(t), body, { unroll: true, name: "e" });
+}
+
+
+export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
+  const { D, nsg, stages } = v;
+  const RB = v.rb ?? 1, BC = v.bc ?? 64, NF = BC / CM;
+  if (D % CM !== 0 || D > 64) throw new Error(`flash_fwd_cmacc: D=${D} must be a multiple of 16, at most 64`);
+  const DC = D / CM, LD = D + 8, LD4 = LD / 4, ROWS = CM * RB * nsg, THREADS = 32 * nsg;
+  if (ROWS % BC !== 0) throw new Error(`flash_fwd_cmacc: ${ROWS} rows per workgroup is not a multiple of ${BC}-key tiles`);
+  const TILE = BC * LD;
+  const CHUNKS = (BC * D) / 4;
+  const slots = Math.ceil(CHUNKS / THREADS);
+  const guarded = CHUNKS % THREADS !== 0;
+  const blocks = Array.from({ length: RB }, (_, b) => b);
+  const frags = Array.from({ length: NF }, (_, j) => j);
+  const tA: CoopMatType = coopmat("a", "f16", CM, CM);
+  const tB: CoopMatType = coopmat("b", "f16", CM, CM);
+  const tC: CoopMatType = coopmat("acc", "f32", CM, CM);
+  const tC16: CoopMatType = coopmat("acc", "f16", CM, CM);
+  const k = kernel(flashCmAccName(v), { workgroup: [THREADS] });
+  const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
+  const O = k.buffer("o", f16, "write"), L = k.buffer("lse", f32, "write");
+  const pc = k.push(FA_PUSH);
+  const Kg = K.as("f16", 4), Vg = V.as("f16", 4);
+  const Ks = k.shared("Ks", f16, stages * TILE), Vs = k.shared("Vs", f16, stages * TILE);
+  const st = k.shared("st", f32, nsg * 256);
+  const pt = k.shared("pt", f16, nsg * 256);
+  const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+
+  const tid = k.let(k.localIndex, "tid");
+  const sg = k.let(k.subgroupId, "sg");
+  const lane = k.let(k.subgroupInvocation, "lane");
+  const r = k.let(lane.shr(1), "r");
+  const h8 = k.let(lane.band(1).mul(8), "h8");
+  const bh = k.let(k.workgroupId.y, "bh");
+  const q0 = k.let(pc.T.div(ROWS).sub(1).sub(k.workgroupId.x).mul(ROWS), "q0");
+  const base = k.let(bh.mul(pc.T).mul(D), "base");
+  const rf = k.let(q0.add(sg.mul(CM * RB)), "rf");
+  /** First query row of each of the subgroup's 16-row blocks. */
+  const rb0 = blocks.map((b) => k.let(rf.add(b * CM), `rf${b}`));
+  const stOff = k.let(sg.mul(256), "stoff");
+  const rowOff = k.let(stOff.add(r.mul(CM)).add(h8), "rowoff");
+  // Without softCap S stays unscaled and log2 units come in with the exponent's fma:
+  // exp2(S c - M) = exp2(fma(S, c, -M)); with it, S is capped and scaled in place.
+  const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
+  const toLog2 = (x: Expr) => (v.softCap ? x : x.mul(c2));
+  const minusM = (x: Expr, m: Expr) => (v.softCap ? x.sub(m) : fma(x, c2, m.neg()));
+  const capL = k.let(pc.cap.mul(LOG2E), "capl");
+
+  // Index matrices (element (r, c) = 16r + c) reveal how accumulator and A elements sit in lanes.
+  k.for(tid, lit("u32", 256), (e) => {
+    st.store(e, e.cast(f32));
+    pt.store(e, e.cast(f16));
+  }, { step: THREADS });
+  k.barrier();
+  const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
+  const idxA = k.var(tA, pt.cmLoad(tA, 0, CM, "row"), "idxa");
+  const same = k.var("bool", k.cmLen(tC).eq(k.cmLen(tA)), "same");
+  elements(k, tC, (i) => {
+    k.if(i.lt(k.cmLen(tA)), () => same.set(same.get().and(idxC.at(i).eq(idxA.at(i).cast(f32)))));
+  });
+  const regP = k.let(v.pShared ? lit("bool", false) : k.sgAll(same.get()), "regp");
+  const tri = k.var(tC, k.cmFill(tC, 0), "tri");
+  elements(k, tC, (i) => {
+    const x = idxC.at(i);
+    const row = k.let(floor(x.mul(1 / CM)), "row");
+    tri.setAt(i, select(x.sub(row.mul(CM)).gt(row), lit(f32, "-inf"), lit(f32, 0)));
+  });
+
+  const qa = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, base.add(rb0[b].mul(D)).add(d * CM), D, "row"), `qa${b}${d}`)));
+  const o = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${b}${d}`)));
+  const lsum = blocks.map((b) => k.var(tC, k.cmFill(tC, 0), `lsum${b}`));
+  const mb = blocks.map((b) => k.var(tC, k.cmFill(tC, NEG_BIG), `mb${b}`));
+  /** Row r's M (what mb broadcasts), held by both lanes of the pair that owns row r. */
+  const mrow = blocks.map((b) => k.var(f32, NEG_BIG, `mrow${b}`));
+  const s = blocks.map((b) => frags.map((j) => k.var(tC, k.cmFill(tC, 0), `s${b}${j}`)));
+  const pa = blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `p${b}${j}`)));
+
+  // K/V register prefetch: chunk e (4 halves) of a tile is global f16x4 (base + k0 D)/4 + e.
+  const kr = Array.from({ length: slots }, (_, i) => k.var("f16x4", undefined, `kr${i}`));
+  const vr = Array.from({ length: slots }, (_, i) => k.var("f16x4", undefined, `vr${i}`));
+  const chunk = (i: number) => tid.add(i * THREADS);
+  const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(CHUNKS), body) : body());
+  const fetch = (k0: Expr) => {
+    const g0 = k.let(base.add(k0.mul(D)).div(4), "g0");
+    for (let i = 0; i < slots; i++) {
+      guard(i, () => {
+        kr[i].set(Kg.load(g0.add(chunk(i))));
+        vr[i].set(Vg.load(g0.add(chunk(i))));
+      });
+    }
+  };
+  const put = (slot: Expr) => {
+    for (let i = 0; i < slots; i++) {
+      guard(i, () => {
+        const e = chunk(i);
+        const at = k.let(slot.mul(TILE / 4).add(e.div(D / 4).mul(LD4)).add(e.rem(D / 4)), "sh4");
+        Ks.vec(4).store(at, kr[i].get());
+        Vs.vec(4).store(at, vr[i].get());
+      });
+    }
+  };
+
+  const nt = k.let(q0.add(ROWS).div(BC), "nt");
+  fetch(lit("u32", 0));
+  put(lit("u32", 0));
+  k.barrier();
+  k.for(lit("u32", 0), nt, (t) => {
+    const k0 = k.let(t.mul(BC), "k0");
+    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
+    const more = k.let(t.add(1).lt(nt), "more");
+    if (stages === 1) {
+      k.if(t.gt(0), () => {
+        put(slot);
+        k.barrier();
+      });
+    }
+    k.if(more, () => fetch(k0.add(BC)));
+    // A subgroup whose rows all come before the tile's keys has nothing to do.
+    k.if(k0.le(rf.add(CM * RB - 1)), () => tileMath(k0, slot.mul(TILE)));
+    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
+    k.barrier();
+  });
+
+  function tileMath(k0: Expr, kvOff: Expr): void {
+    // S = Q K^T: each K fragment read from shared memory feeds every row block
+    for (const j of frags) {
+      const acc = blocks.map(() => k.cmFill(tC, 0));
+      for (let d = 0; d < DC; d++) {
+        const kb = Ks.vec(4).cmLoad(tB, kvOff.add(j * CM * LD + d * CM).div(4), LD4, "col");
+        for (const b of blocks) acc[b] = k.cmMulAdd(qa[b][d], kb, acc[b]);
+      }
+      for (const b of blocks) {
+        s[b][j].set(acc[b]);
+        if (v.softCap) elements(k, tC, (i) => s[b][j].setAt(i, safeTanh(s[b][j].at(i).mul(c2)).mul(capL)));
+      }
+    }
+    // causal mask: only fragments that reach past the subgroup's first row
+    k.if(k0.add(BC - 1).gt(rf), () => {
+      for (const b of blocks) {
+        for (const j of frags) {
+          const kf = k.let(k0.add(j * CM), "kf");
+          k.if(kf.gt(rb0[b]), () => s[b][j].set(k.cmFill(tC, lit(f32, "-inf"))), () => {
+            k.if(kf.eq(rb0[b]), () => s[b][j].set(s[b][j].get().add(tri.get())));
+          });
+        }
+      }
+    });
+    const over = k.var(f32, lit(f32, "-inf"), "over");
+    elements(k, tC, (i) => {
+      for (const b of blocks) {
+        const m = s[b].map((x) => x.at(i)).reduce((a, c) => max(a, c));
+        over.set(max(over.get(), minusM(m, mb[b].at(i))));
+      }
+    });
+    k.if(k.sgAny(over.get().gt(TAU)), () => blocks.forEach(rescale));
+    k.if(regP, () => {
+      elements(k, tC, (i) => {
+        for (const b of blocks) {
+          const mi = mb[b].at(i);
+          let sum = lsum[b].at(i);
+          for (const j of frags) {
+            const p = k.let(exp2(minusM(s[b][j].at(i), mi)), "p");
+            sum = sum.add(p);
+            pa[b][j].setAt(i, p.cast(f16));
+          }
+          lsum[b].setAt(i, sum);
+        }
+      });
+    }, () => {
+      for (const b of blocks) {
+        for (const j of frags) {
+          elements(k, tC, (i) => {
+            const p = k.let(exp2(minusM(s[b][j].at(i), mb[b].at(i))), "p");
+            lsum[b].setAt(i, lsum[b].at(i).add(p));
+            s[b][j].setAt(i, p);
+          });
+          sgSync();
+          pt.cmStore(s[b][j].get().cast(tC16), stOff, CM, "row");
+          sgSync();
+          pa[b][j].set(pt.cmLoad(tA, stOff, CM, "row"));
+        }
+      }
+    });
+    // O += P V: each V fragment read feeds every row block
+    for (let dn = 0; dn < DC; dn++) {
+      const acc = blocks.map((b) => o[b][dn].get());
+      for (const j of frags) {
+        const vb = Vs.vec(4).cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(4), LD4, "row");
+        for (const b of blocks) acc[b] = k.cmMulAdd(pa[b][j].get(), vb, acc[b]);
+      }
+      for (const b of blocks) o[b][dn].set(acc[b]);
+    }
+  }
+
+  /** New row maxima of block b from this tile; its O and l rescaled by exp2(M_old - M_new). */
+  function rescale(b: number): void {
+    const tmax = k.var(tC, s[b][0].get(), "tmax");
+    elements(k, tC, (i) => tmax.setAt(i, toLog2(s[b].map((x) => x.at(i)).reduce((a, c) => max(a, c)))));
+    sgSync();
+    st.cmStore(tmax.get(), stOff, CM, "row");
+    sgSync();
+    const half = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, c) => max(a, c)), "hmax");
+    const rmax = k.let(max(half, k.shuffleXor(half, 1)), "rmax");
+    const mold = mrow[b].get();
+    const mnew = k.let(max(mold, rmax), "mnew");
+    const corr = k.let(exp2(mold.sub(mnew)), "corr");
+    broadcast(st, rowOff, corr);
+    const cb = k.var(tC, st.cmLoad(tC, stOff, CM, "row"), "cb");
+    broadcast(st, rowOff, mnew);
+    mb[b].set(st.cmLoad(tC, stOff, CM, "row"));
+    mrow[b].set(mnew);
+    elements(k, tC, (i) => {
+      const c = cb.at(i);
+      for (const x of [...o[b], lsum[b]]) x.setAt(i, x.at(i).mul(c));
+    });
+  }
+
+  /** Writes `value` over this lane's half row of the stage tile (after the subgroup's reads). */
+  function broadcast(mem: Shared, at: Expr, value: Expr): void {
+    sgSync();
+    for (let c = 0; c < 8; c++) mem.store(at.add(c), value);
+    sgSync();
+  }
+
+  // l: reduce the per-column partial sums; O / l through a broadcast tile; lse = M ln 2 + ln l.
+  for (const b of blocks) {
+    sgSync();
+    st.cmStore(lsum[b].get(), stOff, CM, "row");
+    sgSync();
+    const lhalf = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, c) => a.add(c)), "lhalf");
+    const lrow = k.let(lhalf.add(k.shuffleXor(lhalf, 1)), "lrow");
+    broadcast(st, rowOff, lrow);
+    const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
+    o[b].forEach((od, d) => O.cmStore(od.get().div(lb).cast(tC16), base.add(rb0[b].mul(D)).add(d * CM), D, "row"));
+    const mfin = mrow[b].get();
+    k.if(lane.band(1).eq(0), () => L.store(bh.mul(pc.T).add(rb0[b]).add(r), mfin.mul(Math.LN2).add(log(lrow))));
+  }
+  return k.finish();
+}

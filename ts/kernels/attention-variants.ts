@@ -1,0 +1,68 @@
+// The flash attention forward kernels, by HELIOS_FLASH_VARIANT name: what each serves, how it is
+// dispatched, and the order `auto` tries them in. ts/ops/attention.ts and bench/flash.ts use this
+// table, so the timed kernels are the ones the backend runs.
+import type { KernelDesc } from "../ir/index.js";
+import type { FlashVariantName } from "../config.js";
+import type { Dtype } from "../types.js";
+import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "./attention-cm.js";
+import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "./attention-cm-acc.js";
+import { FA_ROWS, flashFwdKernel, flashFwdVec4Kernel } from "./attention.js";
+
+export interface FlashDevice {
+  coopMatSupported?: boolean;
+  subgroupSize: number;
+  maxSharedMemoryBytes?: number;
+}
+
+export type FlashKernelName = Exclude<FlashVariantName, "auto">;
+
+export interface FlashFwdChoice {
+  readonly name: FlashKernelName;
+  /** Query rows per workgroup: dispatch [ceil(T / rows), BH, 1]. */
+  readonly rows: number;
+  applies(dev: FlashDevice, dtype: string, T: number, D: number): boolean;
+  build(dtype: Dtype, D: number, softCap: boolean): KernelDesc;
+}
+
+function acc(name: FlashKernelName, w: Omit<FlashCmAccVariant, "D" | "softCap">): FlashFwdChoice {
+  return {
+    name,
+    rows: flashCmAccRows(w),
+    applies: (dev, dtype, T, D) => flashCmAccApplies(dev, { ...w, D }, dtype, T),
+    build: (_dtype, D, softCap) => flashFwdCmAccKernel({ ...w, D, softCap }),
+  };
+}
+
+export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
+  "acc-w4s2": acc("acc-w4s2", { nsg: 4, stages: 2 }),
+  "acc-w4s1": acc("acc-w4s1", { nsg: 4, stages: 1 }),
+  "acc-w8s1": acc("acc-w8s1", { nsg: 8, stages: 1 }),
+  "acc-w8s2": acc("acc-w8s2", { nsg: 8, stages: 2 }),
+  "acc-w4s2-r2": acc("acc-w4s2-r2", { nsg: 4, stages: 2, rb: 2 }),
+  "acc-w4s2-k32": acc("acc-w4s2-k32", { nsg: 4, stages: 2, bc: 32 }),
+  "acc-w4s2-r2k32": acc("acc-w4s2-r2k32", { nsg: 4, stages: 2, rb: 2, bc: 32 }),
+  "acc-w8s2-k32": acc("acc-w8s2-k32", { nsg: 8, stages: 2, bc: 32 }),
+  "acc-w4s2-psh": acc("acc-w4s2-psh", { nsg: 4, stages: 2, pShared: true }),
+  cm: {
+    name: "cm",
+    rows: FA_CM_ROWS,
+    applies: (dev, dtype, T, D) => flashCmApplies(dev, dtype, T, D),
+    build: (_dtype, D, softCap) => flashFwdCmKernel({ D, softCap }),
+  },
+  simt: {
+    name: "simt",
+    rows: FA_ROWS,
+    applies: () => true,
+    build: (dtype, D, softCap) => (D % 4 === 0 ? flashFwdVec4Kernel : flashFwdKernel)({ dtype, D, softCap }),
+  },
+};
+
+/** What `auto` tries, in order; the last one serves every problem. */
+export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s2", "cm", "simt"];
+
+/** The requested kernel if it serves the problem, else the first of FLASH_AUTO that does. */
+export function pickFlashFwd(name: FlashVariantName, dev: FlashDevice, dtype: string, T: number, D: number): FlashFwdChoice {
+  const order = name === "auto" ? FLASH_AUTO : [name, ...FLASH_AUTO];
+  for (const n of order) if (FLASH_FWD[n].applies(dev, dtype, T, D)) return FLASH_FWD[n];
+  return FLASH_FWD.simt;
+}
