@@ -144,3 +144,31 @@ test("128-bit staging: bf16, f16 accumulation, transposes, epilogues, batches, s
     { name: "splitk_bias_silu_24x40x200", problem: { m: 24, n: 40, k: 200, epilogue: { bias: true, act: "silu" } }, full: true },
   ]);
 });
+
+test("occupancy tiles (4-subgroup 128x128, single-stage 8-subgroup 128x128): f16, bf16, f16 acc, edges, transposes, epilogue", () => {
+  const tiles = ["cm_128x128x32_w2x2_v128_s1", "cm_128x128x64_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x32_w2x4_v128_s1"];
+  const tn: CheckCase = { name: "TN_bias_gelu_72x80x48", problem: { m: 72, n: 80, k: 48, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true };
+  const rows = run(tiles, [{ name: "f16", dtype: "f16" }], [
+    // 128-bit chunks; partial tiles in M and N, and K = 104 (an odd count of 32-deep tiles, a partial 64-deep one)
+    { name: "136x144x104_v88_edges", problem: { m: 136, n: 144, k: 104 }, full: true },
+    tn,
+  ]);
+  for (const r of rows) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+  run(["cm_128x128x32_w2x2_v128_s1", "cm_128x128x32_w2x4_v128_s1"], [{ name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }], [tn]);
+  // the 64-bit / scalar fallbacks, a batched NT problem with a residual, split-K (f16 and f32 inputs)
+  run(["cm_128x128x32_w2x2_v128_s1", "cm_128x128x64_w2x2_v128_s1"], [{ name: "f16", dtype: "f16" }], [
+    { name: "17x33x65_fallback", problem: { m: 17, n: 33, k: 65 }, full: true },
+    { name: "NT_batched_res_24x40x56", problem: { m: 24, n: 40, k: 56, batch: 2, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
+  ]);
+  run(["cm_128x128x32_w2x2_v128_s1_sk2"], [{ name: "f16", dtype: "f16" }, { name: "f32", dtype: "f32" }], [
+    { name: "splitk_bias_silu_24x40x200", problem: { m: 24, n: 40, k: 200, epilogue: { bias: true, act: "silu" } }, full: true },
+  ]);
+});
+
+test("occupancy tiles: chunk widths and pipeline tags", () => {
+  const caps = { ...new InterpRuntime().info };
+  const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
+  assert.match(name("cm_128x128x32_w2x2_v128_s1", { m: 64, n: 64, k: 64, dtype: "f16" }), /_128x128x32_w2x2_NN_v88_s1_lk/);
+  assert.match(name("cm_128x128x32_w2x2_v128_lk", { m: 64, n: 64, k: 64, dtype: "f16" }), /_w2x2_NN_v88_lk/);
+  assert.match(name("cm_128x128x64_w2x2_v128_s1", { m: 64, n: 64, k: 68, dtype: "f16" }), /_v44_s1_lk/);
+});

@@ -28,16 +28,19 @@ case "$part" in
     run matmul-perf "${PERF_S:-270}" bash bench/matmul-gpu.sh --phase=perf
     ;;
   matmul128)
-    # The 128-bit staged coopmat tiles (bench/MATMUL_NOTES.md, round 3) against the current best:
-    # quick gate of the 18 new ones (75 s cap), sweep at 2048/4096/8192³ f16 and 4096/8192³ f16 acc,
-    # then registers/spills of the swept tiles (~3.5-4 min in all).
+    # The 128-bit staged coopmat tiles (bench/MATMUL_NOTES.md, rounds 3-4) against the current best:
+    # quick gate of the listed ones (75 s cap), sweep at 2048/4096/8192³ f16 and 4096/8192³ f16 acc,
+    # then registers/spills of the swept tiles (~3.5-4 min in all). Round 4: the two-workgroups-per-SM
+    # tiles (4-subgroup 128×128, 8-subgroup single-stage 128×128); run 15's losers left the list.
     export OUT=$work/mm
     : "${TAIL_LINES:=110}" # every sweep row and every kernel's registers in the stdout summary
-    new=cm_128x256x16_w2x4_v128,cm_128x256x16_w2x4_v128_pf2,cm_256x128x16_w4x2_v128,cm_128x128x32_w2x4_v128,cm_128x128x32_w2x4_v128_pf2,cm_128x128x32_w2x4_v128_irloops,cm_128x256x32_w2x4_v128_s1,cm_256x128x32_w4x2_v128_s1,cm_128x128x64_w2x4_v128_s1,cm_128x128x16_w2x4_v128,cm_128x128x16_w2x4_v128_pf2,cm_128x256x16_w2x2_v128,cm_128x256x16_w2x2_v128_pf2,cm_128x256x32_w2x2_v128_s1,cm_256x256x16_w4x2_v128_s1,cm_256x256x32_w4x2_v128_s1,cm_128x128x32_w2x4_v128_du,cm_128x256x16_w2x4_v128_pf2_du
-    base=cm_128x256x16_w2x4,cm_128x128x32_w2x4,cm_256x128x16_w4x2,cm_128x256x16_w2x2
+    new=cm_128x128x32_w2x2_v128_s1,cm_128x128x64_w2x2_v128_s1,cm_128x128x32_w2x2_v128_lk,cm_128x128x32_w2x4_v128_s1,cm_128x256x32_w2x4_v128_s1,cm_256x128x32_w4x2_v128_s1,cm_128x128x64_w2x4_v128_s1,cm_128x256x16_w2x4_v128_pf2,cm_128x256x16_w2x2_v128,cm_128x256x32_w2x2_v128_s1,cm_256x256x32_w4x2_v128_s1
+    base=cm_128x256x16_w2x4,cm_128x128x32_w2x4,cm_128x128x32_w2x2,cm_128x256x16_w2x2
     run matmul128 "${CHECK_S:-210}" bash bench/matmul-gpu.sh --phase=check --variants=$new --baseline=$base --checkBudget=75
+    # NN kernels of those tiles (f32 acc: 8-subgroup 128×256 / 256×128 / 128×128, 4-subgroup 128×128;
+    # f16 acc: the relu forms), not the run-15 probes (_du, _le, 128×128×16)
     HELIOS_PIPELINE_STATS=1 run kernel-stats 75 node dist/bench/kernel-stats.js --out="$work/kernel-stats.json" \
-      --match='^(?!.*_split$)mm_cm_f16_(acc32_f32_(128x256|256x128|128x128)x\w+_w(2x4|4x2)_NN_v(44|88)\w*|acc16_f16_(128x256|256x128|128x128|256x256)x\w+_NN_v88\w*_relu)$'
+      --match='^(?!.*(_split$|_du|_le|128x128x16))mm_cm_f16_(acc32_f32_((128x256|256x128|128x128)x\w+_w(2x4|4x2)|128x128x\w+_w2x2)_NN_v(44|88)\w*|acc16_f16_(128x256|256x128|128x128|256x256)x\w+_NN_v88\w*_relu)$'
     ;;
   train)
     export OUT=$work/train

@@ -61,6 +61,20 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // (the f16-acc 420 TF/s target needs it); one shared buffer so it fits (2 stages: 49664 B)
   ["cm_256x256x16_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 16, wide: true, stages: 1 }], // 28928
   ["cm_256x256x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
+  // Two (or three) workgroups per SM: every tile above runs one 256-thread workgroup per SM (H100
+  // run 15: 188-255 registers × 256 threads fill the 64K register file), so its 8 warps all wait at
+  // the same barriers. 128×128 with 4 subgroups of 4×4 (64×64 each, CUTLASS's 128×128 warp layout)
+  // is 128 threads: even at 255 registers two workgroups fit an SM (2 × 4 warps × 32 × 256 =
+  // 65536), three with f16 accumulators if the driver stays ≤ 168; shared memory is no limit
+  // (2 × 40 KB ≪ 228 KB). Same per-warp work (64×64) as the 8-subgroup 128×256 tiles; the
+  // barriers of two workgroups no longer coincide. _lk alone: two shared stages with the IR k-loop.
+  ["cm_128x128x32_w2x2_v128_s1", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 23040
+  ["cm_128x128x64_w2x2_v128_s1", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 64, wide: true, stages: 1, loopK: true }], // 39936
+  ["cm_128x128x32_w2x2_v128_lk", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, loopK: true }], // 41984
+  // 8 subgroups of 4×2 with one shared stage (27 KB): if the driver stays ≤ 128 registers two
+  // 256-thread workgroups share an SM (run 15: the 2-stage _du/_irloops forms of this tile had 156
+  // with f32 and 124 with f16 accumulators)
+  ["cm_128x128x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, stages: 1, loopK: true }], // 27136
   // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
   ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
   ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
@@ -99,6 +113,9 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_128x128x32_w2x4_v128", "cm_256x128x16_w4x2_v128",
   "cm_128x128x16_w2x4_v128", "cm_128x128x16_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128", "cm_128x256x32_w2x2_v128_s1",
   "cm_256x256x16_w4x2_v128_s1",
+  // Occupancy round (bench/MATMUL_NOTES.md, round 4): swept by `gpu-host.sh matmul128`, promoted
+  // when they beat the single-workgroup tiles
+  "cm_128x128x32_w2x2_v128_s1", "cm_128x128x64_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x32_w2x4_v128_s1",
   // A/B controls of cm_128x128x32_w2x4_v128: k steps and epilogue blocks as driver-unrolled IR
   // loops (a 3-4x smaller description); the k-tile loop DontUnroll
   "cm_128x128x32_w2x4_v128_irloops", "cm_128x128x32_w2x4_v128_du", "cm_128x256x16_w2x4_v128_pf2_du",
