@@ -113,9 +113,10 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_128x128x32_w2x4_v128", "cm_256x128x16_w4x2_v128",
   "cm_128x128x16_w2x4_v128", "cm_128x128x16_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128", "cm_128x256x32_w2x2_v128_s1",
   "cm_256x256x16_w4x2_v128_s1",
-  // Occupancy round (bench/MATMUL_NOTES.md, round 4): swept by `gpu-host.sh matmul128`, promoted
-  // when they beat the single-workgroup tiles
-  "cm_128x128x32_w2x2_v128_s1", "cm_128x128x64_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x32_w2x4_v128_s1",
+  // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
+  // (4 subgroups, 244 registers, 23 KB shared: 249 TF/s f16 at 8192³, 256 with f16 accumulation,
+  // 236 at 4096³ f16-acc); the others lost to it
+  "cm_128x128x64_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x32_w2x4_v128_s1",
   // A/B controls of cm_128x128x32_w2x4_v128: k steps and epilogue blocks as driver-unrolled IR
   // loops (a 3-4x smaller description); the k-tile loop DontUnroll
   "cm_128x128x32_w2x4_v128_irloops", "cm_128x128x32_w2x4_v128_du", "cm_128x256x16_w2x4_v128_pf2_du",
