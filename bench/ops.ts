@@ -2,10 +2,11 @@
 // same GPU in the same run (python3 subprocess, CUDA events) when python3 + torch + CUDA exist;
 // otherwise Helios-only rows with a note. Prints a table (last) and writes JSON.
 //
-//   node dist/bench/ops.js [--quick] [--iters=30] [--out=bench/ops.json] [--n= --rows= --cols= --bh= --t=]
+//   node dist/bench/ops.js [--quick] [--iters=30] [--warm-ms=500] [--out=bench/ops.json] [--n= --rows= --cols= --bh= --t=]
 //
 // Protocol (both sides): warm up with one full repetition (compiles kernels and lets the
-// buffer pool reach its steady size), then 3 repetitions of `iters` back-to-back calls;
+// buffer pool reach its steady size) and then keep the GPU busy for --warm-ms (default 500:
+// the clock governor runs short bursts after idle time at idle SM clocks), then 3 repetitions of `iters` back-to-back calls;
 // each figure is the median of the 3 per-repetition means.
 // Helios GPU ms: batches begun with {profile: true}; the GPU busy time of a repetition — the
 // union of the dispatches' [startNs, endNs] stamp intervals over all its batches (one queue
@@ -108,6 +109,9 @@ interface HeliosTiming {
   kernels: Record<string, number>;
 }
 
+/** Sustained load before each case's timed repetitions (both sides), see timeHelios. */
+const WARM_MS = Number(arg("warm-ms", "500"));
+
 const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
 
 function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTiming {
@@ -126,6 +130,9 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
   for (const t of check) void t.data;
   check.forEach((t) => B.releaseGpuTensor(t));
   runIters(); // warm-up repetition: pool buffers for `iters` in-flight outputs exist after it
+  // Clock warm-up: the GPU's clock governor leaves the SMs at idle clocks (345 MHz on the H100)
+  // through short bursts after idle time (host-side setup), so keep it busy for WARM_MS first.
+  for (const t0 = performance.now(); performance.now() - t0 < WARM_MS; ) runIters();
   const gpu: number[] = [], sums: number[] = [], host: number[] = [], counts: number[] = [];
   const byLabel: Record<string, number>[] = [];
   const allocs0 = B.stats().pool.allocations;
@@ -156,8 +163,10 @@ import json, torch
 if not torch.cuda.is_available(): raise SystemExit("no CUDA")
 d="cuda"; res={}
 def bench(f):
-    for _ in range(3): f()
-    torch.cuda.synchronize()
+    import time
+    t0=time.time()
+    while time.time()-t0 < ${WARM_MS}/1000:
+        f(); torch.cuda.synchronize()
     for _ in range(${iters}): f()
     torch.cuda.synchronize()
     reps=[]

@@ -118,7 +118,7 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
     const fx = new MatmulFixture(rt, normalize(problemFor(o, s)), 5);
     try {
       const bufs = fx.buffers(plan);
-      const reps = timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: o.repeats });
+      const reps = timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: o.repeats, warmMs: 400 });
       const row = makeRow(s, 1, o.dtype, plan.variant, summarize(reps), torch.byShape.get(shapeName(s)) ?? null);
       if (o.check) row.spotCheckRelErr = fx.spotError(64);
       rows.push(row);
@@ -147,7 +147,7 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
     iters: o.iters,
     warmup: o.warmup,
     repeats: o.repeats,
-    protocol: `median of ${o.repeats} per-repeat medians of ${o.iters} iterations after ${o.warmup} warmup; Helios: GPU timestamps per dispatch; CUDA: torch.cuda.Event per iteration (torch.matmul, TF32 off for float32)`,
+    protocol: `median of ${o.repeats} per-repeat medians of ${o.iters} iterations after ${o.warmup} warmup and 400 ms of sustained load (GPU clocks ramped); Helios: GPU timestamps per dispatch; CUDA: torch.cuda.Event per iteration (torch.matmul, TF32 off for float32)`,
     note: torch.ok ? undefined : `Helios-only rows: ${torch.note ?? "no CUDA reference"}`,
     check: o.check ? checks : undefined,
   };

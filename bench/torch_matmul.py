@@ -7,6 +7,7 @@ traceback without JSON), so the caller can fall back to Helios-only rows with a 
 """
 import argparse
 import json
+import time
 import sys
 
 
@@ -64,6 +65,11 @@ def main() -> int:
         for _ in range(a.warmup):
             step()
         torch.cuda.synchronize()
+        # the same 400 ms of sustained load as the Helios side (GPU clocks ramped)
+        t0 = time.time()
+        while time.time() - t0 < 0.4:
+            step()
+            torch.cuda.synchronize()
         repeats = []
         for _ in range(a.repeats):
             ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))

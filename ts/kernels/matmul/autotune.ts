@@ -154,7 +154,8 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
           continue;
         }
         // median over 3 batches: one batch of 10 was noisy enough on the H100 to pick a 10% slower tile
-        const t = timePlan(rt, plan, bufs, { warmup: opts.warmup ?? 3, iters: opts.iters ?? 10, repeats: 3 }).flat();
+        // 100 ms of load first: a candidate timed right after an idle gap runs at idle clocks
+        const t = timePlan(rt, plan, bufs, { warmup: opts.warmup ?? 3, iters: opts.iters ?? 10, repeats: 3, warmMs: 100 }).flat();
         const ms = [...t].sort((a, b) => a - b)[t.length >> 1];
         results.push({ variant: v.name, ms, relErr });
         opts.onProgress?.(`tune ${p.m}x${p.n}x${p.k} ${v.name}: ${ms.toFixed(4)} ms`);

@@ -69,6 +69,11 @@ export function runPlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers):
 
 export interface TimingOptions {
   warmup: number;
+  /**
+   * Keep the GPU busy this long (ms, wall clock) before timing: after idle time the clock
+   * governor runs short bursts at idle SM clocks (345 MHz on the H100 instead of 1980).
+   */
+  warmMs?: number;
   iters: number;
   repeats: number;
 }
@@ -80,6 +85,9 @@ export interface TimingOptions {
 export function timePlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers, t: TimingOptions): number[][] {
   pipelinesOf(rt, plan);
   if (t.warmup > 0) inBatch(rt, undefined, () => { for (let i = 0; i < t.warmup; i++) recordPlan(rt, plan, bufs); });
+  for (const t0 = Date.now(); Date.now() - t0 < (t.warmMs ?? 0); ) {
+    inBatch(rt, undefined, () => { for (let i = 0; i < Math.max(1, t.warmup); i++) recordPlan(rt, plan, bufs); });
+  }
   const steps = plan.steps.length;
   const out: number[][] = [];
   for (let r = 0; r < t.repeats; r++) {
