@@ -72,6 +72,8 @@ const accCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
   [{ nsg: 4, stages: 2, rb: 2 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
   [{ nsg: 4, stages: 2, bc: 32 }, { bh: 1, T: 128, D: 32, cap: 0, growing: true }],
   [{ nsg: 4, stages: 1, rb: 2, bc: 32 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
+  [{ nsg: 4, stages: 1, bc: 32 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
+  [{ nsg: 8, stages: 1, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 1.5 }],
   [{ nsg: 4, stages: 2, rb: 2, bc: 32, pShared: true }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
 ];
 for (const [w, c] of accCases) {

@@ -8,7 +8,7 @@
  */
 export const FLASH_VARIANTS = [
   "auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-r2", "acc-w4s2-k32", "acc-w4s2-r2k32", "acc-w8s2-k32",
-  "acc-w4s2-psh", "cm", "simt",
+  "acc-w4s2-psh", "acc-w4s1-k32", "acc-w4s1-r2k32", "acc-w8s1-k32", "cm", "simt",
 ] as const;
 export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
 

@@ -42,6 +42,9 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
   "acc-w4s2-k32": acc("acc-w4s2-k32", { nsg: 4, stages: 2, bc: 32 }),
   "acc-w4s2-r2k32": acc("acc-w4s2-r2k32", { nsg: 4, stages: 2, rb: 2, bc: 32 }),
   "acc-w8s2-k32": acc("acc-w8s2-k32", { nsg: 8, stages: 2, bc: 32 }),
+  "acc-w4s1-k32": acc("acc-w4s1-k32", { nsg: 4, stages: 1, bc: 32 }),
+  "acc-w4s1-r2k32": acc("acc-w4s1-r2k32", { nsg: 4, stages: 1, rb: 2, bc: 32 }),
+  "acc-w8s1-k32": acc("acc-w8s1-k32", { nsg: 8, stages: 1, bc: 32 }),
   "acc-w4s2-psh": acc("acc-w4s2-psh", { nsg: 4, stages: 2, pShared: true }),
   cm: {
     name: "cm",

@@ -113,7 +113,7 @@ export function backendVariants(): KernelVariant[] {
   }
   for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
     v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
-    const acc = [[4, 2, 1, 64], [4, 1, 1, 64], [8, 1, 1, 64], [8, 2, 1, 64], [4, 2, 2, 64], [4, 2, 1, 32], [4, 2, 2, 32], [8, 2, 1, 32]] as const;
+    const acc = [[4, 2, 1, 64], [4, 1, 1, 64], [8, 1, 1, 64], [8, 2, 1, 64], [4, 2, 2, 64], [4, 2, 1, 32], [4, 2, 2, 32], [8, 2, 1, 32], [4, 1, 1, 32], [4, 1, 2, 32], [8, 1, 1, 32]] as const;
     for (const [nsg, stages, rb, bc] of acc) for (const pShared of nsg === 4 && stages === 2 && rb === 1 && bc === 64 ? [false, true] : [false]) {
       const fv = { D, softCap, nsg, stages, rb, bc, pShared };
       v.push({ id: `backend/flash_fwd_cmacc/d${D}_w${nsg}_s${stages}_r${rb}_k${bc}${pShared ? "_psh" : ""}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmAccKernel(fv) });
