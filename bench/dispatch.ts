@@ -2,7 +2,7 @@
 // buffers move. Prints a table with each target and PASS/FAIL, and writes JSON.
 //
 //   npm run bench:dispatch -- [--out=bench/dispatch.json] [--transfer-mib=256]
-//                             [--dispatches=1000] [--iters=20] [--reps=3] [--validation]
+//                             [--dispatches=1000] [--iters=20] [--reps=3] [--warm-ms=300] [--validation]
 //                             [--barrier=global,buffer]
 //
 // --barrier runs the whole set once per listed HELIOS_BARRIER mode (the device is
@@ -27,13 +27,15 @@ interface Options {
   dispatches: number;
   iters: number;
   reps: number;
+  /** Wall-clock ms each measurement repeats before its samples (GPU clock warm-up). */
+  warmMs: number;
   validation: boolean;
   /** HELIOS_BARRIER modes to run; empty: leave the environment alone. */
   barriers: string[];
 }
 
 function parseArgs(argv: string[]): Options {
-  const opts: Options = { transferMiB: 256, dispatches: 1000, iters: 20, reps: 3, validation: false, barriers: [] };
+  const opts: Options = { transferMiB: 256, dispatches: 1000, iters: 20, reps: 3, warmMs: 300, validation: false, barriers: [] };
   for (const arg of argv) {
     const [key, value] = arg.replace(/^--/, "").split("=", 2);
     const num = () => {
@@ -46,6 +48,7 @@ function parseArgs(argv: string[]): Options {
     else if (key === "dispatches") opts.dispatches = num();
     else if (key === "iters") opts.iters = num();
     else if (key === "reps") opts.reps = num();
+    else if (key === "warm-ms") opts.warmMs = Number(value);
     else if (key === "validation") opts.validation = true;
     else if (key === "barrier") {
       opts.barriers = (value ?? "").split(",").filter((m) => m !== "");
@@ -291,6 +294,9 @@ function runSet(opts: Options): { results: Result[]; info: ReturnType<typeof rt.
   const perRep = list.map(() => [] as number[]);
   for (let rep = 0; rep < opts.reps; rep++) {
     list.forEach((m, i) => {
+      // Clocks first: after idle time the GPU runs short bursts at idle SM clocks (345 vs 1980
+      // MHz on the H100, RESULTS run 17), which inflates latencies. --warm-ms of repeated runs.
+      for (const t0 = performance.now(); performance.now() - t0 < opts.warmMs; ) m.run();
       const iters = m.unit === "GB/s" ? Math.max(3, Math.ceil(opts.iters / 4)) : opts.iters;
       const samples = Array.from({ length: iters }, () => m.run());
       perRep[i].push(median(samples));
