@@ -16,6 +16,7 @@
 import { writeFileSync } from "node:fs";
 import os from "node:os";
 import { native } from "../ts/native.js";
+import { warmFor } from "./profiling.js";
 import type { HeliosNative } from "../__test__/api.js";
 import { KERNELS } from "../__test__/kernels/index.js";
 
@@ -294,9 +295,7 @@ function runSet(opts: Options): { results: Result[]; info: ReturnType<typeof rt.
   const perRep = list.map(() => [] as number[]);
   for (let rep = 0; rep < opts.reps; rep++) {
     list.forEach((m, i) => {
-      // Clocks first: after idle time the GPU runs short bursts at idle SM clocks (345 vs 1980
-      // MHz on the H100, RESULTS run 17), which inflates latencies. --warm-ms of repeated runs.
-      for (const t0 = performance.now(); performance.now() - t0 < opts.warmMs; ) m.run();
+      warmFor(opts.warmMs, () => void m.run()); // clocks up before sampling (bench/profiling.ts)
       const iters = m.unit === "GB/s" ? Math.max(3, Math.ceil(opts.iters / 4)) : opts.iters;
       const samples = Array.from({ length: iters }, () => m.run());
       perRep[i].push(median(samples));

@@ -10,6 +10,7 @@
 // scale 1/sqrt(D); one warm-up batch, then 3 batches of `iters` dispatches with GPU timestamps;
 // the figure is the median per-dispatch time of the median batch. TFLOP/s counts the causal
 // half: 2 matmuls x 2 flops x BH x T^2 / 2 x D (PyTorch's convention for is_causal).
+import { warmFor } from "./profiling.js";
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
@@ -44,8 +45,7 @@ function time(rt: MatmulRuntime, name: FlashKernelName, p: Problem): { ms: numbe
       rt.waitTimeline(v);
       return profile ? rt.batchProfile(v).map((e) => e.gpuNs / 1e6) : [];
     };
-    // sustained load first: short bursts after idle time run at idle SM clocks (see bench/ops)
-    for (const t0 = Date.now(); Date.now() - t0 < 400; ) batch(false);
+    warmFor(400, () => batch(false)); // clocks up before timing (bench/profiling.ts)
     const reps = Array.from({ length: REPEATS }, () => median(batch(true)));
     return { ms: median(reps), spread: reps };
   } finally {

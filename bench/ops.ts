@@ -20,7 +20,7 @@ import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { HeliosBackend } from "../ts/backend.js";
 import { runtime } from "../ts/device.js";
-import { ProfilingRuntime, summarize } from "./profiling.js";
+import { ProfilingRuntime, summarize, warmFor } from "./profiling.js";
 import type { TensorData } from "../ts/types.js";
 
 interface Case {
@@ -130,9 +130,7 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
   for (const t of check) void t.data;
   check.forEach((t) => B.releaseGpuTensor(t));
   runIters(); // warm-up repetition: pool buffers for `iters` in-flight outputs exist after it
-  // Clock warm-up: the GPU's clock governor leaves the SMs at idle clocks (345 MHz on the H100)
-  // through short bursts after idle time (host-side setup), so keep it busy for WARM_MS first.
-  for (const t0 = performance.now(); performance.now() - t0 < WARM_MS; ) runIters();
+  warmFor(WARM_MS, runIters); // clocks up before timing (bench/profiling.ts)
   const gpu: number[] = [], sums: number[] = [], host: number[] = [], counts: number[] = [];
   const byLabel: Record<string, number>[] = [];
   const allocs0 = B.stats().pool.allocations;

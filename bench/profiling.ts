@@ -1,7 +1,8 @@
-// A native runtime wrapper with batch profiling switchable from a benchmark: while `profiling`
-// is on, every batch the scheduler opens writes GPU timestamps around each dispatch and its
-// timeline value is kept for batchProfile. Wrapping keeps the scheduler (ts/exec) unaware of
-// benchmarks. Used by bench/ops and bench/train/profile-step.
+// The benchmarks' shared timing pieces: a native runtime wrapper with batch profiling switchable
+// from a benchmark (while `profiling` is on, every batch the scheduler opens writes GPU timestamps
+// around each dispatch and its timeline value is kept for batchProfile; wrapping keeps the
+// scheduler in ts/exec unaware of benchmarks), GPU busy time from those stamps, and the clock
+// warm-up every timed section starts with.
 import type { Runtime } from "../ts/exec/runtime.js";
 
 export interface ProfileEntry { label: string; gpuNs: number; startNs: number; endNs: number }
@@ -77,4 +78,13 @@ export function busyNs(entries: readonly { startNs: number; endNs: number }[]): 
   }
   if (curEnd > curStart) busy += curEnd - curStart;
   return busy;
+}
+
+/**
+ * Runs `fn` repeatedly for `ms` of wall-clock time: the GPU's clock governor leaves the SMs at
+ * idle clocks (345 MHz on the H100 instead of 1980) through short bursts after idle time, so
+ * every timed section starts after sustained load (RESULTS, run 17).
+ */
+export function warmFor(ms: number, fn: () => void): void {
+  for (const t0 = performance.now(); performance.now() - t0 < ms; ) fn();
 }

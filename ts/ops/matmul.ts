@@ -43,10 +43,10 @@ const plansByEngine = new WeakMap<Engine, Map<string, MatmulPlan>>();
 
 /**
  * The plan for a product: HELIOS_MATMUL_VARIANT when it can serve, the tuner's cached winner,
- * or — the first time a shape class runs eagerly on a GPU (not a CPU device such as lavapipe,
- * not inside a capture) with HELIOS_AUTOTUNE on — a fresh tuning run (the tuner submits its own batches, so
- * the work queued so far is submitted first); the planner's default otherwise. Memoized per
- * problem, so the tuning cache file is read once per shape.
+ * or — the first time a shape class runs eagerly (not inside a capture) where tunesOnDevice —
+ * a fresh tuning run (the tuner submits its own batches, so the work queued so far is submitted
+ * first); the planner's default otherwise. Memoized per problem, so the tuning cache file is read
+ * once per shape.
  */
 function choosePlan(E: Engine, problem: MatmulProblem): MatmulPlan {
   let memo = plansByEngine.get(E);
@@ -60,27 +60,28 @@ function choosePlan(E: Engine, problem: MatmulProblem): MatmulPlan {
     plan = planMatmul(problem, capsOf(E));
   } else {
     const cached = chooseMatmul(rt, problem, { tune: false });
-    const mayTune = E.rt.getDeviceInfo().deviceType !== "cpu" && !E.capture && readMatmulConfig().autotune;
-    if (cached.source === "default" && mayTune) {
+    const tunable = cached.source === "default" && tunesOnDevice(E);
+    if (tunable && !E.capture) {
       E.sched.submit();
       plan = chooseMatmul(rt, problem, { tune: true }).plan;
     } else {
       plan = cached.plan;
     }
     // a default chosen inside a capture is not final: tune when it next runs eagerly
-    if (cached.source === "default" && E.capture && mayTuneLater(E)) return plan;
+    if (tunable && E.capture) return plan;
   }
   memo.set(key, plan);
   return plan;
 }
 
-function mayTuneLater(E: Engine): boolean {
+/** A GPU (not a CPU device such as lavapipe) with HELIOS_AUTOTUNE on. */
+function tunesOnDevice(E: Engine): boolean {
   return E.rt.getDeviceInfo().deviceType !== "cpu" && readMatmulConfig().autotune;
 }
 
 /** Whether the backend tunes matmul shape classes on this engine (see choosePlan). */
 export function matmulTunesHere(E: Engine): boolean {
-  return mayTuneLater(E) && tunerRuntime(E) !== null;
+  return tunesOnDevice(E) && tunerRuntime(E) !== null;
 }
 
 /** The runtime as the tuner needs it (the full native API; the test mock lacks it). */
