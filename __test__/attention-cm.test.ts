@@ -75,10 +75,17 @@ const accCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
   [{ nsg: 4, stages: 1, bc: 32 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
   [{ nsg: 8, stages: 1, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 1.5 }],
   [{ nsg: 4, stages: 2, rb: 2, bc: 32, pShared: true }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
+  [{ nsg: 4, stages: 1, v128: true }, { bh: 2, T: 128, D: 48, cap: 0 }],
+  [{ nsg: 4, stages: 1, skipMasked: true }, { bh: 1, T: 192, D: 32, cap: 2.5, growing: true }],
+  [{ nsg: 4, stages: 1, lpt: true }, { bh: 2, T: 128, D: 16, cap: 0 }],
+  [{ nsg: 4, stages: 1, v128: true, skipMasked: true, lpt: true }, { bh: 3, T: 128, D: 64, cap: 0, growing: true }],
+  [{ nsg: 8, stages: 1, v128: true, skipMasked: true, lpt: true }, { bh: 2, T: 256, D: 16, cap: 1.5 }],
+  [{ nsg: 4, stages: 1, rb: 2, v128: true, skipMasked: true, lpt: true }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
+  [{ nsg: 4, stages: 2, rb: 2, bc: 32, v128: true, skipMasked: true, lpt: true }, { bh: 2, T: 128, D: 32, cap: 2.5 }],
 ];
 for (const [w, c] of accCases) {
   const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0 };
-  const tag = `w${v.nsg} s${v.stages} r${v.rb ?? 1} k${v.bc ?? 64}${v.pShared ? " P via shared" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
+  const tag = `w${v.nsg} s${v.stages} r${v.rb ?? 1} k${v.bc ?? 64}${v.pShared ? " P via shared" : ""}${v.v128 ? " v128" : ""}${v.skipMasked ? " skip" : ""}${v.lpt ? " lpt" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
   test(`flash_fwd_cmacc ${tag} matches naive attention (interpreter)`, () => {
     check(`flash_fwd_cmacc ${tag}`, flashFwdCmAccKernel(v), flashCmAccRows(v), c);
   });
@@ -114,17 +121,17 @@ test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls
   assert.equal(readConfig({ HELIOS_FLASH_VARIANT: "cm" }).flashVariant, "cm");
   assert.throws(() => readConfig({ HELIOS_FLASH_VARIANT: "fast" }), /HELIOS_FLASH_VARIANT=fast: expected one of auto/);
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
-  assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1");
+  assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1-x");
   assert.equal(pickFlashFwd("cm", dev, "f16", 1024, 64).name, "cm");
   assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 1024, 64).name, "acc-w8s1");
-  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 64, 64).name, "acc-w4s1", "T=64 is not a multiple of 128 rows");
-  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 192, 64).name, "acc-w4s1", "T=192 is not a multiple of 128 rows");
-  assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 32768 }, "f16", 1024, 64).name, "acc-w4s1", "the one-stage kernel (24 KiB) fits 32 KiB at D=64");
+  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 64, 64).name, "acc-w4s1-x", "T=64 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 192, 64).name, "acc-w4s1-x", "T=192 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 32768 }, "f16", 1024, 64).name, "acc-w4s1-x", "the one-stage kernel (24 KiB) fits 32 KiB at D=64");
   assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 16384 }, "f16", 1024, 64).name, "simt", "no tensor-core kernel fits 16 KiB at D=64");
   assert.equal(pickFlashFwd("auto", dev, "f16", 1000, 64).name, "simt");
   assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "simt");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");
   for (const c of Object.values(FLASH_FWD)) assert.ok(c.build("f16", 64, false).name.startsWith("flash_fwd"));
   assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 1024, 64).name, "acc-w4s2-r2");
-  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 64, 64).name, "acc-w4s1", "64 rows < one 128-row block");
+  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 64, 64).name, "acc-w4s1-x", "64 rows < one 128-row block");
 });

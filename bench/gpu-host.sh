@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -79,9 +79,25 @@ case "$part" in
     # per variant, then all variants timed beside PyTorch sdpa.
     run coop-tests 150 node dist/bench/coop-tests.js
     HELIOS_PIPELINE_STATS=1 run kernel-stats 90 node dist/bench/kernel-stats.js --match='^backend/flash_fwd_cm(acc)?/d64\w*$' --out="$work/kernel-stats.json"
-    run flash 150 node dist/bench/flash.js --out="$work/flash.json"
+    run flash 150 node dist/bench/flash.js ${FLASH_ARGS:-} --out="$work/flash.json"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash" >&2; exit 2 ;;
+  clocks)
+    # Runtime latencies at warm clocks, and the 3072³/4096³ swing: the f16 parity suite run
+    # repeatedly, every log line time-stamped, with the SM clock sampled every 20 ms beside it.
+    cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag > "$work/thp.txt" 2>&1
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 20 > "$work/clocks.csv" 2>&1 & sampler=$!
+    [ "${SKIP_DISPATCH:-0}" = 1 ] || HELIOS_TRACE_READS=1 run dispatch 200 node dist/bench/dispatch.js --out="$work/dispatch.json"
+    stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%T.%N)" "$l"; done; }
+    for i in ${SUITE_RUNS:-1 2}; do
+      timeout 150 node dist/bench/cli.js bench --suite=cuda --dtype=float16 --iters=40 --warmup=8 \
+        --shapes=${SUITE_SHAPES:-2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192} --check=false \
+        --out="$work/suite-f16-$i.json" 2>&1 | stamp > "$work/suite-f16-$i.log"
+      echo "suite-f16-$i: exit ${PIPESTATUS[0]}" | tee -a "$work/status.txt"
+    done
+    kill "$sampler" 2>/dev/null
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"

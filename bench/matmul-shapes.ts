@@ -57,7 +57,7 @@ for (const s of shapes) {
           timed.push({ variant: plan.variant, ms: null, tflops: null, relErr, error: "failed the correctness gate" });
           continue;
         }
-        const reps = timePlan(rt, plan, bufs, { warmup: 3, iters, repeats });
+        const reps = timePlan(rt, plan, bufs, { warmup: 3, iters, repeats, warmMs: 150 });
         const ms = median(reps.map((r) => median(r)));
         timed.push({ variant: plan.variant, ms, tflops: (2 * s.m * s.n * s.k) / (ms * 1e9), relErr });
       } catch (e) {
@@ -82,7 +82,7 @@ try {
     const b = s.transB ? `torch.randn(${s.n},${s.k},device=d,dtype=h).t()` : `torch.randn(${s.k},${s.n},device=d,dtype=h)`;
     return `a=${a};b=${b}\nres["${i}"]=bench(lambda: a@b)`;
   }).join("\n");
-  const script = `import json, torch\nd="cuda";h=torch.float16;res={}\ndef bench(f):\n    for _ in range(5): f()\n    torch.cuda.synchronize();reps=[]\n    for _ in range(${repeats}):\n        s=torch.cuda.Event(enable_timing=True);e=torch.cuda.Event(enable_timing=True);s.record()\n        for _ in range(${iters}): f()\n        e.record();torch.cuda.synchronize();reps.append(s.elapsed_time(e)/${iters})\n    return sorted(reps)[len(reps)//2]\n${body}\nprint(json.dumps(res))`;
+  const script = `import json, time, torch\nd="cuda";h=torch.float16;res={}\ndef bench(f):\n    t0=time.perf_counter()\n    while time.perf_counter()-t0<0.15:\n        [f() for _ in range(10)];torch.cuda.synchronize()\n    reps=[]\n    for _ in range(${repeats}):\n        s=torch.cuda.Event(enable_timing=True);e=torch.cuda.Event(enable_timing=True);s.record()\n        for _ in range(${iters}): f()\n        e.record();torch.cuda.synchronize();reps.append(s.elapsed_time(e)/${iters})\n    return sorted(reps)[len(reps)//2]\n${body}\nprint(json.dumps(res))`;
   torch = JSON.parse(execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim().split("\n").pop() as string);
 } catch {
   torch = null;

@@ -61,6 +61,18 @@ function chain(B: HeliosBackend): () => TensorData[] {
   };
 }
 
+/** (a+b)*(a-b): three ops on two inputs; unfused moves 9N floats, fused 3N (a 3x bound). */
+function chain2(B: HeliosBackend): () => TensorData[] {
+  const a = B.randn([N]), b = B.randn([N]);
+  return () => {
+    const s = B.add(a, b), d = B.sub(a, b);
+    const out = B.mul(s, d);
+    B.releaseGpuTensor(s);
+    B.releaseGpuTensor(d);
+    return [out];
+  };
+}
+
 const cases: Case[] = [
   {
     name: `add f32 n=${N}`, bytes: 3 * 4 * N,
@@ -76,6 +88,16 @@ const cases: Case[] = [
     name: `unfused scale(add(mul(a,b),c)) n=${N}`, bytes: 4 * 4 * N, unfused: true,
     helios: chain,
     torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d);c=torch.randn(${N},device=d)\nf=lambda: (a*b+c)*0.5`,
+  },
+  {
+    name: `fused (a+b)*(a-b) n=${N}`, bytes: 3 * 4 * N,
+    helios: chain2,
+    torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d)\nf=lambda: (a+b)*(a-b)`,
+  },
+  {
+    name: `unfused (a+b)*(a-b) n=${N}`, bytes: 3 * 4 * N, unfused: true,
+    helios: chain2,
+    torch: `a=torch.randn(${N},device=d);b=torch.randn(${N},device=d)\nf=lambda: (a+b)*(a-b)`,
   },
   {
     name: `softmax f32 ${R}x${C}`, bytes: 2 * 4 * R * C,
@@ -208,11 +230,16 @@ function main(): void {
       torchMs: tms, torchGBps: tms ? c.bytes / (tms * 1e6) : null, ratio: tms ? tms / h.gpuMs : null,
     };
   });
-  const speedup = rows[2].heliosGpuMs / rows[1].heliosGpuMs;
+  // fused vs unfused GPU time per chain (rows named "fused X" / "unfused X")
+  const chains = rows.filter((r) => r.op.startsWith("fused ")).map((f) => {
+    const u = rows.find((r) => r.op === `un${f.op}`);
+    return { chain: f.op.slice("fused ".length), speedup: u ? u.heliosGpuMs / f.heliosGpuMs : NaN };
+  });
+  const speedup = chains[0].speedup;
   const note = typeof torch === "string" ? torch : null;
   const json = {
     meta: { device: info.deviceName, driver: info.driverName ?? null, torch: torchMeta, iters, repeats: REPEATS, quick, note, time: new Date().toISOString() },
-    rows, fusedChainSpeedup: speedup,
+    rows, fusedChainSpeedup: speedup, fusedChains: chains,
   };
   writeFileSync(out, JSON.stringify(json, null, 2));
   console.log(`wrote ${out}`);
@@ -222,7 +249,7 @@ function main(): void {
   }
   console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}; ${iters} iters x ${REPEATS} repetitions, medians`);
   if (note) console.log(`note: ${note}`);
-  console.log(`fused chain vs unfused (GPU time): ${speedup.toFixed(2)}x`);
+  for (const c of chains) console.log(`fused vs unfused ${c.chain} (GPU time): ${c.speedup.toFixed(2)}x`);
   const heads = ["gpu ms", "GB/s", "host ms", "torch ms", "GB/s", "ratio"];
   console.log(["op".padEnd(52), ...heads.map((h) => h.padStart(9))].join("  "));
   for (const r of rows) {

@@ -118,7 +118,9 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
     const fx = new MatmulFixture(rt, normalize(problemFor(o, s)), 5);
     try {
       const bufs = fx.buffers(plan);
-      const reps = timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: o.repeats, warmMs: 400 });
+      log(`  inputs ready`);
+      const onWarm = (n: number, ms: number) => log(`  warm-up: ${n} batches of ${Math.max(1, o.warmup)} in ${ms.toFixed(0)} ms`);
+      const reps = timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: o.repeats, warmMs: 400, onWarm });
       const row = makeRow(s, 1, o.dtype, plan.variant, summarize(reps), torch.byShape.get(shapeName(s)) ?? null);
       if (o.check) row.spotCheckRelErr = fx.spotError(64);
       rows.push(row);

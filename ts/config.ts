@@ -8,7 +8,8 @@
  */
 export const FLASH_VARIANTS = [
   "auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-r2", "acc-w4s2-k32", "acc-w4s2-r2k32", "acc-w8s2-k32",
-  "acc-w4s2-psh", "acc-w4s1-k32", "acc-w4s1-r2k32", "acc-w8s1-k32", "cm", "simt",
+  "acc-w4s2-psh", "acc-w4s1-k32", "acc-w4s1-r2k32", "acc-w8s1-k32", "acc-w4s1-v128", "acc-w4s1-skip", "acc-w4s1-lpt",
+  "acc-w4s1-x", "acc-w8s1-x", "acc-w4s1-r2x", "acc-w4s1-r2k32x", "cm", "simt",
 ] as const;
 export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
 
@@ -29,6 +30,11 @@ export interface HeliosConfig {
    * elsewhere; "dense" forces the dense path (any device); "flash" forces the fused kernels.
    */
   readonly attnBackward: "auto" | "dense" | "flash";
+  /**
+   * HELIOS_COPY_V128: strided copies whose innermost dim is contiguous and 16-byte aligned move
+   * 16-byte chunks per thread (copy_strided_*_v128). Default on; off = one element per thread.
+   */
+  readonly copyV128: boolean;
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -38,6 +44,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   capture: true,
   flashVariant: "auto",
   attnBackward: "auto",
+  copyV128: true,
 });
 
 type Env = Record<string, string | undefined>;
@@ -76,5 +83,6 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
+    copyV128: flag(env, "HELIOS_COPY_V128", DEFAULT_CONFIG.copyV128),
   });
 }

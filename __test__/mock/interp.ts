@@ -48,6 +48,11 @@ function memOf(elem: string, buf: ArrayBuffer): Mem {
   throw new Error(`interp: buffer element ${elem} unsupported`);
 }
 
+/** A binding seen through a reinterpreting view (`Buffer.as`): the same bytes, another type. */
+function viewAs(m: Mem, as: string | undefined): Mem {
+  return as === undefined || as === m.elem ? m : memOf(as, m.view.buffer as ArrayBuffer);
+}
+
 function readMem(m: Mem, i: number, what: string): number {
   if (!Number.isInteger(i) || i < 0 || i >= m.view.length) throw new Error(`interp: ${what}[${i}] out of bounds (length ${m.view.length})`);
   const v = m.view[i];
@@ -85,7 +90,7 @@ function typeOf(c: Ctx, n: ExprNode): Type {
   if (hit) return hit;
   let t: Type;
   if (n.op === "load") {
-    const e = (n.b !== undefined ? c.bufs[n.b].elem : c.shared.get(n.sh as string)?.elem) as ValueType;
+    const e = (n.b !== undefined ? n.as ?? c.bufs[n.b].elem : c.shared.get(n.sh as string)?.elem) as ValueType;
     t = n.vec ? (`${e}x${n.vec}` as ValueType) : e;
   }
   else t = typeOfExpr(n, c.env);
@@ -107,9 +112,10 @@ function load(c: Ctx, n: ExprNode & { op: "load" }): number {
         return sh.data[k] as number;
       }) as unknown as number;
     }
-    return Array.from({ length: w }, (_, j) => readMem(c.bufs[n.b as number], idx * w + j, `${c.name}: binding ${n.b}`)) as unknown as number;
+    const m = viewAs(c.bufs[n.b], n.as);
+    return Array.from({ length: w }, (_, j) => readMem(m, idx * w + j, `${c.name}: binding ${n.b}`)) as unknown as number;
   }
-  if (n.b !== undefined) return readMem(c.bufs[n.b], idx, `${c.name}: binding ${n.b}`);
+  if (n.b !== undefined) return readMem(viewAs(c.bufs[n.b], n.as), idx, `${c.name}: binding ${n.b}`);
   const sh = c.shared.get(n.sh as string);
   if (!sh) throw new Error(`interp: shared ${n.sh}`);
   if (!Number.isInteger(idx) || idx < 0 || idx >= sh.data.length) throw new Error(`interp: ${c.name}: shared ${n.sh}[${idx}] out of bounds`);
@@ -156,8 +162,9 @@ function* run(c: Ctx, stmts: Stmt[]): Generator<void, number, void> {
         const idx = ev(c, s.idx) as number;
         const v = ev(c, s.value) as number | number[];
         if (Array.isArray(v) && s.b !== undefined) {
-          v.forEach((x, j) => writeMem(c.bufs[s.b as number], idx * v.length + j, x, `${c.name}: binding ${s.b}`));
-        } else if (s.b !== undefined) writeMem(c.bufs[s.b], idx, v as number, `${c.name}: binding ${s.b}`);
+          const m = viewAs(c.bufs[s.b], s.as);
+          v.forEach((x, j) => writeMem(m, idx * v.length + j, x, `${c.name}: binding ${s.b}`));
+        } else if (s.b !== undefined) writeMem(viewAs(c.bufs[s.b], s.as), idx, v as number, `${c.name}: binding ${s.b}`);
         else {
           const sh = c.shared.get(s.sh as string);
           // a vector into a shared array of scalars is a vector view: write its components

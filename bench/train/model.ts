@@ -83,7 +83,7 @@ export class GPT {
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
   private operand(s: Scope, x: TensorData, consume = false): TensorData {
-    if (!this.matmul16) return x;
+    if (!this.matmul16 || x.dtype === "f16") return x;
     const h = s.keep(this.B.castDtype!(x, "f16"));
     // The cast holds its own reference: an f32 input used only by the matmul goes back now.
     if (consume) s.drop(x);
@@ -191,9 +191,14 @@ export class GPT {
       const s = new Scope(this.B);
       const h1 = this.operand(s, s.keep(this.B.layerNorm(x, w.ln1w, w.ln1b, LN_EPS)), true);
       const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
-      const qkvParts = this.B.sliceQkv(qkv);
+      // Under matmul16 attention runs on f16 Q, K, V (the bias add and the cast are one fused
+      // kernel): the tensor-core flash forward, half the bytes through the head transposes,
+      // and the f16 copies the backward reads anyway.
+      const qkvA = this.matmul16 ? s.keep(this.B.castDtype!(qkv, "f16")) : qkv;
+      const qkvParts = this.B.sliceQkv(qkvA);
       // Backward needs only Q, K, V: hand the packed and sliced copies back as they are read.
       s.drop(qkv);
+      if (qkvA !== qkv) s.drop(qkvA);
       const [Q, K, V] = qkvParts.map((t) => {
         const h = this.toHeads(s, t, nb, T);
         this.free(t);
@@ -384,13 +389,14 @@ export class GPT {
     const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
     saved(c.y, c.m1);
     if (da !== dx1) this.free(da);
-    const dO = this.toHeads(c.scope, dy, nb, T);
+    // Under matmul16 Q, K, V and O are f16 (forward) and dO joins them before the head
+    // transpose, so the backward runs on tensor cores (the backend's dense path,
+    // HELIOS_ATTN_BWD); its f16 gradients come back to f32 after the cat.
+    const dyA = this.matmul16 ? Bk.castDtype!(dy, "f16") : dy;
+    const dO = this.toHeads(c.scope, dyA, nb, T);
     this.free(dy);
-    // Under matmul16 the attention backward runs on f16 copies (tensor cores: the backend's
-    // dense path, HELIOS_ATTN_BWD); its f16 gradients come back to f32 after the cat.
-    const ins = [c.Q, c.K, c.V, c.O, dO].map((t) => (this.matmul16 ? Bk.castDtype!(t, "f16") : t));
-    const g = Bk.flashAttentionBackward(ins[0], ins[1], ins[2], ins[3], ins[4], c.lse, T, scale, 0);
-    if (this.matmul16) this.free(...ins);
+    if (dyA !== dy) this.free(dyA);
+    const g = Bk.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
     saved(c.Q, c.K, c.V, c.O, c.lse, dO);
     const parts = [g.dQ, g.dK, g.dV].map((t) => {
       const h = this.fromHeads(c.scope, t, nb, T);

@@ -43,11 +43,15 @@ for (let s = 0; s < 3; s++) warm.push(tr.step(batch()).ms);
 P.profiling = true;
 const r = tr.step(batch());
 P.profiling = false;
-const sm = summarize(P.take());
+const batches = P.take();
+const sm = summarize(batches);
 const rows = [...sm.byLabel.entries()].map(([label, e]) => ({ label, ms: e.ms, count: e.count })).sort((a, b) => b.ms - a.ms);
+// every dispatch in recording order as [label index, GPU ms]: which product each kernel served
+const labels = rows.map((x) => x.label);
+const sequence = batches.flat().map((p) => [labels.indexOf(p.label), +(p.gpuNs / 1e6).toFixed(4)]);
 
 mkdirSync(path.dirname(path.resolve(outPath)), { recursive: true });
-writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows }, null, 1));
+writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
 console.log(`${matmul16 ? "matmul16" : "f32"} step: host ${r.ms.toFixed(1)} ms (warm steps ${warm.map((x) => x.toFixed(0)).join("/")}), ` +
   `GPU span ${sm.spanMs.toFixed(1)} ms, kernel sum ${sm.sumMs.toFixed(1)} ms, ${sm.dispatches} dispatches`);
 console.log(`${"kernel".padEnd(48)} ${"ms".padStart(8)} ${"%".padStart(6)} ${"n".padStart(5)}`);

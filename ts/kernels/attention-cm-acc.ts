@@ -52,9 +52,19 @@ export interface FlashCmAccVariant {
   readonly bc?: 32 | 64;
   /** Always convert P through shared memory (the fallback path; for tests and timing). */
   readonly pShared?: boolean;
+  /** 128-bit K/V copies (u32x4: 8 halves per load and per shared store) instead of 64-bit. */
+  readonly v128?: boolean;
+  /** On the diagonal tile, skip the S and P V products (and exps) of fragments wholly above it. */
+  readonly skipMasked?: boolean;
+  /**
+   * Longest first across all heads: workgroups are numbered x-fastest and take query blocks
+   * from the last (most key tiles) down, every head's block before the next shorter one; without
+   * it the order is longest-first within each head only.
+   */
+  readonly lpt?: boolean;
 }
 
-type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "stages" | "rb" | "bc">;
+type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "stages" | "rb" | "bc" | "v128">;
 
 export const DEFAULT_FLASH_CM_ACC: Pick<FlashCmAccVariant, "nsg" | "stages"> = { nsg: 4, stages: 2 };
 
@@ -78,7 +88,8 @@ export function flashCmAccApplies(
 }
 
 export function flashCmAccName(v: FlashCmAccVariant): string {
-  return `flash_fwd_cmacc_f16_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
+  const opts = `${v.pShared ? "_psh" : ""}${v.v128 ? "_v128" : ""}${v.skipMasked ? "_skip" : ""}${v.lpt ? "_lpt" : ""}`;
+  return `flash_fwd_cmacc_f16_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${opts}${v.softCap ? "_cap" : ""}`;
 }
 
 /** `for i < cmlen(t)`, unrolled by the driver. */
@@ -91,10 +102,12 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const { D, nsg, stages } = v;
   const RB = v.rb ?? 1, BC = v.bc ?? 64, NF = BC / CM;
   if (D % CM !== 0 || D > 64) throw new Error(`flash_fwd_cmacc: D=${D} must be a multiple of 16, at most 64`);
-  const DC = D / CM, LD = D + 8, LD4 = LD / 4, ROWS = CM * RB * nsg, THREADS = 32 * nsg;
+  const DC = D / CM, LD = D + 8, ROWS = CM * RB * nsg, THREADS = 32 * nsg;
   if (ROWS % BC !== 0) throw new Error(`flash_fwd_cmacc: ${ROWS} rows per workgroup is not a multiple of ${BC}-key tiles`);
   const TILE = BC * LD;
-  const CHUNKS = (BC * D) / 4;
+  // copy width in halves: 4 (f16x4, 64-bit) or 8 (u32x4 raw bits, 128-bit)
+  const VW = v.v128 ? 8 : 4;
+  const CHUNKS = (BC * D) / VW;
   const slots = Math.ceil(CHUNKS / THREADS);
   const guarded = CHUNKS % THREADS !== 0;
   const blocks = Array.from({ length: RB }, (_, b) => b);
@@ -107,8 +120,12 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
   const O = k.buffer("o", f16, "write"), L = k.buffer("lse", f32, "write");
   const pc = k.push(FA_PUSH);
-  const Kg = K.as("f16", 4), Vg = V.as("f16", 4);
-  const Ks = k.shared("Ks", f16, stages * TILE), Vs = k.shared("Vs", f16, stages * TILE);
+  const Kg = v.v128 ? K.as("u32", 4) : K.as("f16", 4), Vg = v.v128 ? V.as("u32", 4) : V.as("f16", 4);
+  // With 128-bit copies the tiles are u32x4 arrays (the IR loads fragments through an array's
+  // widest view); offsets and strides below are in halves and divided by VW at each use.
+  const Ks = v.v128 ? k.shared("Ks", "u32x4", (stages * TILE) / 8) : k.shared("Ks", f16, stages * TILE);
+  const Vs = v.v128 ? k.shared("Vs", "u32x4", (stages * TILE) / 8) : k.shared("Vs", f16, stages * TILE);
+  const KsV = v.v128 ? Ks : Ks.vec(4), VsV = v.v128 ? Vs : Vs.vec(4);
   const st = k.shared("st", f32, nsg * 256);
   const pt = k.shared("pt", f16, nsg * 256);
   const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
@@ -118,8 +135,12 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const lane = k.let(k.subgroupInvocation, "lane");
   const r = k.let(lane.shr(1), "r");
   const h8 = k.let(lane.band(1).mul(8), "h8");
-  const bh = k.let(k.workgroupId.y, "bh");
-  const q0 = k.let(pc.T.div(ROWS).sub(1).sub(k.workgroupId.x).mul(ROWS), "q0");
+  const nqb = k.let(pc.T.div(ROWS), "nqb");
+  // lpt: linear workgroup id L = x + y nqb; block rank L / BH (0 = last block), head L % BH
+  const lin = v.lpt ? k.let(k.workgroupId.x.add(k.workgroupId.y.mul(nqb)), "lin") : undefined;
+  const bh = k.let(lin ? lin.rem(k.numWorkgroups.y) : k.workgroupId.y, "bh");
+  const rank = lin ? lin.div(k.numWorkgroups.y) : k.workgroupId.x;
+  const q0 = k.let(nqb.sub(1).sub(rank).mul(ROWS), "q0");
   const base = k.let(bh.mul(pc.T).mul(D), "base");
   const rf = k.let(q0.add(sg.mul(CM * RB)), "rf");
   /** First query row of each of the subgroup's 16-row blocks. */
@@ -163,12 +184,13 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const pa = blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `p${b}${j}`)));
 
   // K/V register prefetch: chunk e (4 halves) of a tile is global f16x4 (base + k0 D)/4 + e.
-  const kr = Array.from({ length: slots }, (_, i) => k.var("f16x4", undefined, `kr${i}`));
-  const vr = Array.from({ length: slots }, (_, i) => k.var("f16x4", undefined, `vr${i}`));
+  const regT = v.v128 ? "u32x4" : "f16x4";
+  const kr = Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `kr${i}`));
+  const vr = Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `vr${i}`));
   const chunk = (i: number) => tid.add(i * THREADS);
   const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(CHUNKS), body) : body());
   const fetch = (k0: Expr) => {
-    const g0 = k.let(base.add(k0.mul(D)).div(4), "g0");
+    const g0 = k.let(base.add(k0.mul(D)).div(VW), "g0");
     for (let i = 0; i < slots; i++) {
       guard(i, () => {
         kr[i].set(Kg.load(g0.add(chunk(i))));
@@ -180,9 +202,9 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     for (let i = 0; i < slots; i++) {
       guard(i, () => {
         const e = chunk(i);
-        const at = k.let(slot.mul(TILE / 4).add(e.div(D / 4).mul(LD4)).add(e.rem(D / 4)), "sh4");
-        Ks.vec(4).store(at, kr[i].get());
-        Vs.vec(4).store(at, vr[i].get());
+        const at = k.let(slot.mul(TILE / VW).add(e.div(D / VW).mul(LD / VW)).add(e.rem(D / VW)), "shv");
+        KsV.store(at, kr[i].get());
+        VsV.store(at, vr[i].get());
       });
     }
   };
@@ -203,23 +225,35 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     }
     k.if(more, () => fetch(k0.add(BC)));
     // A subgroup whose rows all come before the tile's keys has nothing to do.
-    k.if(k0.le(rf.add(CM * RB - 1)), () => tileMath(k0, slot.mul(TILE)));
+    k.if(k0.le(rf.add(CM * RB - 1)), () => {
+      if (!v.skipMasked) return tileMath(k0, slot.mul(TILE), false);
+      // the straight-line body everywhere but on the subgroup's diagonal tile
+      k.if(k0.add(BC - 1).gt(rf), () => tileMath(k0, slot.mul(TILE), true), () => tileMath(k0, slot.mul(TILE), false));
+    });
     if (stages === 2) k.if(more, () => put(slot.bxor(1)));
     k.barrier();
   });
 
-  function tileMath(k0: Expr, kvOff: Expr): void {
+  /**
+   * One tile's math. With `skip`, fragment j's products run only if some of the subgroup's rows
+   * see some of its keys (k0 + 16 j <= last row): the masked ones are -inf in S (below) and
+   * contribute nothing to O.
+   */
+  function tileMath(k0: Expr, kvOff: Expr, skip: boolean): void {
+    const live = (j: number, body: () => void) => (skip ? k.if(k0.add(j * CM).le(rf.add(CM * RB - 1)), body) : body());
     // S = Q K^T: each K fragment read from shared memory feeds every row block
     for (const j of frags) {
-      const acc = blocks.map(() => k.cmFill(tC, 0));
-      for (let d = 0; d < DC; d++) {
-        const kb = Ks.vec(4).cmLoad(tB, kvOff.add(j * CM * LD + d * CM).div(4), LD4, "col");
-        for (const b of blocks) acc[b] = k.cmMulAdd(qa[b][d], kb, acc[b]);
-      }
-      for (const b of blocks) {
-        s[b][j].set(acc[b]);
-        if (v.softCap) elements(k, tC, (i) => s[b][j].setAt(i, safeTanh(s[b][j].at(i).mul(c2)).mul(capL)));
-      }
+      live(j, () => {
+        const acc = blocks.map(() => k.cmFill(tC, 0));
+        for (let d = 0; d < DC; d++) {
+          const kb = KsV.cmLoad(tB, kvOff.add(j * CM * LD + d * CM).div(VW), LD / VW, "col");
+          for (const b of blocks) acc[b] = k.cmMulAdd(qa[b][d], kb, acc[b]);
+        }
+        for (const b of blocks) {
+          s[b][j].set(acc[b]);
+          if (v.softCap) elements(k, tC, (i) => s[b][j].setAt(i, safeTanh(s[b][j].at(i).mul(c2)).mul(capL)));
+        }
+      });
     }
     // causal mask: only fragments that reach past the subgroup's first row
     k.if(k0.add(BC - 1).gt(rf), () => {
@@ -269,10 +303,21 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
       }
     });
     // O += P V: each V fragment read feeds every row block
+    if (skip) {
+      for (const j of frags) {
+        live(j, () => {
+          for (let dn = 0; dn < DC; dn++) {
+            const vb = VsV.cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
+            for (const b of blocks) o[b][dn].set(k.cmMulAdd(pa[b][j].get(), vb, o[b][dn].get()));
+          }
+        });
+      }
+      return;
+    }
     for (let dn = 0; dn < DC; dn++) {
       const acc = blocks.map((b) => o[b][dn].get());
       for (const j of frags) {
-        const vb = Vs.vec(4).cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(4), LD4, "row");
+        const vb = VsV.cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
         for (const b of blocks) acc[b] = k.cmMulAdd(pa[b][j].get(), vb, acc[b]);
       }
       for (const b of blocks) o[b][dn].set(acc[b]);

@@ -33,6 +33,8 @@ function acc(name: FlashKernelName, w: Omit<FlashCmAccVariant, "D" | "softCap">)
   };
 }
 
+const X = { v128: true, skipMasked: true, lpt: true } as const;
+
 export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
   "acc-w4s2": acc("acc-w4s2", { nsg: 4, stages: 2 }),
   "acc-w4s1": acc("acc-w4s1", { nsg: 4, stages: 1 }),
@@ -46,6 +48,14 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
   "acc-w4s1-r2k32": acc("acc-w4s1-r2k32", { nsg: 4, stages: 1, rb: 2, bc: 32 }),
   "acc-w8s1-k32": acc("acc-w8s1-k32", { nsg: 8, stages: 1, bc: 32 }),
   "acc-w4s2-psh": acc("acc-w4s2-psh", { nsg: 4, stages: 2, pShared: true }),
+  // -x: 128-bit K/V copies, masked diagonal fragments skipped, longest blocks first across heads
+  "acc-w4s1-v128": acc("acc-w4s1-v128", { nsg: 4, stages: 1, v128: true }),
+  "acc-w4s1-skip": acc("acc-w4s1-skip", { nsg: 4, stages: 1, skipMasked: true }),
+  "acc-w4s1-lpt": acc("acc-w4s1-lpt", { nsg: 4, stages: 1, lpt: true }),
+  "acc-w4s1-x": acc("acc-w4s1-x", { nsg: 4, stages: 1, ...X }),
+  "acc-w8s1-x": acc("acc-w8s1-x", { nsg: 8, stages: 1, ...X }),
+  "acc-w4s1-r2x": acc("acc-w4s1-r2x", { nsg: 4, stages: 1, rb: 2, ...X }),
+  "acc-w4s1-r2k32x": acc("acc-w4s1-r2k32x", { nsg: 4, stages: 1, rb: 2, bc: 32, ...X }),
   cm: {
     name: "cm",
     rows: FA_CM_ROWS,
@@ -61,11 +71,11 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
 };
 
 /**
- * What `auto` tries, in order; the last one serves every problem. H100 run 17 (BH=96, T=1024,
- * D=64, causal f16): acc-w4s1 0.513 ms, acc-w4s2-r2k32 0.551, acc-w8s1 0.596, acc-w4s2 0.756,
- * simt 0.841, cm 1.852 (PyTorch sdpa 0.050).
+ * What `auto` tries, in order; the last one serves every problem. H100 session 3 (BH=96, T=1024,
+ * D=64, causal f16, warm clocks): acc-w4s1-x 0.0905 ms, acc-w4s1-r2k32x 0.0906, acc-w4s1-lpt
+ * 0.0949, acc-w8s1-x 0.0978, acc-w4s1-v128 0.1008, acc-w4s1 0.1100 (PyTorch sdpa 0.0483).
  */
-export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s1", "cm", "simt"];
+export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s1-x", "cm", "simt"];
 
 /** The requested kernel if it serves the problem, else the first of FLASH_AUTO that does. */
 export function pickFlashFwd(name: FlashVariantName, dev: FlashDevice, dtype: string, T: number, D: number): FlashFwdChoice {

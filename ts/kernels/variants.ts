@@ -9,11 +9,11 @@ import { generateFused } from "./elementwise.js";
 import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
 import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { flashFwdCmKernel } from "./attention-cm.js";
-import { flashFwdCmAccKernel } from "./attention-cm-acc.js";
+import { FLASH_FWD } from "./attention-variants.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
-import { copyStridedKernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
+import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
 import { adamwKernel } from "./optim.js";
 import { adamwDeviceKernel, dropoutMaskAtKernel } from "./step.js";
 import { matmulKernel } from "./matmul.js";
@@ -113,13 +113,17 @@ export function backendVariants(): KernelVariant[] {
   }
   for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
     v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
-    const acc = [[4, 2, 1, 64], [4, 1, 1, 64], [8, 1, 1, 64], [8, 2, 1, 64], [4, 2, 2, 64], [4, 2, 1, 32], [4, 2, 2, 32], [8, 2, 1, 32], [4, 1, 1, 32], [4, 1, 2, 32], [8, 1, 1, 32]] as const;
-    for (const [nsg, stages, rb, bc] of acc) for (const pShared of nsg === 4 && stages === 2 && rb === 1 && bc === 64 ? [false, true] : [false]) {
-      const fv = { D, softCap, nsg, stages, rb, bc, pShared };
-      v.push({ id: `backend/flash_fwd_cmacc/d${D}_w${nsg}_s${stages}_r${rb}_k${bc}${pShared ? "_psh" : ""}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmAccKernel(fv) });
+    // every tensor-core flash forward the backend can pick (HELIOS_FLASH_VARIANT)
+    for (const c of Object.values(FLASH_FWD)) {
+      if (!c.name.startsWith("acc-")) continue;
+      const name = c.build("f16", D, softCap).name.replace(/^flash_fwd_cmacc_f16_/, "");
+      v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap) });
     }
   }
-  for (const d of ["f32", "f16", "i32"] as Dtype[]) v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
+  for (const d of ["f32", "f16", "i32"] as Dtype[]) {
+    v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
+    v.push({ id: `backend/copy_strided_v128/${d}`, needs: needs(d), build: () => copyStridedV128Kernel(d) });
+  }
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });
   v.push({ id: "backend/dropout_mask", needs: [], build: dropoutMaskKernel });
   for (const d of FLOATS) v.push({ id: `backend/adamw_device/${d}`, needs: needs(d), build: () => adamwDeviceKernel(d, d) });

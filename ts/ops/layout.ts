@@ -5,7 +5,7 @@ import { HeliosTensor } from "../tensor.js";
 import { broadcastStrides, checkSlice, contiguousStrides, fail, fmt, normalizeAxis, size } from "../shape.js";
 import { collapse } from "../fusion/plan.js";
 import { grid1d } from "../kernels/common.js";
-import { COPY_PUSH, COPY_RANK, copyStridedKernel } from "../kernels/copy.js";
+import { COPY_PUSH, COPY_RANK, copyStridedKernel, copyStridedV128Kernel } from "../kernels/copy.js";
 
 /**
  * dst[dstBase + c.t] = src[srcBase + c.s] for every coordinate c of `dims`. Dims that
@@ -26,16 +26,28 @@ export function copyStrided(
     }
     return;
   }
+  const st = src.dtype === "f64" ? "f32" : src.dtype;
+  // 16-byte chunks when the innermost dim is contiguous on both sides and everything is
+  // chunk-aligned (the head transposes of attention, slices of rows, cat along rows)
+  const v = E.config.copyV128 ? 16 / (st === "f16" ? 2 : 4) : 1;
+  const last = c.dims.length - 1;
+  const chunked = v > 1 && c.strides[0][last] === 1 && c.strides[1][last] === 1 && c.dims[last] % v === 0 &&
+    srcBase % v === 0 && dstBase % v === 0 && c.strides.every((ss) => ss.every((x, d) => d === last || x % v === 0));
+  const w = chunked ? v : 1;
   const pad = COPY_RANK - c.dims.length;
-  const push: Record<string, number> = { n, srcBase, dstBase };
+  const push: Record<string, number> = { n: n / w, srcBase: srcBase / w, dstBase: dstBase / w };
   for (let d = 0; d < COPY_RANK; d++) {
     const inside = d >= pad;
-    push[`d${d}`] = inside ? c.dims[d - pad] : 1;
-    push[`s${d}`] = inside ? c.strides[0][d - pad] : 0;
-    push[`t${d}`] = inside ? c.strides[1][d - pad] : 0;
+    const innermost = chunked && d - pad === last;
+    push[`d${d}`] = inside ? (innermost ? c.dims[last] / w : c.dims[d - pad]) : 1;
+    push[`s${d}`] = inside ? (innermost ? 1 : c.strides[0][d - pad] / w) : 0;
+    push[`t${d}`] = inside ? (innermost ? 1 : c.strides[1][d - pad] / w) : 0;
   }
-  const st = src.dtype === "f64" ? "f32" : src.dtype;
-  run(E, op, { copy: st }, () => copyStridedKernel(src.dtype), COPY_PUSH, push, [src], [dst], grid1d(n));
+  if (chunked) {
+    run(E, op, { copy: st, v128: true }, () => copyStridedV128Kernel(src.dtype), COPY_PUSH, push, [src], [dst], grid1d(n / w));
+  } else {
+    run(E, op, { copy: st }, () => copyStridedKernel(src.dtype), COPY_PUSH, push, [src], [dst], grid1d(n));
+  }
 }
 
 export function transpose(E: Engine, a: TensorData, d0: number, d1: number): HeliosTensor {

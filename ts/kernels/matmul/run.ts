@@ -6,23 +6,39 @@ import type { MatmulRuntime } from "./device.js";
 
 export type PlanBuffers = Partial<Record<BindingRole, number>>;
 
-const pipelines = new WeakMap<object, Map<string, number>>();
+import type { KernelDesc } from "../../ir/index.js";
 
-/** Compiles (once per runtime and kernel name) the pipelines of a plan. */
+interface PipelineCache {
+  /** By description object: the planner memoizes them, so this is the common hit. */
+  byDesc: WeakMap<KernelDesc, number>;
+  /** By content, for equal descriptions built as distinct objects. */
+  byJson: Map<string, number>;
+}
+
+const pipelines = new WeakMap<object, PipelineCache>();
+
+/**
+ * Compiles (once per runtime and kernel description) the pipelines of a plan. A hit costs one
+ * WeakMap lookup: serializing a coopmat description (~200 KB of JSON, ~1 ms) on every record
+ * left the GPU idle most of the tuner's and bench's warm-up, and its clocks fell (RESULTS.md).
+ */
 export function pipelinesOf(rt: MatmulRuntime, plan: MatmulPlan): number[] {
-  let m = pipelines.get(rt);
-  if (!m) {
-    m = new Map();
-    pipelines.set(rt, m);
+  let cache = pipelines.get(rt);
+  if (!cache) {
+    cache = { byDesc: new WeakMap(), byJson: new Map() };
+    pipelines.set(rt, cache);
   }
-  const cache = m;
+  const c = cache;
   return plan.steps.map((s) => {
+    let h = c.byDesc.get(s.desc);
+    if (h !== undefined) return h;
     const json = JSON.stringify(s.desc);
-    let h = cache.get(json);
+    h = c.byJson.get(json);
     if (h === undefined) {
       h = rt.compileKernel(json);
-      cache.set(json, h);
+      c.byJson.set(json, h);
     }
+    c.byDesc.set(s.desc, h);
     return h;
   });
 }
@@ -76,6 +92,8 @@ export interface TimingOptions {
   warmMs?: number;
   iters: number;
   repeats: number;
+  /** Told how the warm-up went: batches submitted and their wall-clock ms. */
+  onWarm?: (batches: number, wallMs: number) => void;
 }
 
 /**
@@ -85,9 +103,12 @@ export interface TimingOptions {
 export function timePlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers, t: TimingOptions): number[][] {
   pipelinesOf(rt, plan);
   if (t.warmup > 0) inBatch(rt, undefined, () => { for (let i = 0; i < t.warmup; i++) recordPlan(rt, plan, bufs); });
-  for (const t0 = Date.now(); Date.now() - t0 < (t.warmMs ?? 0); ) {
+  let batches = 0;
+  const w0 = performance.now();
+  for (; performance.now() - w0 < (t.warmMs ?? 0); batches++) {
     inBatch(rt, undefined, () => { for (let i = 0; i < Math.max(1, t.warmup); i++) recordPlan(rt, plan, bufs); });
   }
+  t.onWarm?.(batches, performance.now() - w0);
   const steps = plan.steps.length;
   const out: number[][] = [];
   for (let r = 0; r < t.repeats; r++) {
