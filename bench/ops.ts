@@ -2,12 +2,16 @@
 // same GPU in the same run (python3 subprocess, CUDA events) when python3 + torch + CUDA exist;
 // otherwise Helios-only rows with a note. Prints a table (last) and writes JSON.
 //
-//   node dist/bench/ops.js [--quick] [--iters=30] [--warm-ms=500] [--out=bench/ops.json] [--n= --rows= --cols= --bh= --t=]
+//   node dist/bench/ops.js [--quick] [--submit=batch|call] [--iters=30] [--warm-ms=500] [--out=bench/ops.json] [--n= --rows= --cols= --bh= --t=]
 //
 // Protocol (both sides): warm up with one full repetition (compiles kernels and lets the
 // buffer pool reach its steady size) and then keep the GPU busy for --warm-ms (default 500:
 // the clock governor runs short bursts after idle time at idle SM clocks), then 3 repetitions of `iters` back-to-back calls;
 // each figure is the median of the 3 per-repetition means.
+// --submit=batch (default): a repetition's calls are recorded into one batch, as a training step
+// records them, and submitted together; independent calls may overlap on the GPU (the tail of
+// one with the start of the next). --submit=call submits each call on its own (one batch each):
+// no overlap, and each call's span includes its launch latency.
 // Helios GPU ms: batches begun with {profile: true}; the GPU busy time of a repetition — the
 // union of the dispatches' [startNs, endNs] stamp intervals over all its batches (one queue
 // clock) — divided by `iters`: what CUDA events around the same calls measure while the host
@@ -43,6 +47,9 @@ const quick = process.argv.includes("--quick");
 const iters = Number(arg("iters", quick ? "5" : "30"));
 const REPEATS = 3;
 const out = arg("out", "bench/ops.json");
+const submitMode = arg("submit", "batch");
+if (submitMode !== "batch" && submitMode !== "call") throw new Error(`--submit=${submitMode}: expected batch or call`);
+const submitEach = submitMode === "call";
 
 // --n, --rows, --cols, --bh, --t override the sizes (lavapipe experiments at mid sizes)
 const N = Number(arg("n", String(quick ? 1 << 16 : 1 << 26)));
@@ -144,6 +151,7 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
       // force the fused chain to dispatch; then hand buffers back as training would
       B.evaluate(...outs);
       outs.forEach((t) => B.releaseGpuTensor(t));
+      if (submitEach) B.flush();
     }
     B.syncGpu();
   };
@@ -238,7 +246,7 @@ function main(): void {
   const speedup = chains[0].speedup;
   const note = typeof torch === "string" ? torch : null;
   const json = {
-    meta: { device: info.deviceName, driver: info.driverName ?? null, torch: torchMeta, iters, repeats: REPEATS, quick, note, time: new Date().toISOString() },
+    meta: { device: info.deviceName, driver: info.driverName ?? null, torch: torchMeta, iters, repeats: REPEATS, quick, submit: submitMode, note, time: new Date().toISOString() },
     rows, fusedChainSpeedup: speedup, fusedChains: chains,
   };
   writeFileSync(out, JSON.stringify(json, null, 2));
@@ -247,7 +255,7 @@ function main(): void {
     const top = Object.entries(r.kernels).slice(0, 3).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
     console.log(`  ${r.op}: ${r.dispatchesPerIter} dispatch(es), ${r.allocationsPerIter.toFixed(2)} new allocation(s) per iter; GPU ms by kernel: ${top}`);
   }
-  console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}; ${iters} iters x ${REPEATS} repetitions, medians`);
+  console.log(`device: ${info.deviceName}${torchMeta ? `, torch ${torchMeta.torch} on ${torchMeta.device}` : ""}; ${iters} iters x ${REPEATS} repetitions, medians; submit=${submitMode}`);
   if (note) console.log(`note: ${note}`);
   for (const c of chains) console.log(`fused vs unfused ${c.chain} (GPU time): ${c.speedup.toFixed(2)}x`);
   const heads = ["gpu ms", "GB/s", "host ms", "torch ms", "GB/s", "ratio"];

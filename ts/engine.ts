@@ -3,7 +3,7 @@
 // for input buffers, output tensors and dispatches; it never decides what an op computes.
 import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
 import type { HeliosConfig } from "./config.js";
-import type { Runtime } from "./exec/runtime.js";
+import type { DeviceInfo, Runtime } from "./exec/runtime.js";
 import { BufferPool, type Lease } from "./exec/lease.js";
 import { type Scheduler, captureError, schedulerFor } from "./exec/scheduler.js";
 import { KernelCache } from "./kernels/cache.js";
@@ -72,9 +72,15 @@ export class Engine implements TensorHost {
 
   /** Whether row kernels may use subgroup reductions (every Vulkan 1.3 target we run on). */
   readonly subgroups: boolean;
+  /**
+   * The device this engine records for, read once: the native getDeviceInfo builds a fresh
+   * object (~10 µs), too slow for per-op checks (an engine does not outlive its device).
+   */
+  readonly device: DeviceInfo;
 
   constructor(readonly rt: Runtime, readonly config: HeliosConfig) {
-    this.subgroups = (rt.getDeviceInfo().subgroupSize ?? 0) >= 4;
+    this.device = rt.getDeviceInfo();
+    this.subgroups = (this.device.subgroupSize ?? 0) >= 4;
     this.pool = new BufferPool(rt);
     this.sched = schedulerFor(rt, config.batchSize);
     this.pool.beforeFree = () => this.sched.sync();

@@ -18,7 +18,7 @@ export function denseBackwardApplies(E: Engine, dtype: string, BH: number, T: nu
   const mode = E.config.attnBackward;
   if (mode === "flash" || dtype !== "f16" || softCap > 0 || T % 4 !== 0) return false;
   if (BH * T * T * 4 > MAX_SCORE_BYTES) return false;
-  return mode === "dense" || !!E.rt.getDeviceInfo().coopMatSupported;
+  return mode === "dense" || !!E.device.coopMatSupported;
 }
 
 export function attentionBackwardDense(

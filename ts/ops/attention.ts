@@ -31,7 +31,7 @@ export function flashAttention(E: Engine, Q: TensorData, K: TensorData, V: Tenso
   const lse = E.alloc([BH, T], "f32");
   if (BH === 0 || T === 0 || D === 0) return { output, lse };
   // tensor-core kernels for f16 when the device has cooperative matrices (ts/kernels/attention-variants.ts)
-  const choice = pickFlashFwd(E.config.flashVariant, E.rt.getDeviceInfo(), Q.dtype, T, D);
+  const choice = pickFlashFwd(E.config.flashVariant, E.device, Q.dtype, T, D);
   const dtype = Q.dtype;
   run(E, op, { flashFwd: choice.name, dtype, D, softCap: softCap > 0 }, () => choice.build(dtype, D, softCap > 0), FA_PUSH,
     { T, scale, cap: softCap > 0 ? softCap : 1 }, [Q, K, V], [output, lse], [Math.ceil(T / choice.rows), BH, 1]);

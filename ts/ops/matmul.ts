@@ -19,7 +19,7 @@ const capsByEngine = new WeakMap<Engine, MatmulCaps>();
 function capsOf(E: Engine): MatmulCaps {
   let c = capsByEngine.get(E);
   if (!c) {
-    const d = E.rt.getDeviceInfo();
+    const d = E.device;
     c = {
       coopMatSupported: !!d.coopMatSupported, coopMat2Supported: !!d.coopMat2Supported,
       coopMatShapes: d.coopMatShapes as MatmulCaps["coopMatShapes"], f16Supported: d.f16Supported,
@@ -76,7 +76,7 @@ function choosePlan(E: Engine, problem: MatmulProblem): MatmulPlan {
 
 /** A GPU (not a CPU device such as lavapipe) with HELIOS_AUTOTUNE on. */
 function tunesOnDevice(E: Engine): boolean {
-  return E.rt.getDeviceInfo().deviceType !== "cpu" && readMatmulConfig().autotune;
+  return E.device.deviceType !== "cpu" && readMatmulConfig().autotune;
 }
 
 /** Whether the backend tunes matmul shape classes on this engine (see choosePlan). */
