@@ -15,7 +15,8 @@ import { TINY, TINY_OPT, randomBatch } from "./train-helpers.js";
 const CFG: GPTConfig = { ...TINY, vocab: 37 };
 const B = 2, T = 7; // 14 rows
 
-function run(Bk: TrainBackend, params: Params, headChunkBytes: number | undefined, matmul16 = false) {
+/** `headGradScale`: the forward makes the head's gradients for that loss scale (backward uses 8). */
+function run(Bk: TrainBackend, params: Params, headChunkBytes: number | undefined, matmul16 = false, headGradScale?: number) {
   const model = new GPT(Bk, CFG, { headChunkBytes, matmul16 });
   const hb = randomBatch(CFG.vocab, B, T, 4);
   const s = new Scope(Bk);
@@ -25,12 +26,13 @@ function run(Bk: TrainBackend, params: Params, headChunkBytes: number | undefine
     pos: Bk.fromArray(Array.from({ length: B * T }, (_, i) => i % T), [B * T], "i32"),
     B, T,
   };
-  const fc = model.forward(params, batch, null, s);
+  const fc = model.forward(params, batch, null, s, { headGradScale });
+  const madeHeadGrad = fc.headGrad !== null;
   const loss = Number(fc.loss.data[0]);
   const grads = model.backward(params, fc, s, 8);
   const host = new Map<string, Float64Array>();
   for (const [k, g] of grads) host.set(k, Float64Array.from(g.data as ArrayLike<number>, Number));
-  return { loss, grads: host, chunked: fc.logits === null };
+  return { loss, grads: host, chunked: fc.logits === null, madeHeadGrad };
 }
 
 function compare(a: ReturnType<typeof run>, b: ReturnType<typeof run>, tol: number): void {
@@ -56,6 +58,15 @@ test("chunked LM head equals the one-pass head (float64 reference)", () => {
   assert.equal(whole.chunked, false);
   assert.equal(chunked.chunked, true);
   compare(whole, chunked, 1e-12);
+  // the head's gradients made in the forward, and made for another loss scale (recomputed)
+  const inForward = run(Bk, tr.params, CFG.vocab * 4 * 5, false, 8);
+  assert.equal(inForward.madeHeadGrad, true);
+  compare(whole, inForward, 1e-12);
+  const otherScale = run(Bk, tr.params, CFG.vocab * 4 * 5, false, 2);
+  assert.equal(otherScale.madeHeadGrad, true);
+  compare(whole, otherScale, 1e-12);
+  // a one-pass head keeps its logits and makes no gradients in the forward
+  assert.equal(run(Bk, tr.params, undefined, false, 8).madeHeadGrad, false);
 });
 
 for (const matmul16 of [false, true]) {
@@ -67,6 +78,9 @@ for (const matmul16 of [false, true]) {
     const chunked = run(Bk, tr.params, CFG.vocab * bytes * 4, matmul16);
     assert.equal(chunked.chunked, true);
     compare(whole, chunked, matmul16 ? 2e-3 : 1e-5);
+    const inForward = run(Bk, tr.params, CFG.vocab * bytes * 4, matmul16, 8);
+    assert.equal(inForward.madeHeadGrad, true);
+    compare(whole, inForward, matmul16 ? 2e-3 : 1e-5);
   });
 }
 

@@ -95,7 +95,7 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
   try {
     const batch = { idx: io.idx, targets: io.targets, pos: ctx.pos, B: hb.B, T: hb.T };
     const drop = ctx.cfg.dropout > 0 ? { p: ctx.cfg.dropout, seed: ctx.seed, counter: 0, base: io.counter } : null;
-    const fc = ctx.model.forward(ctx.params, batch, drop, tmp);
+    const fc = ctx.model.forward(ctx.params, batch, drop, tmp, { headGradScale: ctx.lossScale });
     const grads = ctx.model.backward(ctx.params, fc, tmp, ctx.lossScale);
     for (const g of grads.values()) tmp.keep(g);
     const list = ctx.specs.map((s) => {

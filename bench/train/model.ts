@@ -49,6 +49,17 @@ export interface ForwardCache {
   /** Null when the head ran in row chunks (see GPTOptions.headChunkBytes). */
   logits: TensorData | null;
   loss: TensorData;
+  /** The head's gradients, made by a chunked forward asked for them (ForwardOptions.headGradScale). */
+  headGrad: { lossScale: number; dhf: TensorData; dwteHead: TensorData } | null;
+}
+
+export interface ForwardOptions {
+  /**
+   * Training forward: a chunked head also makes its gradients (of lossScale * mean loss) while
+   * each chunk's logits are live, so backward does not recompute them (one [rows, vocab] product
+   * per chunk less). backward uses them when called with the same lossScale.
+   */
+  headGradScale?: number;
 }
 
 export interface GPTOptions {
@@ -59,8 +70,9 @@ export interface GPTOptions {
   matmul16?: boolean;
   /**
    * Largest logits tensor the LM head + cross-entropy makes at once (bytes, default 256 MiB).
-   * Above it the head runs in row chunks: forward keeps only the loss, backward recomputes each
-   * chunk's logits. GPT-2 124M at B=16, T=1024 has 3.3 GB of f32 logits: past the 2 GiB a
+   * Above it the head runs in row chunks: forward keeps only the loss — and, for training
+   * (ForwardOptions.headGradScale), the head's gradients made from each chunk's live logits;
+   * otherwise backward recomputes each chunk's logits. GPT-2 124M at B=16, T=1024 has 3.3 GB of f32 logits: past the 2 GiB a
    * storage binding may span, and twice that ([N, vocab] logits + gradient) dominated peak memory.
    */
   headChunkBytes?: number;
@@ -175,7 +187,7 @@ export class GPT {
   }
 
   /** Logits and mean cross-entropy; `drop` null = evaluation (no dropout). */
-  forward(p: Params, batch: Batch, drop: Dropout | null, top: Scope): ForwardCache {
+  forward(p: Params, batch: Batch, drop: Dropout | null, top: Scope, opts: ForwardOptions = {}): ForwardCache {
     const { B: nb, T } = batch;
     if (T > this.cfg.blockSize) throw new Error(`sequence length ${T} exceeds blockSize ${this.cfg.blockSize}`);
     const N = nb * T;
@@ -228,14 +240,18 @@ export class GPT {
       // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
       const logits = top.keep(this.B.matmulTransposed(hf, wte));
       const loss = this.f32(top, top.keep(this.B.crossEntropy(logits, batch.targets)));
-      return { batch, blocks, xf: x, hf, logits, loss };
+      return { batch, blocks, xf: x, hf, logits, loss, headGrad: null };
     }
+    const gradScale = opts.headGradScale;
+    const grad = gradScale === undefined ? null : this.headGrad(top);
     let loss: TensorData | null = null;
     for (let r0 = 0; r0 < N; r0 += rows) {
       const r1 = Math.min(N, r0 + rows);
       const s = new Scope(this.B);
-      const logits = s.keep(this.B.matmulTransposed(s.keep(this.B.slice(hf, [r0, 0], [r1, hf.shape[1]])), wte));
-      const ce = this.f32(s, s.keep(this.B.crossEntropy(logits, s.keep(this.B.slice(batch.targets, [r0], [r1])))));
+      const hfc = s.keep(this.B.slice(hf, [r0, 0], [r1, hf.shape[1]]));
+      const targets = s.keep(this.B.slice(batch.targets, [r0], [r1]));
+      const logits = s.keep(this.B.matmulTransposed(hfc, wte));
+      const ce = this.f32(s, s.keep(this.B.crossEntropy(logits, targets)));
       // crossEntropy is a mean over the chunk's rows: weight it by its share of all N rows.
       const part = this.B.mul(ce, s.keep(this.B.fromArray([(r1 - r0) / N], [1], "f32")));
       if (loss === null) loss = top.keep(part);
@@ -244,9 +260,11 @@ export class GPT {
         loss = top.keep(this.B.add(prev, s.keep(part)));
         top.drop(prev);
       }
+      if (grad && gradScale !== undefined) grad.chunk(s, hfc, logits, targets, wte, (gradScale * (r1 - r0)) / N);
       s.releaseAll();
     }
-    return { batch, blocks, xf: x, hf, logits: null, loss: loss! };
+    const headGrad = grad && gradScale !== undefined ? { lossScale: gradScale, ...grad.finish() } : null;
+    return { batch, blocks, xf: x, hf, logits: null, loss: loss!, headGrad };
   }
 
   /** Rows of the LM head per chunk: all N when the logits fit in headChunkBytes. */
@@ -274,34 +292,34 @@ export class GPT {
       top.drop(dlogits);
       return { dhf, dwteHead };
     }
+    if (c.headGrad && c.headGrad.lossScale === lossScale) {
+      const { dhf, dwteHead } = c.headGrad;
+      c.headGrad = null;
+      return { dhf, dwteHead };
+    }
+    if (c.headGrad) {
+      // made for another loss scale: recompute below
+      top.drop(c.headGrad.dhf);
+      top.drop(c.headGrad.dwteHead);
+      c.headGrad = null;
+    }
     const N = c.hf.shape[0], C = c.hf.shape[1];
     const rows = this.headRows(N);
-    const dhfParts: TensorData[] = [];
-    let dwteHead: TensorData | null = null;
+    const grad = this.headGrad(top);
     for (let r0 = 0; r0 < N; r0 += rows) {
       const r1 = Math.min(N, r0 + rows);
       const s = new Scope(Bk);
       const hfc = s.keep(Bk.slice(c.hf, [r0, 0], [r1, C]));
       const logits = s.keep(Bk.matmulTransposed(hfc, wte));
-      const g = s.keep(Bk.fromArray([(lossScale * (r1 - r0)) / N], [1], "f32"));
-      const dlogits = s.keep(Bk.crossEntropyBackward(logits, s.keep(Bk.slice(targets, [r0], [r1])), g));
-      s.drop(logits);
-      dhfParts.push(this.f32Into(s, top, Bk.matmul(dlogits, wte)));
-      const dw = Bk.matmulTransposedA(dlogits, hfc);
-      s.drop(dlogits);
-      if (dwteHead === null) dwteHead = this.f32Into(s, top, dw);
-      else {
-        const prev: TensorData = dwteHead;
-        dwteHead = top.keep(Bk.add(prev, this.f32(s, s.keep(dw))));
-        top.drop(prev);
-        // Compute the running sum now: left lazy it would hold every chunk's [vocab, C] product.
-        Bk.evaluate?.(dwteHead);
-      }
+      grad.chunk(s, hfc, logits, s.keep(Bk.slice(targets, [r0], [r1])), wte, (lossScale * (r1 - r0)) / N);
       s.releaseAll();
     }
-    const dhf = top.keep(Bk.cat(dhfParts, 0));
-    for (const t of dhfParts) top.drop(t);
-    return { dhf, dwteHead: dwteHead! };
+    return grad.finish();
+  }
+
+  /** Accumulates the head's gradients into `top`, with this model's matmul16-aware casts. */
+  private headGrad(top: Scope): HeadGrad {
+    return new HeadGrad(this.B, top, { f32Into: (s, t) => this.f32Into(s, top, t), f32: (s, t) => this.f32(s, t) });
   }
 
   /**
@@ -415,5 +433,48 @@ export class GPT {
     const dx = Bk.add(dx1, ln1.dx);
     this.free(dx1, ln1.dx);
     return dx;
+  }
+}
+
+/**
+ * The LM head's gradients accumulated over row chunks: per chunk, dlogits from the live logits
+ * (the gradient `g` = lossScale times the chunk's share of rows, because crossEntropyBackward
+ * divides by the chunk's row count), its rows of dhf, and its term of dwte.
+ */
+class HeadGrad {
+  private readonly dhfParts: TensorData[] = [];
+  private dwteHead: TensorData | null = null;
+
+  constructor(
+    private readonly B: TrainBackend,
+    private readonly top: Scope,
+    /** Results in f32: `f32Into` keeps its result in `top`, `f32` in the chunk scope. */
+    private readonly casts: { f32Into: (s: Scope, t: TensorData) => TensorData; f32: (s: Scope, t: TensorData) => TensorData },
+  ) {}
+
+  /** `logits` is dropped from `s` once dlogits exists (the largest tensors of the step). */
+  chunk(s: Scope, hfc: TensorData, logits: TensorData, targets: TensorData, wte: TensorData, g: number): void {
+    const Bk = this.B, top = this.top;
+    const { f32Into, f32 } = this.casts;
+    const dlogits = s.keep(Bk.crossEntropyBackward(logits, targets, s.keep(Bk.fromArray([g], [1], "f32"))));
+    s.drop(logits);
+    this.dhfParts.push(f32Into(s, Bk.matmul(dlogits, wte)));
+    const dw = Bk.matmulTransposedA(dlogits, hfc);
+    s.drop(dlogits);
+    if (this.dwteHead === null) this.dwteHead = f32Into(s, dw);
+    else {
+      const prev: TensorData = this.dwteHead;
+      this.dwteHead = top.keep(Bk.add(prev, f32(s, s.keep(dw))));
+      top.drop(prev);
+      // Compute the running sum now: left lazy it would hold every chunk's [vocab, C] product.
+      Bk.evaluate?.(this.dwteHead);
+    }
+  }
+
+  finish(): { dhf: TensorData; dwteHead: TensorData } {
+    if (this.dwteHead === null) throw new Error("helios train: internal error: the LM head had no rows");
+    const dhf = this.top.keep(this.B.cat(this.dhfParts, 0));
+    for (const t of this.dhfParts) this.top.drop(t);
+    return { dhf, dwteHead: this.dwteHead };
   }
 }

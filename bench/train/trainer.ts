@@ -98,7 +98,7 @@ export class Trainer {
     const drop: Dropout | null = train && this.cfg.dropout > 0
       ? { p: this.cfg.dropout, seed: this.seed, counter: this.dropCounter }
       : null;
-    const fc = this.model.forward(this.params, batch, drop, scope);
+    const fc = this.model.forward(this.params, batch, drop, scope, { headGradScale: this.lossScale });
     if (drop) this.dropCounter = drop.counter;
     const grads = this.model.backward(this.params, fc, scope, this.lossScale);
     for (const g of grads.values()) scope.keep(g);
