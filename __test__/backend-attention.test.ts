@@ -88,6 +88,7 @@ for (const [bh, T, D] of [[3, 36, 8], [2, 68, 24]]) {
 
 test("HELIOS_ATTN_BWD rejects unknown values", async () => {
   const { readConfig } = await import("../ts/config.js");
-  assert.throws(() => readConfig({ HELIOS_ATTN_BWD: "fast" }), /HELIOS_ATTN_BWD=fast: expected one of auto, dense, flash/);
+  assert.throws(() => readConfig({ HELIOS_ATTN_BWD: "fast" }), /HELIOS_ATTN_BWD=fast: expected one of auto, cm, dense, flash/);
+  assert.equal(readConfig({ HELIOS_ATTN_BWD: "cm" }).attnBackward, "cm");
   assert.equal(readConfig({}).attnBackward, "auto");
 });

@@ -53,3 +53,22 @@ afterEach((t) => {
   const msgs = validationMessages();
   assert.deepEqual(msgs, [], `validation messages after "${t.name}":\n${msgs.join("\n")}`);
 });
+
+/** A backend on the test runtime that records the name of every kernel it compiles. */
+export function recordingBackend(config: HeliosBackendOptions["config"] = {}): { B: HeliosBackend; names: Set<string> } {
+  const names = new Set<string>();
+  const rt = testRuntime();
+  const spy = new Proxy(rt, {
+    get(target, key, recv) {
+      if (key === "compileKernel") {
+        return (desc: string | object) => {
+          names.add((typeof desc === "string" ? JSON.parse(desc) : desc).name);
+          return target.compileKernel(desc);
+        };
+      }
+      const v = Reflect.get(target, key, recv);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  return { B: new HeliosBackend({ runtime: spy, config, validation: true }), names };
+}

@@ -2,7 +2,7 @@
 // reshape, clone, casts, argmax, topk, gather, masks and dropout.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { makeBackend, testRuntime } from "./backend-helpers.js";
+import { makeBackend, recordingBackend, testRuntime } from "./backend-helpers.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { Rng, randTensor, randIndices, assertClose, TOL, values, sampleOf } from "./harness.js";
 import * as N from "./ref/nn.js";
@@ -47,24 +47,6 @@ test("scatterSlice, sliceQkv, broadcast, reshape, clone", () => {
 });
 
 /** A backend on the test runtime that records the name of every kernel it compiles. */
-function recordingBackend(config: { copyV128?: boolean }): { B: HeliosBackend; names: Set<string> } {
-  const names = new Set<string>();
-  const rt = testRuntime();
-  const spy = new Proxy(rt, {
-    get(target, key, recv) {
-      if (key === "compileKernel") {
-        return (desc: string | object) => {
-          names.add((typeof desc === "string" ? JSON.parse(desc) : desc).name);
-          return target.compileKernel(desc);
-        };
-      }
-      const v = Reflect.get(target, key, recv);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
-  return { B: new HeliosBackend({ runtime: spy, config, validation: true }), names };
-}
-
 test("16-byte chunked strided copies (head transposes, aligned slices, cat, sliceQkv) match the reference and the one-element copies", () => {
   const rng = new Rng(47);
   const on = recordingBackend({});

@@ -41,6 +41,45 @@ export function naive(q: Uint16Array, k: Uint16Array, v: Uint16Array, bh: number
   return { o, lse };
 }
 
+/** Causal attention gradients in float64 (no softCap): dQ, dK, dV of sum(O * dO). */
+export function naiveBackward(q: Float64Array, k: Float64Array, v: Float64Array, dO: Float64Array, bh: number, t: number, d: number, scale: number) {
+  const dq = new Float64Array(q.length), dk = new Float64Array(q.length), dv = new Float64Array(q.length);
+  const p = new Float64Array(t), dp = new Float64Array(t);
+  for (let b = 0; b < bh; b++) {
+    for (let i = 0; i < t; i++) {
+      const row = (b * t + i) * d;
+      let m = -Infinity;
+      for (let j = 0; j <= i; j++) {
+        let dot = 0;
+        for (let e = 0; e < d; e++) dot += q[row + e] * k[(b * t + j) * d + e];
+        p[j] = dot * scale;
+        m = Math.max(m, p[j]);
+      }
+      let l = 0;
+      for (let j = 0; j <= i; j++) l += (p[j] = Math.exp(p[j] - m));
+      // Di = rowsum(dO * O) = sum_j P_ij dP_ij
+      let di = 0;
+      for (let j = 0; j <= i; j++) {
+        p[j] /= l;
+        let x = 0;
+        for (let e = 0; e < d; e++) x += dO[row + e] * v[(b * t + j) * d + e];
+        dp[j] = x;
+        di += p[j] * x;
+      }
+      for (let j = 0; j <= i; j++) {
+        const col = (b * t + j) * d;
+        const ds = p[j] * (dp[j] - di) * scale;
+        for (let e = 0; e < d; e++) {
+          dv[col + e] += p[j] * dO[row + e];
+          dq[row + e] += ds * k[col + e];
+          dk[col + e] += ds * q[row + e];
+        }
+      }
+    }
+  }
+  return { dq, dk, dv };
+}
+
 export interface Problem { bh: number; t: number; d: number; cap: number }
 
 export function setup(rt: MatmulRuntime, p: Problem, seed: number) {

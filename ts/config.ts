@@ -25,16 +25,23 @@ export interface HeliosConfig {
   /** HELIOS_FLASH_VARIANT: flash attention forward kernel (FLASH_VARIANTS). Default auto. */
   readonly flashVariant: FlashVariantName;
   /**
-   * HELIOS_ATTN_BWD: attention backward for f16 tensors. "auto" (default): batched tensor-core
-   * matmuls over dense scores on devices with cooperative matrices, the fused flash kernels
-   * elsewhere; "dense" forces the dense path (any device); "flash" forces the fused kernels.
+   * HELIOS_ATTN_BWD: attention backward for f16 tensors. "auto" (default): the tensor-core flash
+   * kernels (flash_bwd_*_cm) where they serve, else batched tensor-core matmuls over dense scores
+   * on devices with cooperative matrices, else the fused SIMT flash kernels; "cm" is auto without
+   * the dense path; "dense" forces the dense path (any device); "flash" forces the SIMT kernels.
    */
-  readonly attnBackward: "auto" | "dense" | "flash";
+  readonly attnBackward: "auto" | "cm" | "dense" | "flash";
   /**
    * HELIOS_COPY_V128: strided copies whose innermost dim is contiguous and 16-byte aligned move
    * 16-byte chunks per thread (copy_strided_*_v128). Default on; off = one element per thread.
    */
   readonly copyV128: boolean;
+  /**
+   * HELIOS_XENT_V4: crossEntropy / crossEntropyBackward over rows whose class count is a multiple
+   * of 4 read 4-wide vectors with a one-pass log-sum-exp (xent_rows4, xent_bwd4). Default on; off =
+   * the scalar kernels.
+   */
+  readonly xentV4: boolean;
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -45,6 +52,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   flashVariant: "auto",
   attnBackward: "auto",
   copyV128: true,
+  xentV4: true,
 });
 
 type Env = Record<string, string | undefined>;
@@ -82,7 +90,8 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
-    attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
+    attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "cm", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
     copyV128: flag(env, "HELIOS_COPY_V128", DEFAULT_CONFIG.copyV128),
+    xentV4: flag(env, "HELIOS_XENT_V4", DEFAULT_CONFIG.xentV4),
   });
 }

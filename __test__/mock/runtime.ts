@@ -94,8 +94,12 @@ export class MockRuntime implements Runtime {
     if (pc && pc.byteLength !== k.pushBytes) throw new Error(`recordDispatch: ${k.desc.name}: ${pc.byteLength} push bytes, layout has ${k.pushBytes}`);
     const g: [number, number, number] = [groups[0], groups[1] ?? 1, groups[2] ?? 1];
     for (const x of g) if (!(x >= 1 && x <= 65535)) throw new Error(`recordDispatch: ${k.desc.name}: groups [${g}] out of range`);
-    execute(k, buffers.map((h) => this.buf(h, "recordDispatch")), g, pc);
+    this.run(k, buffers.map((h) => this.buf(h, "recordDispatch")), g, pc);
     this.dispatches++;
+  }
+  /** Runs one validated dispatch (subclasses swap the interpreter). */
+  protected run(k: Compiled, buffers: ArrayBuffer[], groups: [number, number, number], push: ArrayBuffer | null): void {
+    execute(k, buffers, groups, push);
   }
   recordDispatchMany(packed: Uint32Array, count: number): void {
     let o = 0;

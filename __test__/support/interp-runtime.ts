@@ -20,7 +20,7 @@ const kernelSpirv: ((d: string) => Uint32Array) | undefined = (() => {
   }
 })();
 
-function decodeBuf(bytes: Uint8Array, elem: string): number[] {
+export function decodeBuf(bytes: Uint8Array, elem: string): number[] {
   const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
   if (elem === "f32") return Array.from(new Float32Array(buf));
   if (elem === "u32") return Array.from(new Uint32Array(buf));
@@ -29,7 +29,7 @@ function decodeBuf(bytes: Uint8Array, elem: string): number[] {
   return Array.from(h, elem === "f16" ? f16BitsToF32 : bf16BitsToF32);
 }
 
-function encodeBuf(vals: number[], elem: string, into: Uint8Array): void {
+export function encodeBuf(vals: number[], elem: string, into: Uint8Array): void {
   const buf = into.buffer;
   if (elem === "f32") new Float32Array(buf, into.byteOffset, vals.length).set(vals);
   else if (elem === "u32") new Uint32Array(buf, into.byteOffset, vals.length).set(vals);

@@ -27,13 +27,12 @@
 // Numerics: scores, softmax and l in f32; P rounded to f16 for P V (as FlashAttention does); P <=
 //   2^TAU = 256 keeps it well inside f16 range.
 import {
-  coopmat, exp2, f16, f32, floor, fma, kernel, lit, log, max, select,
-  type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared,
+  coopmat, exp2, f16, f32, fma, kernel, lit, log, max,
+  type CoopMatType, type Expr, type KernelDesc, type Shared,
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
 import { FA_PUSH } from "./attention.js";
-
-const CM = 16;
+import { CM, causalTriangle, elements, laneLayout, tileStager } from "./attention-cm-parts.js";
 /** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
 const TAU = 8;
 const LOG2E = Math.LOG2E;
@@ -92,11 +91,6 @@ export function flashCmAccName(v: FlashCmAccVariant): string {
   return `flash_fwd_cmacc_f16_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${opts}${v.softCap ? "_cap" : ""}`;
 }
 
-/** `for i < cmlen(t)`, unrolled by the driver. */
-function elements(k: KernelBuilder, t: CoopMatType, body: (i: Expr) => void): void {
-  k.for(lit("u32", 0), k.cmLen(t), body, { unroll: true, name: "e" });
-}
-
 
 export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const { D, nsg, stages } = v;
@@ -107,9 +101,6 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const TILE = BC * LD;
   // copy width in halves: 4 (f16x4, 64-bit) or 8 (u32x4 raw bits, 128-bit)
   const VW = v.v128 ? 8 : 4;
-  const CHUNKS = (BC * D) / VW;
-  const slots = Math.ceil(CHUNKS / THREADS);
-  const guarded = CHUNKS % THREADS !== 0;
   const blocks = Array.from({ length: RB }, (_, b) => b);
   const frags = Array.from({ length: NF }, (_, j) => j);
   const tA: CoopMatType = coopmat("a", "f16", CM, CM);
@@ -154,25 +145,8 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const minusM = (x: Expr, m: Expr) => (v.softCap ? x.sub(m) : fma(x, c2, m.neg()));
   const capL = k.let(pc.cap.mul(LOG2E), "capl");
 
-  // Index matrices (element (r, c) = 16r + c) reveal how accumulator and A elements sit in lanes.
-  k.for(tid, lit("u32", 256), (e) => {
-    st.store(e, e.cast(f32));
-    pt.store(e, e.cast(f16));
-  }, { step: THREADS });
-  k.barrier();
-  const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
-  const idxA = k.var(tA, pt.cmLoad(tA, 0, CM, "row"), "idxa");
-  const same = k.var("bool", k.cmLen(tC).eq(k.cmLen(tA)), "same");
-  elements(k, tC, (i) => {
-    k.if(i.lt(k.cmLen(tA)), () => same.set(same.get().and(idxC.at(i).eq(idxA.at(i).cast(f32)))));
-  });
-  const regP = k.let(v.pShared ? lit("bool", false) : k.sgAll(same.get()), "regp");
-  const tri = k.var(tC, k.cmFill(tC, 0), "tri");
-  elements(k, tC, (i) => {
-    const x = idxC.at(i);
-    const row = k.let(floor(x.mul(1 / CM)), "row");
-    tri.setAt(i, select(x.sub(row.mul(CM)).gt(row), lit(f32, "-inf"), lit(f32, 0)));
-  });
+  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared });
+  const tri = causalTriangle(k, tC, idxC, "above");
 
   const qa = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, base.add(rb0[b].mul(D)).add(d * CM), D, "row"), `qa${b}${d}`)));
   const o = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${b}${d}`)));
@@ -183,31 +157,8 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const s = blocks.map((b) => frags.map((j) => k.var(tC, k.cmFill(tC, 0), `s${b}${j}`)));
   const pa = blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `p${b}${j}`)));
 
-  // K/V register prefetch: chunk e (4 halves) of a tile is global f16x4 (base + k0 D)/4 + e.
-  const regT = v.v128 ? "u32x4" : "f16x4";
-  const kr = Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `kr${i}`));
-  const vr = Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `vr${i}`));
-  const chunk = (i: number) => tid.add(i * THREADS);
-  const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(CHUNKS), body) : body());
-  const fetch = (k0: Expr) => {
-    const g0 = k.let(base.add(k0.mul(D)).div(VW), "g0");
-    for (let i = 0; i < slots; i++) {
-      guard(i, () => {
-        kr[i].set(Kg.load(g0.add(chunk(i))));
-        vr[i].set(Vg.load(g0.add(chunk(i))));
-      });
-    }
-  };
-  const put = (slot: Expr) => {
-    for (let i = 0; i < slots; i++) {
-      guard(i, () => {
-        const e = chunk(i);
-        const at = k.let(slot.mul(TILE / VW).add(e.div(D / VW).mul(LD / VW)).add(e.rem(D / VW)), "shv");
-        KsV.store(at, kr[i].get());
-        VsV.store(at, vr[i].get());
-      });
-    }
-  };
+  // K/V register prefetch (the next tile is loaded before the math, stored after it)
+  const { fetch, put } = tileStager(k, { srcs: [Kg, Vg], dsts: [KsV, VsV], base, D, ld: LD, rows: BC, v128: !!v.v128, tid, threads: THREADS });
 
   const nt = k.let(q0.add(ROWS).div(BC), "nt");
   fetch(lit("u32", 0));

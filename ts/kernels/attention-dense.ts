@@ -2,7 +2,8 @@
 // themselves are batched tensor-core matmuls: ts/ops/attention-dense.ts).
 //
 // attn_rowdot: bindings dO, O (read, storage of the tensors' dtype), di (write f32).
-//   Push {rows, D}. di[r] = sum_d dO[r, d] * O[r, d] in f32. Dispatch grid1d(rows).
+//   Push {rows, D}. di[r] = sum_d dO[r, d] * O[r, d] in f32: ROWDOT_LANES threads per row, their
+//   partial sums added through shared memory. Dispatch grid1d(rows, ROWDOT_ROWS_PER_GROUP).
 // attn_bwd_ds: bindings s (read f32, scale·Q Kᵀ), dp (read f32, dO Vᵀ), lse (read f32),
 //   di (read f32), p (write f16), ds (write f16). Push {n4, T, causal}. For element (b, i, j)
 //   of the [BH, T, T] scores: p = causal && j > i ? 0 : exp(s - lse[b, i]),
@@ -16,20 +17,39 @@ import { flatIndex, storageOf, toF32 } from "./common.js";
 
 export const ROWDOT_PUSH = { rows: "u32", D: "u32" } as const;
 
+/** Threads per row of attn_rowdot: neighbouring threads read neighbouring elements. */
+export const ROWDOT_LANES = 8;
+/** Rows per 256-thread workgroup of attn_rowdot: dispatch grid1d(rows, ROWDOT_ROWS_PER_GROUP). */
+export const ROWDOT_ROWS_PER_GROUP = 256 / ROWDOT_LANES;
+
 export function attnRowDotKernel(dtype: Dtype): KernelDesc {
-  const k = kernel(`attn_rowdot_${storageOf(dtype)}`, { workgroup: [256] });
+  const L = ROWDOT_LANES;
+  const k = kernel(`attn_rowdot_${storageOf(dtype)}_l${L}`, { workgroup: [256] });
   const dO = k.buffer("dO", storageOf(dtype), "read");
   const O = k.buffer("O", storageOf(dtype), "read");
   const di = k.buffer("di", f32, "write");
   const pc = k.push(ROWDOT_PUSH);
-  const r = flatIndex(k);
-  k.if(r.ge(pc.rows), () => k.return());
+  const part = k.shared("part", f32, 256);
+  // thread i: row i / L, elements i % L, i % L + L, ...: each load instruction of a subgroup
+  // covers whole rows, not one element of 32 rows
+  const i = flatIndex(k);
+  const r = k.let(i.div(L), "r");
+  const j = k.let(i.rem(L), "j");
+  const tid = k.let(k.localIndex, "tid");
+  const live = k.let(r.lt(pc.rows), "live");
   const base = k.let(r.mul(pc.D), "base");
   const acc = k.var(f32, 0, "acc");
-  k.for(lit(u32, 0), pc.D, (d) => {
-    acc.set(acc.get().add(toF32(dO.load(base.add(d))).mul(toF32(O.load(base.add(d))))));
+  k.if(live, () => {
+    k.for(j, pc.D, (d) => {
+      acc.set(acc.get().add(toF32(dO.load(base.add(d))).mul(toF32(O.load(base.add(d))))));
+    }, { step: L });
   });
-  di.store(r, acc.get());
+  part.store(tid, acc.get());
+  k.barrier();
+  k.if(live.and(j.eq(0)), () => {
+    const sum = Array.from({ length: L }, (_, e) => part.load(tid.add(e))).reduce((a, c) => a.add(c));
+    di.store(r, sum);
+  });
   return k.finish();
 }
 

@@ -6,11 +6,15 @@
 // xent_bwd: bindings logits, targets, g (read; g is the scalar upstream gradient), dlogits
 //   (write). Push {classes, invN}. One workgroup per row:
 //   dlogits = (softmax(row) - onehot(target)) * g * invN.
+// xent_rows4 / xent_bwd4: the same contracts for C % 4 == 0, reading 4-wide vectors and with
+//   the log-sum-exp in one pass (per thread a running max and a sum rescaled as the max grows,
+//   then a max and a sum across the workgroup): the row is read once for the loss and twice
+//   for the gradient (the scalar forms read it twice and three times).
 // Targets outside [0, C) are clamped on the device; the backend checks host-visible
 // targets before dispatch and reports them as errors.
-import { exp, f32, i32, kernel, log, max, min, select, lit, u32, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, f32, i32, kernel, log, max, select, lit, u32, vecOf, type Buffer, type BufferView, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { ROW_WG, clampIndex, fromF32, rowIndex, storageOf, toF32, wgReduce } from "./common.js";
+import { ROW_WG, clampIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
 
 export const XENT_PUSH = { rows: "u32", classes: "u32" } as const;
 export const XENT_BWD_PUSH = { rows: "u32", classes: "u32", invN: "f32" } as const;
@@ -66,6 +70,70 @@ export function xentBwdKernel(dtype: Dtype, gDtype: Dtype): KernelDesc {
     const p = exp(toF32(x.load(base.add(j))).sub(lse));
     const r = p.sub(select(j.eq(tgt), lit(f32, 1), lit(f32, 0))).mul(coef);
     dx.store(base.add(j), fromF32(r, dtype));
+  }, { step: ROW_WG });
+  return k.finish();
+}
+
+/** Log-sum-exp of a row of dim4 4-wide vectors at vector `base4`, in one pass over memory. */
+function rowLse4(k: KernelBuilder, xv: BufferView, base4: Expr, t: Expr, dim4: Expr, sg: boolean): Expr {
+  const sh = k.shared("partial", f32, ROW_WG);
+  const red = (v: Expr, fn: "add" | "max") =>
+    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b));
+  const m = k.var(f32, -Infinity, "m");
+  const s = k.var(f32, 0, "s");
+  k.for(t, dim4, (c) => {
+    const v = k.let(xv.load(base4.add(c)).cast("f32x4"), "xv");
+    const mNew = k.let(max(m.get(), max(max(v.x, v.y), max(v.z, v.w))), "mnew");
+    const e = k.let(exp(v.sub(vecOf("f32x4", mNew))), "ev");
+    s.set(s.get().mul(exp(m.get().sub(mNew))).add(e.x.add(e.y).add(e.z.add(e.w))));
+    m.set(mNew);
+  }, { step: ROW_WG });
+  const mx = k.let(red(m.get(), "max"), "mx");
+  // a thread that saw no element has m = -inf and s = 0: its term is 0 * exp(-inf) = 0
+  const sum = red(select(s.get().gt(0), s.get().mul(exp(m.get().sub(mx))), lit(f32, 0)), "add");
+  return k.let(log(sum).add(mx), "lse");
+}
+
+export function xentRows4Kernel(dtype: Dtype, sg: boolean): KernelDesc {
+  const k = kernel(`xent_rows4${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("logits", storageOf(dtype), "read");
+  const tg = k.buffer("targets", i32, "read");
+  const loss = k.buffer("loss", f32, "write");
+  const flag = k.buffer("clamped", u32, "write");
+  const pc = k.push(XENT_PUSH);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const dim4 = k.let(pc.classes.shr(2), "dim4");
+  const lse = rowLse4(k, x.as(storageOf(dtype), 4), k.let(row.mul(dim4), "base4"), t, dim4, sg);
+  k.if(t.eq(0), () => {
+    const tgt = target(k, tg, row, pc.classes, flag);
+    loss.store(row, lse.sub(toF32(x.load(row.mul(pc.classes).add(tgt)))));
+  });
+  return k.finish();
+}
+
+export function xentBwd4Kernel(dtype: Dtype, gDtype: Dtype, sg: boolean): KernelDesc {
+  const k = kernel(`xent_bwd4${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("logits", storageOf(dtype), "read");
+  const tg = k.buffer("targets", i32, "read");
+  const g = k.buffer("g", storageOf(gDtype), "read");
+  const dx = k.buffer("dlogits", storageOf(dtype), "write");
+  const flag = k.buffer("clamped", u32, "write");
+  const pc = k.push(XENT_BWD_PUSH);
+  const row = rowIndex(k, pc.rows);
+  const t = k.let(k.localIndex, "t");
+  const dim4 = k.let(pc.classes.shr(2), "dim4");
+  const base4 = k.let(row.mul(dim4), "base4");
+  const xv = x.as(storageOf(dtype), 4), dv = dx.as(storageOf(dtype), 4);
+  const lse = rowLse4(k, xv, base4, t, dim4, sg);
+  const tgt = target(k, tg, row, pc.classes, flag);
+  const coef = k.let(toF32(g.load(0)).mul(pc.invN), "coef");
+  const vtype = dtype === "f32" || dtype === "f64" ? "f32x4" : "f16x4";
+  k.for(t, dim4, (c) => {
+    const p = exp(xv.load(base4.add(c)).cast("f32x4").sub(vecOf("f32x4", lse)));
+    const j0 = c.shl(2);
+    const hot = vecOf("f32x4", ...[0, 1, 2, 3].map((e) => select(j0.add(e).eq(tgt), lit(f32, 1), lit(f32, 0))));
+    dv.store(base4.add(c), p.sub(hot).mul(vecOf("f32x4", coef)).cast(vtype));
   }, { step: ROW_WG });
   return k.finish();
 }

@@ -10,8 +10,9 @@ import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRow
 import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { flashFwdCmKernel } from "./attention-cm.js";
 import { FLASH_FWD } from "./attention-variants.js";
+import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "./attention-cm-bwd.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
-import { xentRowsKernel, xentBwdKernel } from "./loss.js";
+import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
 import { adamwKernel } from "./optim.js";
@@ -90,6 +91,11 @@ export function backendVariants(): KernelVariant[] {
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });
     v.push({ id: `backend/xent_rows/${d}`, needs: needs(d), build: () => xentRowsKernel(d) });
     v.push({ id: `backend/xent_bwd/${d}`, needs: needs(d), build: () => xentBwdKernel(d, "f32") });
+    for (const sg of [false, true]) {
+      const more = sg ? [...needs(d), "subgroup" as const] : needs(d);
+      v.push({ id: `backend/xent_rows4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentRows4Kernel(d, sg) });
+      v.push({ id: `backend/xent_bwd4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentBwd4Kernel(d, "f32", sg) });
+    }
     v.push({ id: `backend/embedding_fwd/${d}`, needs: needs(d), build: () => embeddingFwdKernel(d) });
     v.push({ id: `backend/embedding_bwd/${d}`, needs: needs(d), build: () => embeddingBwdKernel(d) });
     v.push({ id: `backend/embedding_bwd_csr/${d}`, needs: needs(d), build: () => embeddingBwdCsrKernel(d) });
@@ -119,6 +125,13 @@ export function backendVariants(): KernelVariant[] {
       const name = c.build("f16", D, softCap).name.replace(/^flash_fwd_cmacc_f16_/, "");
       v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap) });
     }
+  }
+  // the tensor-core flash backward (both stage counts, and the shared-memory P/dS path)
+  for (const D of [16, 32, 64]) for (const stages of [1, 2] as const) for (const pShared of [false, true]) {
+    const bv = { D, stages, pShared };
+    const tag = `d${D}_s${stages}${pShared ? "_psh" : ""}`;
+    v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashBwdDqCmKernel(bv) });
+    v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(bv) });
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) {
     v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });

@@ -5,9 +5,35 @@ import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
 import { pickFlashFwd } from "../kernels/attention-variants.js";
 import { FA_PUSH, FA_ROWS, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
-import { attentionBackwardDense, denseBackwardApplies } from "./attention-dense.js";
+import { attentionBackwardDense, attnRowDot, denseBackwardApplies } from "./attention-dense.js";
+import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../kernels/attention-cm-bwd.js";
 
 const MAX_HEAD_DIM = 256;
+
+/** The tensor-core flash backward's shared stages (attention-cm-bwd.ts): one fits 48 KiB at D = 64. */
+const CM_BWD = { dq: { stages: 1 }, dkdv: { stages: 1 } } as const;
+
+function cmBackwardApplies(E: Engine, dtype: string, T: number, D: number, softCap: number): boolean {
+  const mode = E.config.attnBackward;
+  return (mode === "auto" || mode === "cm") &&
+    flashBwdCmApplies(E.device, CM_BWD.dq, dtype, T, D, softCap > 0) && flashBwdCmApplies(E.device, CM_BWD.dkdv, dtype, T, D, softCap > 0);
+}
+
+/** Di = rowsum(dO * O), then the dQ and the dK/dV kernels (each recomputes P from lse). */
+function attentionBackwardCm(
+  E: Engine, op: string, Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
+  BH: number, T: number, D: number, scale: number,
+): { dQ: HeliosTensor; dK: HeliosTensor; dV: HeliosTensor } {
+  const di = attnRowDot(E, op, dO, O, BH * T, D);
+  const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
+  const push = { T, scale, cap: 1 };
+  const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, BH, 1];
+  const dq = { D, ...CM_BWD.dq }, dkdv = { D, ...CM_BWD.dkdv };
+  run(E, op, { flashBwdDqCm: dq }, () => flashBwdDqCmKernel(dq), FA_PUSH, push, [Q, K, V, dO, lse, di], [dQ], groups);
+  run(E, op, { flashBwdDkDvCm: dkdv }, () => flashBwdDkDvCmKernel(dkdv), FA_PUSH, push, [Q, K, V, dO, lse, di], [dK, dV], groups);
+  E.release(di);
+  return { dQ, dK, dV };
+}
 
 function check(op: string, T: number, ...ts: TensorData[]): { BH: number; D: number } {
   const [q] = ts;
@@ -45,6 +71,9 @@ export function flashAttentionBackward(
   const op = "flashAttentionBackward";
   const { BH, D } = check(op, T, Q, K, V, O, dO);
   if (lse.shape.join() !== [BH, T].join()) fail(op, `lse ${fmt(lse.shape)} must be [${BH}, ${T}]`);
+  if (BH > 0 && T > 0 && D > 0 && cmBackwardApplies(E, Q.dtype, T, D, softCap)) {
+    return attentionBackwardCm(E, op, Q, K, V, O, dO, lse, BH, T, D, scale);
+  }
   if (BH > 0 && T > 0 && D > 0 && denseBackwardApplies(E, Q.dtype, BH, T, softCap)) {
     return attentionBackwardDense(E, op, Q, K, V, O, dO, lse, BH, T, D, scale);
   }

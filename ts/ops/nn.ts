@@ -6,7 +6,7 @@ import { checkIndices, hostIndices } from "./indices.js";
 import { fail, fmt, size } from "../shape.js";
 import { gridRows, grid1d, WG } from "../kernels/common.js";
 import { LN_PUSH, LN_DWDB_PUSH, LN_DWDB_PART_PUSH, layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
-import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel } from "../kernels/loss.js";
+import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 import { layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
@@ -87,13 +87,19 @@ function checkXent(op: string, logits: TensorData, targets: TensorData): [number
   return [n, c];
 }
 
+function xentV4(E: Engine, classes: number): boolean {
+  return E.config.xentV4 && classes % 4 === 0;
+}
+
 export function crossEntropy(E: Engine, logits: TensorData, targets: TensorData): HeliosTensor {
   const op = "crossEntropy";
   const [n, c] = checkXent(op, logits, targets);
   if (n === 0 || c === 0) return E.filled([], logits.dtype, NaN);
   const rowLoss = E.alloc([n], "f32");
-  run(E, op, { xent: logits.dtype }, () => xentRowsKernel(logits.dtype), XENT_PUSH, { rows: n, classes: c },
-    [logits, targets], [rowLoss], gridRows(n), [E.indexFlag()]);
+  // 4-wide with a one-pass log-sum-exp when rows split into vectors (HELIOS_XENT_V4)
+  const v4 = xentV4(E, c);
+  run(E, op, { xent: logits.dtype, v4, sg: E.subgroups }, () => (v4 ? xentRows4Kernel(logits.dtype, E.subgroups) : xentRowsKernel(logits.dtype)),
+    XENT_PUSH, { rows: n, classes: c }, [logits, targets], [rowLoss], gridRows(n), [E.indexFlag()]);
   const out = E.alloc([], logits.dtype);
   // mean over rows: a row-length-n reduction in one workgroup (n is a batch*time count)
   run(E, op, { reduceRows: "sum", in: "f32", out: logits.dtype }, () => reduceRowsKernel("f32", logits.dtype, "sum"),
@@ -108,7 +114,9 @@ export function crossEntropyBackward(E: Engine, logits: TensorData, targets: Ten
   if (size(g.shape) !== 1) fail(op, `gradOutput must be a scalar, got ${fmt(g.shape)}`);
   const out = E.alloc(logits.shape, logits.dtype);
   if (n === 0 || c === 0) return out;
-  run(E, op, { xentBwd: logits.dtype, g: g.dtype }, () => xentBwdKernel(logits.dtype, g.dtype), XENT_BWD_PUSH,
+  const v4 = xentV4(E, c);
+  run(E, op, { xentBwd: logits.dtype, g: g.dtype, v4, sg: E.subgroups },
+    () => (v4 ? xentBwd4Kernel(logits.dtype, g.dtype, E.subgroups) : xentBwdKernel(logits.dtype, g.dtype)), XENT_BWD_PUSH,
     { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n), [E.indexFlag()]);
   return out;
 }

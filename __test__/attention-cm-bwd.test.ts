@@ -1,0 +1,115 @@
+// The cooperative-matrix flash attention backward (flash_bwd_dq_cm, flash_bwd_dkdv_cm) run by the
+// kernel interpreter against float64 attention gradients: lavapipe has no cooperative matrices,
+// so this is where their tiling, causal masks (skipped fragments, diagonal triangles in both
+// orientations), broadcast lse / Di matrices, both P/dS conversions and the block order are
+// checked. Every description also goes through the native validator and assembler when the
+// addon is built (InterpRuntime.compileKernel).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { InterpRuntime } from "./support/interp-runtime.js";
+import { Rng, randTensor } from "./harness.js";
+import * as N from "./ref/nn.js";
+import {
+  FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel, type FlashBwdCmVariant,
+} from "../ts/kernels/attention-cm-bwd.js";
+import { packPush } from "../ts/kernels/common.js";
+import { FA_PUSH } from "../ts/kernels/attention.js";
+import { fromF16Array } from "../ts/f16.js";
+import { HeliosBackend } from "../ts/backend.js";
+import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
+
+interface Case { bh: number; T: number; D: number; stages: 1 | 2; pShared?: boolean }
+
+function upload(rt: InterpRuntime, data: ArrayBufferView): number {
+  const h = rt.createBuffer(data.byteLength);
+  rt.uploadBuffer(h, data);
+  return h;
+}
+
+function check(c: Case): void {
+  const { bh, T, D } = c;
+  const rng = new Rng(313 + T + D + bh);
+  const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
+  const dO = randTensor(rng, [bh, T, D], "f16");
+  const scale = 1 / Math.sqrt(D);
+  const fwd = N.attention(q.ref, k.ref, v.ref, scale, 0);
+  const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, 0);
+  // Di = rowsum(dO * O), as attn_rowdot makes it
+  const di = new Float32Array(bh * T);
+  for (let r = 0; r < bh * T; r++) {
+    let acc = 0;
+    for (let e = 0; e < D; e++) acc += dO.ref.data[r * D + e] * fwd.output.data[r * D + e];
+    di[r] = acc;
+  }
+  const rt = new InterpRuntime();
+  const ins = [q, k, v, dO].map((t) => upload(rt, t.td.data));
+  ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
+  const out = () => rt.createBuffer(bh * T * D * 2);
+  const [dq, dk, dv] = [out(), out(), out()];
+  const variant: FlashBwdCmVariant = { D, stages: c.stages, pShared: c.pShared };
+  const push = packPush(FA_PUSH, { T, scale, cap: 1 });
+  const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, bh, 1];
+  rt.beginBatch();
+  rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
+  rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
+  rt.submitBatch(); // the interpreter runs dispatches as they are recorded
+  const tag = `bh=${bh} T=${T} D=${D} stages=${c.stages}${c.pShared ? " pShared" : ""}`;
+  for (const [name, h, want] of [["dQ", dq, ref.dQ], ["dK", dk, ref.dK], ["dV", dv, ref.dV]] as const) {
+    const got = fromF16Array(new Uint16Array(rt.readBuffer(h)));
+    let worst = 0, scaleRef = 0;
+    for (let i = 0; i < got.length; i++) {
+      worst = Math.max(worst, Math.abs(got[i] - want.data[i]));
+      scaleRef = Math.max(scaleRef, Math.abs(want.data[i]));
+    }
+    // f16 operands (P, dS rounded as FlashAttention rounds them) and an f16 result
+    assert.ok(worst <= 4e-3 * Math.max(1, scaleRef), `${tag} ${name}: max abs error ${worst} (largest |ref| ${scaleRef})`);
+    assert.ok(got.some((x) => x !== 0), `${tag} ${name}: all zeros`);
+    if (process.env.HELIOS_TEST_VERBOSE) console.log(`${tag} ${name}: max abs error ${worst}, largest |ref| ${scaleRef}`);
+  }
+}
+
+for (const c of <Case[]>[
+  { bh: 2, T: 128, D: 64, stages: 1 },
+  { bh: 3, T: 64, D: 32, stages: 2 },
+  { bh: 1, T: 192, D: 16, stages: 2 },
+  { bh: 1, T: 192, D: 32, stages: 1 },
+  { bh: 1, T: 128, D: 48, stages: 1, pShared: true },
+]) {
+  test(`flash backward on cooperative matrices ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(c));
+}
+
+test("flash backward on cooperative matrices applies to f16, T % 64 == 0, D % 16 == 0 (<= 64), no softCap, 32-wide subgroups", () => {
+  const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
+  const s1 = { stages: 1 } as const, s2 = { stages: 2 } as const;
+  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, false), true);
+  assert.equal(flashBwdCmApplies(dev, s1, "f32", 1024, 64, false), false);
+  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1000, 64, false), false);
+  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 72, false), false);
+  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 80, false), false);
+  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, true), false);
+  assert.equal(flashBwdCmApplies({ ...dev, subgroupSize: 64 }, s1, "f16", 1024, 64, false), false);
+  assert.equal(flashBwdCmApplies({ ...dev, coopMatSupported: false }, s1, "f16", 1024, 64, false), false);
+  // two stages of 64-row Q and dO tiles at D = 64 need more than 48 KiB; at D = 32 they fit
+  assert.equal(flashBwdCmApplies(dev, s2, "f16", 1024, 64, false), false);
+  assert.equal(flashBwdCmApplies(dev, s2, "f16", 1024, 32, false), true);
+});
+
+test("flashAttentionBackward runs the tensor-core flash kernels on a cooperative-matrix device and matches float64 (HELIOS_ATTN_BWD=auto)", () => {
+  const [bh, T, D] = [2, 64, 32];
+  const rng = new Rng(977);
+  const [q, k, v, dO] = [0, 1, 2, 3].map(() => randTensor(rng, [bh, T, D], "f16"));
+  const rt = new CoopMockRuntime();
+  const B = new HeliosBackend({ runtime: rt, config: { attnBackward: "auto" } });
+  const scale = 1 / Math.sqrt(D);
+  const fwd = B.flashAttention(q.td, k.td, v.td, T, scale, 0);
+  const g = B.flashAttentionBackward(q.td, k.td, v.td, fwd.output, dO.td, fwd.lse, T, scale, 0);
+  const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, 0);
+  for (const [name, got, want] of [["dQ", g.dQ, ref.dQ], ["dK", g.dK, ref.dK], ["dV", g.dV, ref.dV]] as const) {
+    const vals = fromF16Array(got.data as Uint16Array);
+    let worst = 0;
+    for (let i = 0; i < vals.length; i++) worst = Math.max(worst, Math.abs(vals[i] - want.data[i]));
+    assert.ok(worst < 1.5e-2, `${name}: max abs error ${worst}`);
+  }
+  const ran = rt.labels.filter((l) => l.startsWith("flash_bwd") || l.startsWith("attn_") || l.startsWith("mm_"));
+  assert.deepEqual(ran, ["attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_s1", "flash_bwd_dkdv_cm_f16_d32_s1"]);
+});

@@ -1,0 +1,302 @@
+// Causal flash attention backward on KHR cooperative matrices (16x16x16 f16 -> f32), in two
+// kernels that recompute P from Q, K and the forward's lse instead of storing scores:
+//   dQ   (flash_bwd_dq_cm):   per 64-query block, over key tiles up to the diagonal:
+//        S = Q K^T, P = exp(scale S - lse), dP = dO V^T, dS = P (dP - Di), dQ += dS K;
+//   dKdV (flash_bwd_dkdv_cm): per 64-key block, over query tiles from the diagonal on, the same
+//        products transposed: S^T = K Q^T, P^T, dP^T = V dO^T, dS^T = P^T (dP^T - Di),
+//        dV += P^T dO, dK += dS^T Q.
+// Di = rowsum(dO * O) comes from attn_rowdot (ts/kernels/attention-dense.ts). Bindings: q, k, v,
+// dO, lse, di (read), then dq or dk, dv (write); push FA_PUSH; f16 tensors, D % 16 == 0, D <= 64,
+// T % 64 == 0, 32-wide subgroups, no softCap.
+//
+// Dispatch: [T / 64, BH], 4 subgroups (128 threads); subgroup s owns 16 rows (queries for dQ, keys
+// for dKdV) from the block start + 16 s, whose Q and dO (or K and V) fragments stay in registers.
+// The other side streams through shared memory in 64-row tiles, double-buffered with a register
+// prefetch (one barrier per tile; or one stage and two barriers), 128-bit copies. Longest blocks first across all heads (the
+// last query block for dQ, the first key block for dKdV), as in the forward's `lpt`.
+// Row values (lse and Di per query) enter the element-wise math as broadcast matrices: a 16x16
+// accumulator whose (r, c) element is the value of query r (dQ: built once per subgroup) or of
+// query c (dKdV: built per tile in shared memory). dS and P become A operands in registers where
+// the accumulator and A layouts match (attention-cm-parts.ts laneLayout), else through a
+// per-subgroup f16 tile. Fragments wholly above the diagonal are skipped; the diagonal ones get an
+// additive -inf triangle. Numerics: S, P, dP, dS and the dQ/dK/dV sums in f32; P and dS rounded
+// to f16 as MMA operands (as FlashAttention does).
+import {
+  coopmat, exp2, f16, f32, fma, kernel, lit,
+  type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
+} from "../ir/index.js";
+import { FA_PUSH } from "./attention.js";
+import { CM, causalTriangle, elements, laneLayout, tileStager } from "./attention-cm-parts.js";
+
+/** Rows per workgroup (4 subgroups of 16) and rows per streamed tile. */
+export const FLASH_BWD_CM_ROWS = 64;
+const NSG = 4;
+const THREADS = 32 * NSG;
+const LOG2E = Math.LOG2E;
+
+export interface FlashBwdCmVariant {
+  readonly D: number;
+  /** Shared stages of the streamed tiles: 2 = double-buffered (one barrier per tile), 1 = two barriers, half the shared memory. */
+  readonly stages: 1 | 2;
+  /** Always convert P and dS through shared memory (the fallback path; for tests). */
+  readonly pShared?: boolean;
+}
+
+/** Whether the tensor-core backward serves the problem on this device. */
+export function flashBwdCmApplies(
+  info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
+  v: Pick<FlashBwdCmVariant, "stages">, dtype: string, T: number, D: number, softCap: boolean,
+): boolean {
+  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === "f16" && !softCap &&
+    T % FLASH_BWD_CM_ROWS === 0 && D % CM === 0 && D <= 64 &&
+    (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, stages: v.stages });
+}
+
+/**
+ * Shared bytes of the larger kernel (dKdV): two streamed tiles and the lse / Di column tiles per
+ * stage, and the per-subgroup scratch tiles.
+ */
+export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "stages">): number {
+  return v.stages * (2 * FLASH_BWD_CM_ROWS * (v.D + 8) * 2 + 2 * 4 * 256 * 4) + NSG * 256 * 4 + NSG * 256 * 2;
+}
+
+function suffix(v: FlashBwdCmVariant): string {
+  return `f16_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}`;
+}
+
+/**
+ * The streaming loop over `nt` tiles: tile 0 is staged before it; each iteration prefetches the
+ * next tile into registers, runs `math` on the staged one and stores the prefetched one into the
+ * other stage (2 stages) or, after a barrier, into the only stage (1 stage).
+ */
+function streamTiles(
+  k: KernelBuilder, stages: 1 | 2, nt: Expr, tileRows: number, first: Expr,
+  fetch: (row0: Expr) => void, put: (slot: Expr) => void, math: (t: Expr, slot: Expr) => void,
+): void {
+  fetch(first);
+  put(lit("u32", 0));
+  k.barrier();
+  k.for(lit("u32", 0), nt, (t) => {
+    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
+    const more = k.let(t.add(1).lt(nt), "more");
+    if (stages === 1) {
+      k.if(t.gt(0), () => {
+        put(slot);
+        k.barrier();
+      });
+    }
+    k.if(more, () => fetch(first.add(t.add(1).mul(tileRows))));
+    math(t, slot);
+    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
+    k.barrier();
+  });
+}
+
+interface Common {
+  k: KernelBuilder;
+  tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC16: CoopMatType;
+  tid: Expr; sg: Expr; lane: Expr; bh: Expr; rank: Expr; base: Expr;
+  st: Shared; pt: Shared; stOff: Expr;
+  regP: Expr; idxC: Var;
+  /** scale * log2(e): S in log2 units is fma(S, c2, -lse2). */
+  c2: Expr;
+  scale: Expr; T: Expr;
+}
+
+/** Bindings, push constants, ids, the lane-layout probe and the LPT block order of both kernels. */
+function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
+  const { D } = v;
+  if (D % CM !== 0 || D > 64) throw new Error(`${name}: D=${D} must be a multiple of 16, at most 64`);
+  const tA = coopmat("a", "f16", CM, CM), tB = coopmat("b", "f16", CM, CM);
+  const tC = coopmat("acc", "f32", CM, CM), tC16 = coopmat("acc", "f16", CM, CM);
+  const k = kernel(name, { workgroup: [THREADS] });
+  const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
+  const dO = k.buffer("do", f16, "read"), L = k.buffer("lse", f32, "read"), Di = k.buffer("di", f32, "read");
+  const outs = writes.map((w) => k.buffer(w, f16, "write"));
+  const pc = k.push(FA_PUSH);
+  const st = k.shared("st", f32, NSG * 256);
+  const pt = k.shared("pt", f16, NSG * 256);
+  const tid = k.let(k.localIndex, "tid");
+  const sg = k.let(k.subgroupId, "sg");
+  const lane = k.let(k.subgroupInvocation, "lane");
+  const nblk = k.let(pc.T.div(FLASH_BWD_CM_ROWS), "nblk");
+  // linear workgroup id L = x + y nblk: rank L / BH (0 = the longest block), head L % BH
+  const lin = k.let(k.workgroupId.x.add(k.workgroupId.y.mul(nblk)), "lin");
+  const bh = k.let(lin.rem(k.numWorkgroups.y), "bh");
+  const rank = k.let(lin.div(k.numWorkgroups.y), "rank");
+  const base = k.let(bh.mul(pc.T).mul(D), "base");
+  const stOff = k.let(sg.mul(256), "stoff");
+  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared });
+  const c2 = k.let(pc.scale.mul(LOG2E), "c2");
+  const common: Common = { k, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, scale: pc.scale, T: pc.T };
+  return { common, Q, K, V, dO, L, Di, outs, nblk };
+}
+
+/**
+ * P and dS of one fragment from S (log2-scaled by c2 inside), dP and the broadcast lse2 / Di, as
+ * A operands `pa` (when given) and `dsa`. `s` and `dp` are clobbered.
+ */
+function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: Var | null, dsa: Var): void {
+  const { k, tA, tC, tC16, pt, stOff } = c;
+  const element = (i: Expr) => {
+    const p = k.let(exp2(fma(s.at(i), c.c2, lse2.at(i).neg())), "p");
+    const ds = k.let(p.mul(dp.at(i).sub(di.at(i))), "ds");
+    return { p, ds };
+  };
+  k.if(c.regP, () => {
+    elements(k, tC, (i) => {
+      const { p, ds } = element(i);
+      if (pa) pa.setAt(i, p.cast(f16));
+      dsa.setAt(i, ds.cast(f16));
+    });
+  }, () => {
+    elements(k, tC, (i) => {
+      const { p, ds } = element(i);
+      s.setAt(i, p);
+      dp.setAt(i, ds);
+    });
+    const viaShared = (x: Var, into: Var) => {
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      pt.cmStore(x.get().cast(tC16), stOff, CM, "row");
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      into.set(pt.cmLoad(tA, stOff, CM, "row"));
+    };
+    if (pa) viaShared(s, pa);
+    viaShared(dp, dsa);
+  });
+}
+
+/** Multiplies every element of the accumulators by `scale` and stores them as f16 rows of D. */
+function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, row0: Expr, D: number): void {
+  const { k, tC, tC16, base } = c;
+  accs.forEach((a, d) => {
+    if (scale) elements(k, tC, (i) => a.setAt(i, a.at(i).mul(scale)));
+    out.cmStore(a.get().cast(tC16), base.add(row0.mul(D)).add(d * CM), D, "row");
+  });
+}
+
+export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
+  const { D } = v;
+  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TILE = ROWS * LD, VW = 8;
+  const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${suffix(v)}`, v, ["dq"]);
+  const { k, tA, tB, tC, tid, sg, lane, bh, rank, base, st, stOff } = c;
+  const Ks = k.shared("Ks", "u32x4", (v.stages * TILE) / VW), Vs = k.shared("Vs", "u32x4", (v.stages * TILE) / VW);
+  const q0 = k.let(nblk.sub(1).sub(rank).mul(ROWS), "q0");
+  const rf = k.let(q0.add(sg.mul(CM)), "rf");
+  // lse (log2 units) and Di of the subgroup's rows as broadcast matrices, built once
+  const r = k.let(lane.shr(1), "r");
+  const rowOff = k.let(stOff.add(r.mul(CM)).add(lane.band(1).mul(8)), "rowoff");
+  const row = k.let(bh.mul(c.T).add(rf).add(r), "qrow");
+  const broadcast = (value: Expr, name: string) => {
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    for (let e = 0; e < 8; e++) st.store(rowOff.add(e), value);
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    return k.var(tC, st.cmLoad(tC, stOff, CM, "row"), name);
+  };
+  const lse2 = broadcast(L.load(row).mul(LOG2E), "lse2");
+  const di = broadcast(Di.load(row), "dib");
+  const tri = causalTriangle(k, tC, c.idxC, "above");
+  const qa = Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, base.add(rf.mul(D)).add(d * CM), D, "row"), `qa${d}`));
+  const doa = Array.from({ length: DC }, (_, d) => k.let(dO.cmLoad(tA, base.add(rf.mul(D)).add(d * CM), D, "row"), `doa${d}`));
+  const dq = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dq${d}`));
+  const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
+  const dsa = k.var(tA, k.cmFill(tA, 0), "dsa");
+
+  const { fetch, put } = tileStager(k, { srcs: [K.as("u32", 4), V.as("u32", 4)], dsts: [Ks, Vs], base, D, ld: LD, rows: ROWS, v128: true, tid, threads: THREADS });
+  const nt = k.let(q0.div(ROWS).add(1), "nt");
+  streamTiles(k, v.stages, nt, ROWS, lit("u32", 0), fetch, put, (t, slot) => {
+    const k0 = k.let(t.mul(ROWS), "k0");
+    const off = k.let(slot.mul(TILE), "kvoff");
+    for (let j = 0; j < ROWS / CM; j++) {
+      const kf = k.let(k0.add(j * CM), "kf");
+      // keys kf..kf+15 against queries rf..rf+15: all masked when kf > rf
+      k.if(kf.le(rf), () => {
+        let sAcc = k.cmFill(tC, 0), dpAcc = k.cmFill(tC, 0);
+        for (let d = 0; d < DC; d++) {
+          const at = off.add(j * CM * LD + d * CM).div(VW);
+          sAcc = k.cmMulAdd(qa[d], Ks.cmLoad(tB, at, LD / VW, "col"), sAcc);
+          dpAcc = k.cmMulAdd(doa[d], Vs.cmLoad(tB, at, LD / VW, "col"), dpAcc);
+        }
+        s.set(sAcc);
+        dp.set(dpAcc);
+        k.if(kf.eq(rf), () => s.set(s.get().add(tri.get())));
+        pAndDs(c, s, dp, lse2, di, null, dsa);
+        for (let dn = 0; dn < DC; dn++) {
+          const kb = Ks.cmLoad(tB, off.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
+          dq[dn].set(k.cmMulAdd(dsa.get(), kb, dq[dn].get()));
+        }
+      });
+    }
+  });
+  storeScaled(c, dq, c.scale, dQ, rf, D);
+  return k.finish();
+}
+
+export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
+  const { D } = v;
+  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TILE = ROWS * LD, VW = 8, NF = ROWS / CM;
+  const { common: c, Q, K, V, dO, L, Di, outs: [dK, dV], nblk } = begin(`flash_bwd_dkdv_cm_${suffix(v)}`, v, ["dk", "dv"]);
+  const { k, tA, tB, tC, tid, sg, bh, rank, base } = c;
+  const Qs = k.shared("Qs", "u32x4", (v.stages * TILE) / VW), dOs = k.shared("dOs", "u32x4", (v.stages * TILE) / VW);
+  // column tiles [stage][lse2 | Di][fragment j][r][c] = value of query q0 + 16 j + c
+  const COLS = 2 * NF * 256;
+  const cols = k.shared("cols", f32, v.stages * COLS);
+  const k0 = k.let(rank.mul(ROWS), "k0");
+  const kf = k.let(k0.add(sg.mul(CM)), "kf");
+  const tri = causalTriangle(k, tC, c.idxC, "below");
+  const ka = Array.from({ length: DC }, (_, d) => k.let(K.cmLoad(tA, base.add(kf.mul(D)).add(d * CM), D, "row"), `ka${d}`));
+  const va = Array.from({ length: DC }, (_, d) => k.let(V.cmLoad(tA, base.add(kf.mul(D)).add(d * CM), D, "row"), `va${d}`));
+  const dk = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dk${d}`));
+  const dv = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dv${d}`));
+  const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
+  const pa = k.var(tA, k.cmFill(tA, 0), "pa"), dsa = k.var(tA, k.cmFill(tA, 0), "dsa");
+
+  const tiles = tileStager(k, { srcs: [Q.as("u32", 4), dO.as("u32", 4)], dsts: [Qs, dOs], base, D, ld: LD, rows: ROWS, v128: true, tid, threads: THREADS });
+  // thread t < 64 carries lse2 of query q0 + t, thread 64 + t carries Di of it (THREADS = 2 ROWS)
+  const colVal = k.var(f32, lit(f32, 0), "colv");
+  const which = k.let(tid.div(ROWS), "which");
+  const cq = k.let(tid.rem(ROWS), "cq");
+  const qrow0 = k.let(bh.mul(c.T), "qrow0");
+  const fetch = (q0: Expr) => {
+    tiles.fetch(q0);
+    const at = qrow0.add(q0).add(cq);
+    k.if(which.eq(0), () => colVal.set(L.load(at).mul(LOG2E)), () => colVal.set(Di.load(at)));
+  };
+  const put = (slot: Expr) => {
+    tiles.put(slot);
+    const at0 = k.let(slot.mul(COLS).add(which.mul(NF * 256)).add(cq.div(CM).mul(256)).add(cq.rem(CM)), "colat");
+    for (let rr = 0; rr < CM; rr++) cols.store(at0.add(rr * CM), colVal.get());
+  };
+  const nt = k.let(nblk.sub(rank), "nt");
+  streamTiles(k, v.stages, nt, ROWS, k0, fetch, put, (t, slot) => {
+    const q0 = k.let(k0.add(t.mul(ROWS)), "q0");
+    const off = k.let(slot.mul(TILE), "qoff");
+    for (let j = 0; j < NF; j++) {
+      const qj = k.let(q0.add(j * CM), "qj");
+      // keys kf..kf+15 against queries qj..qj+15: all masked when kf > qj
+      k.if(kf.le(qj), () => {
+        let sAcc = k.cmFill(tC, 0), dpAcc = k.cmFill(tC, 0);
+        for (let d = 0; d < DC; d++) {
+          const at = off.add(j * CM * LD + d * CM).div(VW);
+          sAcc = k.cmMulAdd(ka[d], Qs.cmLoad(tB, at, LD / VW, "col"), sAcc);
+          dpAcc = k.cmMulAdd(va[d], dOs.cmLoad(tB, at, LD / VW, "col"), dpAcc);
+        }
+        s.set(sAcc);
+        dp.set(dpAcc);
+        k.if(kf.eq(qj), () => s.set(s.get().add(tri.get())));
+        const colAt = slot.mul(COLS).add(j * 256);
+        const lse2 = k.var(tC, cols.cmLoad(tC, colAt, CM, "row"), "lsec");
+        const di = k.var(tC, cols.cmLoad(tC, colAt.add(NF * 256), CM, "row"), "dic");
+        pAndDs(c, s, dp, lse2, di, pa, dsa);
+        for (let dn = 0; dn < DC; dn++) {
+          const at = off.add(j * CM * LD + dn * CM).div(VW);
+          dv[dn].set(k.cmMulAdd(pa.get(), dOs.cmLoad(tB, at, LD / VW, "row"), dv[dn].get()));
+          dk[dn].set(k.cmMulAdd(dsa.get(), Qs.cmLoad(tB, at, LD / VW, "row"), dk[dn].get()));
+        }
+      });
+    }
+  });
+  storeScaled(c, dk, c.scale, dK, kf, D);
+  storeScaled(c, dv, null, dV, kf, D);
+  return k.finish();
+}

@@ -1,0 +1,103 @@
+// Pieces the cooperative-matrix attention kernels share (forward: attention-cm-acc.ts, backward:
+// attention-cm-bwd.ts): element loops over a fragment, the accumulator/A lane-layout probe, the
+// causal triangle of a diagonal fragment, and the register-prefetched staging of [rows, D] f16
+// tiles into shared memory.
+import {
+  f16, f32, floor, lit, select,
+  type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type Shared, type SharedView, type Var,
+} from "../ir/index.js";
+
+/** Fragment side: every product is 16x16x16 (f16 inputs, f32 accumulators). */
+export const CM = 16;
+
+/** `for i < cmlen(t)`, unrolled by the driver. */
+export function elements(k: KernelBuilder, t: CoopMatType, body: (i: Expr) => void): void {
+  k.for(lit("u32", 0), k.cmLen(t), body, { unroll: true, name: "e" });
+}
+
+/**
+ * Whether an accumulator fragment can become an A operand element for element in registers:
+ * index matrices (element (r, c) = 16 r + c) loaded through `st` (f32) and `pt` (f16) show how
+ * each type sits in the lanes (on NVIDIA both follow mma.m16n8k16's layout). Uses the first 256
+ * entries of both and ends with a workgroup barrier, after which they are free again. Also
+ * returns the accumulator index matrix, from which causal triangles are built.
+ */
+export function laneLayout(
+  k: KernelBuilder, o: { tA: CoopMatType; tC: CoopMatType; st: Shared; pt: Shared; tid: Expr; threads: number; forceShared?: boolean },
+): { regP: Expr; idxC: Var } {
+  const { tA, tC, st, pt } = o;
+  k.for(o.tid, lit("u32", 256), (e) => {
+    st.store(e, e.cast(f32));
+    pt.store(e, e.cast(f16));
+  }, { step: o.threads });
+  k.barrier();
+  const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
+  const idxA = k.var(tA, pt.cmLoad(tA, 0, CM, "row"), "idxa");
+  const same = k.var("bool", k.cmLen(tC).eq(k.cmLen(tA)), "same");
+  elements(k, tC, (i) => {
+    k.if(i.lt(k.cmLen(tA)), () => same.set(same.get().and(idxC.at(i).eq(idxA.at(i).cast(f32)))));
+  });
+  const regP = k.let(o.forceShared ? lit("bool", false) : k.sgAll(same.get()), "regp");
+  k.barrier();
+  return { regP, idxC };
+}
+
+/**
+ * The additive causal mask of a diagonal fragment: -inf above the diagonal (column > row: keys
+ * after the query when rows are queries) or below it (row > column: when rows are keys).
+ */
+export function causalTriangle(k: KernelBuilder, tC: CoopMatType, idxC: Var, masked: "above" | "below"): Var {
+  const tri = k.var(tC, k.cmFill(tC, 0), masked === "above" ? "tri" : "trib");
+  elements(k, tC, (i) => {
+    const x = idxC.at(i);
+    const row = k.let(floor(x.mul(1 / CM)), "row");
+    const col = x.sub(row.mul(CM));
+    tri.setAt(i, select(masked === "above" ? col.gt(row) : row.gt(col), lit(f32, "-inf"), lit(f32, 0)));
+  });
+  return tri;
+}
+
+export interface TileStager {
+  /** Loads rows [row0, row0 + rows) of every source into registers. */
+  fetch(row0: Expr): void;
+  /** Stores the registers into stage `slot` of every destination (rows padded to `ld` halves). */
+  put(slot: Expr): void;
+}
+
+/**
+ * Register-prefetched copies of [rows, D] f16 tiles at element `base` + row0 * D of each source
+ * into shared memory, 4 halves (f16x4 views) or 8 halves (u32x4 views, `v128`) per copy.
+ * Sources and destinations pair up by position; each stage of a destination is rows * ld halves.
+ */
+export function tileStager(
+  k: KernelBuilder,
+  o: {
+    srcs: (Buffer | BufferView)[]; dsts: (Shared | SharedView)[]; base: Expr;
+    D: number; ld: number; rows: number; v128: boolean; tid: Expr; threads: number;
+  },
+): TileStager {
+  const { D, ld, rows, tid, threads } = o;
+  const VW = o.v128 ? 8 : 4;
+  const chunks = (rows * D) / VW;
+  const slots = Math.ceil(chunks / threads);
+  const guarded = chunks % threads !== 0;
+  const regT = o.v128 ? "u32x4" : "f16x4";
+  const regs = o.srcs.map((_, b) => Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `tr${b}_${i}`)));
+  const chunk = (i: number) => tid.add(i * threads);
+  const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(chunks), body) : body());
+  return {
+    fetch(row0) {
+      const g0 = k.let(o.base.add(row0.mul(D)).div(VW), "g0");
+      for (let i = 0; i < slots; i++) guard(i, () => o.srcs.forEach((src, b) => regs[b][i].set(src.load(g0.add(chunk(i))))));
+    },
+    put(slot) {
+      for (let i = 0; i < slots; i++) {
+        guard(i, () => {
+          const e = chunk(i);
+          const at = k.let(slot.mul((rows * ld) / VW).add(e.div(D / VW).mul(ld / VW)).add(e.rem(D / VW)), "shv");
+          o.dsts.forEach((dst, b) => dst.store(at, regs[b][i].get()));
+        });
+      }
+    },
+  };
+}
