@@ -1,7 +1,7 @@
 // Elementwise ops, broadcasting, dtypes, backward formulas and fusion on/off equality.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { makeBackend } from "./backend-helpers.js";
+import { makeBackend, recordingBackend } from "./backend-helpers.js";
 import { Rng, randTensor, positiveTensor, assertClose, asF16Output, TOL, values } from "./harness.js";
 import * as E from "./ref/elementwise.js";
 import type { TensorData, Dtype } from "../ts/types.js";
@@ -171,4 +171,28 @@ test("vec4 path (n % 4 == 0, scalar broadcast) matches the reference for every o
       assertClose(B.castDtype!(x.td, dt === "f16" ? "f32" : "f16"), asF16Output(x.ref), TOL.f16, `cast ${dt}`);
     }
   }
+});
+
+test("vec4 path with broadcast inputs (bias [C], column [N, 1], [3, 1, 8] over [3, 5, 8]) matches the reference; other strides take the scalar path", () => {
+  const rng = new Rng(17);
+  const rec = recordingBackend();
+  const fusedNames = () => [...rec.names].filter((n) => n.startsWith("fused_"));
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const t = tolFor(dt);
+    const r = (e: ReturnType<typeof E.unary>) => (dt === "f16" ? asF16Output(e) : e);
+    const x = randTensor(rng, [6, 8], dt, -3, 3), bias = randTensor(rng, [8], "f32"), col = randTensor(rng, [6, 1], dt);
+    const y = randTensor(rng, [3, 5, 8], dt), z = randTensor(rng, [3, 1, 8], dt);
+    for (const B of [rec.B, unfused]) {
+      // gelu(x + bias): x f16 or f32, bias f32 (mixed dtypes: the result takes x's dtype)
+      const xb = E.binary(x.ref, bias.ref, (p, q) => p + q);
+      assertClose(B.gelu(B.castDtype!(B.add(B.castDtype!(x.td, "f32"), bias.td), dt)), r(E.unary(dt === "f16" ? asF16Output(xb) : xb, E.gelu)), { atol: 2e-3, rtol: 2e-3 }, `gelu(x + bias) ${dt}`);
+      assertClose(B.mul(B.exp(x.td), col.td), r(E.binary(E.unary(x.ref, Math.exp), col.ref, (p, q) => p * q)), { atol: 5e-3, rtol: 3e-3 }, `exp(x) * col ${dt}`);
+      assertClose(B.sub(B.scale(y.td, 2), z.td), r(E.binary(E.unary(y.ref, (v) => 2 * v), z.ref, (p, q) => p - q)), t, `2y - z ${dt}`);
+    }
+  }
+  assert.ok(fusedNames().length > 0 && fusedNames().every((n) => n.endsWith("_v4")), `4-wide only: ${fusedNames()}`);
+  // an innermost dim of 6 cannot be split into vectors
+  const a = randTensor(rng, [3, 6], "f32"), b = randTensor(rng, [6], "f32");
+  assertClose(rec.B.mul(rec.B.add(a.td, b.td), a.td), E.binary(E.binary(a.ref, b.ref, (p, q) => p + q), a.ref, (p, q) => p * q), TOL.f32, "(a + b) * a, C = 6");
+  assert.ok(fusedNames().some((n) => !n.endsWith("_v4")), `a scalar kernel for C = 6: ${fusedNames()}`);
 });

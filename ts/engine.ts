@@ -9,7 +9,7 @@ import { type Scheduler, captureError, schedulerFor } from "./exec/scheduler.js"
 import { KernelCache } from "./kernels/cache.js";
 import { HeliosTensor, type TensorHost } from "./tensor.js";
 import { type Expr, type BinaryOp, type UnaryOp, countNodes, leavesOf } from "./fusion/expr.js";
-import { planFused, pushBytes, PUSH_BUDGET, MAX_FUSED_RANK } from "./fusion/plan.js";
+import { planFused, pushBytes, vec4Strided, PUSH_BUDGET, MAX_FUSED_RANK } from "./fusion/plan.js";
 import { generateFused, fusedPushSpec, type FusedKernelKey } from "./kernels/elementwise.js";
 import { grid1d, packPush, storageBytes, type PushSpec } from "./kernels/common.js";
 import { broadcastShape, fail, fmt, size } from "./shape.js";
@@ -337,17 +337,20 @@ export class Engine implements TensorHost {
       this.splitAndMaterialize(t);
       return;
     }
-    const vec4 = !strided && plan.n % 4 === 0;
+    const vec4 = plan.n % 4 === 0 && (!strided || vec4Strided(plan));
     const key: FusedKernelKey = {
       signature: plan.signature,
-      inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode })),
+      inputs: plan.inputs.map((i) => ({
+        dtype: i.dtype, mode: i.mode,
+        ...(vec4 && i.mode === "strided" ? { inner: i.strides[i.strides.length - 1] as 0 | 1 } : {}),
+      })),
       rank: strided ? plan.dims.length : 0,
       program: plan.program,
       nParams: plan.params.length,
       outDtype: plan.outDtype,
       vec4,
     };
-    const pipeline = this.kernel({ fused: plan.signature, vec4 }, () => generateFused(key));
+    const pipeline = this.kernel({ fused: plan.signature, vec4, inner: key.inputs.map((i) => i.inner ?? -1) }, () => generateFused(key));
     const spec = fusedPushSpec(key);
     const push: Record<string, number> = { n: plan.n };
     if (strided) {

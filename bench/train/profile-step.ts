@@ -4,7 +4,7 @@
 // replays are not profiled, and the kernels are the same.
 //
 //   node dist/bench/train/profile-step.js [--matmul16] [--batch=16] [--seq=1024] [--layers=12]
-//     [--dim=768] [--heads=12] [--vocab=50304] [--top=30] [--out=perf/train-profile.json]
+//     [--dim=768] [--heads=12] [--vocab=50304] [--head-chunk-mib=N] [--top=30] [--out=perf/train-profile.json]
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { HeliosBackend } from "../../ts/backend.js";
@@ -28,7 +28,9 @@ const Bsz = opt("batch", 16), T = opt("seq", 1024), top = opt("top", 30);
 
 const P = new ProfilingRuntime(runtime());
 const B = asTrainBackend(new HeliosBackend({ runtime: P.rt }));
-const tr = new Trainer(B, cfg, { ...DEFAULT_OPTIM, warmup: 0, decaySteps: 0 }, { matmul16, capture: false });
+const headChunkMib = opt("head-chunk-mib", 0);
+const headChunkBytes = headChunkMib > 0 ? headChunkMib * 2 ** 20 : undefined; // the model default
+const tr = new Trainer(B, cfg, { ...DEFAULT_OPTIM, warmup: 0, decaySteps: 0 }, { matmul16, capture: false, headChunkBytes });
 const n = Bsz * T;
 const batch = () => {
   const idx = new Int32Array(n), targets = new Int32Array(n);
@@ -51,7 +53,7 @@ const labels = rows.map((x) => x.label);
 const sequence = batches.flat().map((p) => [labels.indexOf(p.label), +(p.gpuNs / 1e6).toFixed(4)]);
 
 mkdirSync(path.dirname(path.resolve(outPath)), { recursive: true });
-writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
+writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, headChunkBytes, warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
 console.log(`${matmul16 ? "matmul16" : "f32"} step: host ${r.ms.toFixed(1)} ms (warm steps ${warm.map((x) => x.toFixed(0)).join("/")}), ` +
   `GPU span ${sm.spanMs.toFixed(1)} ms, kernel sum ${sm.sumMs.toFixed(1)} ms, ${sm.dispatches} dispatches`);
 console.log(`${"kernel".padEnd(48)} ${"ms".padStart(8)} ${"%".padStart(6)} ${"n".padStart(5)}`);

@@ -45,6 +45,21 @@ export function pushBytes(p: Pick<FusedPlan, "inputs" | "dims" | "params">): num
   return 4 * (1 + rank + strided * rank + p.params.length);
 }
 
+/**
+ * Whether a plan with strided inputs can run four elements per thread: the innermost collapsed
+ * dim is a multiple of 4 and every strided input walks it with stride 0 (the four share one
+ * value) or 1 with all its other strides multiples of 4 (the four are one aligned vector).
+ */
+export function vec4Strided(p: Pick<FusedPlan, "inputs" | "dims">): boolean {
+  const inner = p.dims[p.dims.length - 1];
+  if (inner === undefined || inner % 4 !== 0) return false;
+  return p.inputs.every((i) => {
+    if (i.mode !== "strided") return true;
+    const last = i.strides[i.strides.length - 1];
+    return last === 0 || (last === 1 && i.strides.slice(0, -1).every((s) => s % 4 === 0));
+  });
+}
+
 export function planFused(root: Expr, outShape: Shape, outDtype: Dtype): FusedPlan {
   const leafIndex = new Map<string, number>();
   const leaves: { lease: Lease; dtype: Dtype; strides: number[] }[] = [];

@@ -15,12 +15,21 @@ import { WG, flatIndex, fromF32, safeTanh, storageOf, toF32, type PushSpec } fro
 
 export interface FusedKernelKey {
   readonly signature: string;
-  readonly inputs: readonly { dtype: Dtype; mode: IndexMode }[];
+  /**
+   * `inner` (vec4 kernels with strided inputs only): the input's innermost collapsed stride, 1
+   * (its four elements are a vector: the other strides are multiples of 4) or 0 (one value
+   * repeated along the innermost dim, whose length is a multiple of 4: the four share it).
+   */
+  readonly inputs: readonly { dtype: Dtype; mode: IndexMode; inner?: 0 | 1 }[];
   readonly rank: number;
   readonly program: readonly Instr[];
   readonly nParams: number;
   readonly outDtype: Dtype;
-  /** Four elements per thread with vector loads/stores (no strided inputs, n % 4 == 0). */
+  /**
+   * Four elements per thread with vector loads/stores: n % 4 == 0, and strided inputs only where
+   * the innermost dim is a multiple of 4 and each strided input walks it with stride 1 or 0
+   * (`inner`), so a bias [C] over [N, C] or a column [N, 1] does not cost the 4-wide form.
+   */
   readonly vec4: boolean;
 }
 
@@ -57,11 +66,15 @@ export function generateFused(key: FusedKernelKey): KernelDesc {
   const vec = key.vec4;
   // vec4 kernels index vectors: n counts elements, the guard counts vectors
   k.if(vec ? i.ge(pc.n.div(4)) : i.ge(pc.n), () => k.return());
-  const offsets = vec ? [] : inputOffsets(k, key, i, pc);
+  // element offsets (the first of the thread's four in vec4 kernels) of strided inputs
+  const offsets = vec ? inputOffsets(k, key, k.let(i.mul(4), "e"), pc) : inputOffsets(k, key, i, pc);
   const vals: Expr[] = [];
   const param = (n: number) => (vec ? vecOf("f32x4", pc[`p${n}`]) : pc[`p${n}`]);
   for (const ins of key.program) {
-    if (ins.k === "load") vals.push(k.let(vec ? loadVec4(bufs[ins.input], key.inputs[ins.input].mode, i) : toF32(bufs[ins.input].load(offsets[ins.input])), "x"));
+    if (ins.k === "load") {
+      const inp = key.inputs[ins.input];
+      vals.push(k.let(vec ? loadVec4(bufs[ins.input], inp.mode, inp.inner, i, offsets[ins.input]) : toF32(bufs[ins.input].load(offsets[ins.input])), "x"));
+    }
     else if (ins.k === "un") vals.push(k.let(unary(ins.op, vals[ins.x], ins.param, param), "u"));
     else vals.push(k.let(binary(ins.op, vals[ins.a], vals[ins.b], ins.param, param), "b"));
   }
@@ -72,9 +85,13 @@ export function generateFused(key: FusedKernelKey): KernelDesc {
   return desc;
 }
 
-function loadVec4(b: Buffer, mode: IndexMode, i: Expr): Expr {
+/** The four values of vector `i` from input `b`; `off` is a strided input's element offset. */
+function loadVec4(b: Buffer, mode: IndexMode, inner: 0 | 1 | undefined, i: Expr, off: Expr | number): Expr {
   if (mode === "scalar") return vecOf("f32x4", toF32(b.load(0)));
-  return b.loadVec(i, 4).cast("f32x4");
+  if (mode === "full") return b.loadVec(i, 4).cast("f32x4");
+  if (inner === 0) return vecOf("f32x4", toF32(b.load(off)));
+  if (inner === 1) return b.loadVec(lift(off, "u32").div(4), 4).cast("f32x4");
+  throw new Error("helios: internal error: a strided input of a 4-wide fused kernel without its inner stride");
 }
 
 function inputOffsets(k: KernelBuilder, key: FusedKernelKey, i: Expr, pc: Record<string, Expr>): (Expr | number)[] {

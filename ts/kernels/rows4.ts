@@ -1,9 +1,11 @@
 // Register-resident row kernels with 4-wide loads for rows whose length is a multiple of 4
-// (softmax / logSoftmax and layerNorm forward over the last axis).
+// (softmax / logSoftmax, layerNorm forward and layerNorm backward's dx over the last axis).
 //
 // softmax_rows4 / logsoftmax_rows4: bindings x (read), out (write). Push SOFTMAX_ROWS_PUSH
 //   {rows, dim}. layernorm_fwd4: bindings x, w, b (read), out (write). Push LN_PUSH
-//   {rows, dim, eps}. Both need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
+//   {rows, dim, eps}. layernorm_bwd_dx4: bindings x, w, g (read), dx, stats (write f32 [rows, 2]:
+//   mean, rstd), push LN_PUSH: layernorm_bwd_dx's contract with x and g read once.
+//   All need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
 // Dispatch: gridRows(rows), ROW_WG threads, one workgroup per row.
 // Thread t owns the vectors t, t + ROW_WG, ... (< dim/4) of its row: every load is issued
 //   unconditionally at a clamped index (so all v4 loads are in flight at once, no per-load
@@ -26,6 +28,7 @@ export function rows4Vpt(dim: number): number {
 }
 
 interface RowVecs {
+  row: Expr;
   t: Expr;
   base4: Expr;
   cols: Expr[];
@@ -48,7 +51,7 @@ function loadRow(k: KernelBuilder, x: Buffer, dtype: Dtype, rows: Expr, dim: Exp
   const vals = cols.map((c) => k.let(xv.load(base4.add(min(c, last))).cast("f32x4"), "xv"));
   const red = (v: Expr, fn: "add" | "max") =>
     sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b));
-  return { t, base4, cols, valid, vals, red };
+  return { row, t, base4, cols, valid, vals, red };
 }
 
 const hsum = (v: Expr) => v.x.add(v.y).add(v.z.add(v.w));
@@ -103,3 +106,36 @@ export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg:
   return k.finish();
 }
 
+
+export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx4_v${v4}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  const x = k.buffer("x", storageOf(dtype), "read");
+  const w = k.buffer("w", storageOf(wDtype), "read");
+  const g = k.buffer("g", storageOf(dtype), "read");
+  const dx = k.buffer("dx", storageOf(dtype), "write");
+  const stats = k.buffer("stats", f32, "write");
+  const pc = k.push(LN_PUSH);
+  const { row, t, base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
+  const gv = g.as(storageOf(dtype), 4), wv = w.as(storageOf(wDtype), 4), dxv = dx.as(storageOf(dtype), 4);
+  const last = k.let(pc.dim.shr(2).sub(1), "glast");
+  // dy = g * w for this thread's vectors (loaded at clamped indices like x, masked in the sums)
+  const dys = cols.map((c) => k.let(gv.load(base4.add(min(c, last))).cast("f32x4").mul(wv.load(min(c, last)).cast("f32x4")), "dy"));
+  const dimF = k.let(pc.dim.cast(f32), "dimf");
+  const mask = (xs: Expr[]) => tree(xs.map((v, r) => select(valid[r], v, lit(f32, 0))), (p, q) => p.add(q));
+  const mean = k.let(red(mask(vals.map(hsum)), "add").div(dimF), "mean");
+  const mv = k.let(splat(mean), "mv");
+  const cen = vals.map((v) => k.let(v.sub(mv), "c"));
+  const rstd = k.let(rsqrt(red(mask(cen.map((c) => hsum(c.mul(c)))), "add").div(dimF).add(pc.eps)), "rstd");
+  const xh = cen.map((c) => k.let(c.mul(rstd), "xh"));
+  const sum1 = k.let(red(mask(dys.map(hsum)), "add"), "sum1");
+  const sum2 = k.let(red(mask(dys.map((d, r) => hsum(d.mul(xh[r])))), "add"), "sum2");
+  const a = k.let(splat(sum1.div(dimF)), "a"), b = k.let(splat(sum2.div(dimF)), "b"), rv = k.let(splat(rstd), "rv");
+  cols.forEach((c, r) => {
+    k.if(valid[r], () => dxv.store(base4.add(c), dys[r].sub(a.add(xh[r].mul(b))).mul(rv).cast(`${storageOf(dtype)}x4` as "f32x4")));
+  });
+  k.if(t.eq(0), () => {
+    stats.store(row.mul(2), mean);
+    stats.store(row.mul(2).add(1), rstd);
+  });
+  return k.finish();
+}

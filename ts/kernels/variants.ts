@@ -7,7 +7,7 @@ import type { Expr } from "../fusion/expr.js";
 import type { Lease } from "../exec/lease.js";
 import { generateFused } from "./elementwise.js";
 import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
-import { layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
+import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { flashFwdCmKernel } from "./attention-cm.js";
 import { FLASH_FWD } from "./attention-variants.js";
 import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "./attention-cm-bwd.js";
@@ -85,6 +85,7 @@ export function backendVariants(): KernelVariant[] {
       const n = sg ? [...needs(d), "subgroup" as const] : needs(d);
       const tag = `${d}_${v4}${sg ? "_sg" : ""}`;
       v.push({ id: `backend/layernorm_fwd4/${tag}`, needs: n, build: () => layerNormFwd4Kernel(d, d, v4, sg) });
+      v.push({ id: `backend/layernorm_bwd_dx4/${tag}`, needs: n, build: () => layerNormBwdDx4Kernel(d, d, v4, sg) });
       for (const log of [false, true]) v.push({ id: `backend/softmax_rows4/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRows4Kernel(d, log, v4, sg) });
     }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });

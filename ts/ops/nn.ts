@@ -9,7 +9,7 @@ import { LN_PUSH, LN_DWDB_PUSH, LN_DWDB_PART_PUSH, layerNormBwdDwDbPartKernel, l
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
-import { layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
+import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
 import { stridedSum } from "./reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
@@ -55,8 +55,14 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return { dx, dw: E.filled(w.shape, w.dtype, 0), db: E.filled(w.shape, w.dtype, 0) };
   const stats = E.alloc([rows, 2], "f32");
-  run(E, op, { lnDx: x.dtype, w: w.dtype }, () => layerNormBwdDxKernel(x.dtype, w.dtype), LN_PUSH,
-    { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+  const v4 = rows4Vpt(dim), sg = E.subgroups;
+  if (v4 > 0) {
+    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg), LN_PUSH,
+      { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+  } else {
+    run(E, op, { lnDx: x.dtype, w: w.dtype }, () => layerNormBwdDxKernel(x.dtype, w.dtype), LN_PUSH,
+      { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+  }
   if (rows < 64) {
     run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
       { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
