@@ -72,6 +72,20 @@ test("sum and mean over a long axis with few outputs (chunked two-pass path)", (
   }
 });
 
+test("sumF32: f32 sums of f16 and f32 data over every axis and path, unrounded (no f16 overflow)", () => {
+  const rng = new Rng(24);
+  for (const dt of ["f16", "f32"] as Dtype[]) {
+    for (const [shape, ax] of [[[3, 5], 0], [[3, 5], 1], [[2, 3, 9], 1], [[1000, 3], 0], [[8193, 2], 0], [[7], undefined]] as [number[], number | undefined][]) {
+      const a = randTensor(rng, shape, dt, 0, 40);
+      const got = B.sumF32(a.td, ax);
+      assert.equal(got.dtype, "f32");
+      // 8193 values up to 40 sum past f16's 65504: an f32 result holds it
+      assertClose(got, N.sum(a.ref, ax, false, false), { atol: 1e-2, rtol: 1e-4 }, `sumF32 ${dt} [${shape}] axis ${ax}`);
+    }
+  }
+  assert.throws(() => B.sumF32(B.fromArray([1, 2], [2], "i32")), /sumF32: expects a floating-point tensor/);
+});
+
 // Rows whose length is a multiple of 4 take the 4-wide register kernels (rows4): one vector
 // per thread up to 8, partial last chunks, rows shorter than a workgroup, the 4096-wide row.
 test("softmax and logSoftmax on 4-wide rows (dims multiple of 4, every vectors-per-thread)", () => {

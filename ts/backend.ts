@@ -265,6 +265,14 @@ export class HeliosBackend implements Backend {
 
   sum(a: TensorData, axis?: number, keepdims = false): TensorData { return R.sum(this.E, "sum", a, axis, keepdims, false); }
   mean(a: TensorData, axis?: number, keepdims = false): TensorData { return R.sum(this.E, "mean", a, axis, keepdims, true); }
+  /**
+   * Helios extension: `sum` with an f32 result whatever the input's float dtype (accumulation is
+   * f32 either way); the trainer's bias gradients read the f16 copy of dy the matmuls read.
+   */
+  sumF32(a: TensorData, axis?: number, keepdims = false): TensorData {
+    if (a.dtype === "i32") fail("sumF32", "expects a floating-point tensor, got i32");
+    return R.sum(this.E, "sumF32", a, axis, keepdims, false, "f32");
+  }
   softmax(a: TensorData, axis?: number): TensorData { return R.softmax(this.E, "softmax", a, axis, false); }
   logSoftmax(a: TensorData, axis?: number): TensorData { return R.softmax(this.E, "logSoftmax", a, axis, true); }
   sumOfSquares(a: TensorData): TensorData { return R.sumOfSquares(this.E, a); }

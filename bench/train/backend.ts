@@ -25,6 +25,8 @@ export type TrainBackend = Required_<
   evaluate?(...ts: TensorData[]): void;
   flush?(): void;
   syncGpu?(): void;
+  /** `sum` with an f32 result (HeliosBackend): bias gradients from f16 copies under matmul16. */
+  sumF32?(a: TensorData, axis?: number, keepdims?: boolean): TensorData;
 } & Partial<CaptureOps>;
 
 /** A captured batch, as the backend hands it out (opaque to the trainer). */

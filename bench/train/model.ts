@@ -384,7 +384,9 @@ export class GPT {
       // The f32 gradient outlives this block (the trainer releases it after the update); its
       // pending cast holds the f16 product.
       grads.set(name + ".weight", this.matmul16 ? Bk.castDtype!(dW, "f32") : dW);
-      grads.set(name + ".bias", Bk.sum(dy, 0));
+      // Under matmul16 the bias gradient sums the f16 dy the matmuls read (f32 accumulation and
+      // result): half the bytes, and an f32 dy that only feeds the cast is never written.
+      grads.set(name + ".bias", this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0));
       const dx = this.f32Owned(Bk.matmul(dyOp, this.weight(W)));
       if (this.matmul16) this.free(dW, dyOp);
       return dx;

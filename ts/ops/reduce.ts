@@ -37,8 +37,9 @@ function reduceFlat(E: Engine, op: string, src: TensorData, fn: ReduceFn, scale:
   }
 }
 
-export function sum(E: Engine, op: string, a: TensorData, axis: number | undefined, keepdims: boolean, mean: boolean): HeliosTensor {
-  const outDtype: Dtype = a.dtype === "i32" ? "i32" : a.dtype;
+/** `outAs`: the result's dtype (default the input's): f32 sums of f16 data without an f16 rounding. */
+export function sum(E: Engine, op: string, a: TensorData, axis: number | undefined, keepdims: boolean, mean: boolean, outAs?: Dtype): HeliosTensor {
+  const outDtype: Dtype = outAs ?? (a.dtype === "i32" ? "i32" : a.dtype);
   if (axis === undefined) {
     const shape = keepdims ? a.shape.map(() => 1) : [];
     const n = size(a.shape);
