@@ -11,12 +11,11 @@ import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqC
 const MAX_HEAD_DIM = 256;
 
 /** The tensor-core flash backward's shared stages (attention-cm-bwd.ts): one fits 48 KiB at D = 64. */
-const CM_BWD = { dq: { stages: 1 }, dkdv: { stages: 1 } } as const;
+const CM_BWD_STAGES = 1;
 
 function cmBackwardApplies(E: Engine, dtype: string, T: number, D: number, softCap: number): boolean {
   const mode = E.config.attnBackward;
-  return (mode === "auto" || mode === "cm") &&
-    flashBwdCmApplies(E.device, CM_BWD.dq, dtype, T, D, softCap > 0) && flashBwdCmApplies(E.device, CM_BWD.dkdv, dtype, T, D, softCap > 0);
+  return (mode === "auto" || mode === "cm") && flashBwdCmApplies(E.device, { stages: CM_BWD_STAGES }, dtype, T, D, softCap > 0);
 }
 
 /** Di = rowsum(dO * O), then the dQ and the dK/dV kernels (each recomputes P from lse). */
@@ -28,9 +27,9 @@ function attentionBackwardCm(
   const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
   const push = { T, scale, cap: 1 };
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, BH, 1];
-  const dq = { D, ...CM_BWD.dq }, dkdv = { D, ...CM_BWD.dkdv };
-  run(E, op, { flashBwdDqCm: dq }, () => flashBwdDqCmKernel(dq), FA_PUSH, push, [Q, K, V, dO, lse, di], [dQ], groups);
-  run(E, op, { flashBwdDkDvCm: dkdv }, () => flashBwdDkDvCmKernel(dkdv), FA_PUSH, push, [Q, K, V, dO, lse, di], [dK, dV], groups);
+  const v = { D, stages: CM_BWD_STAGES } as const;
+  run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), FA_PUSH, push, [Q, K, V, dO, lse, di], [dQ], groups);
+  run(E, op, { flashBwdDkDvCm: v }, () => flashBwdDkDvCmKernel(v), FA_PUSH, push, [Q, K, V, dO, lse, di], [dK, dV], groups);
   E.release(di);
   return { dQ, dK, dV };
 }
