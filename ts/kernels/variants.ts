@@ -10,7 +10,7 @@ import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRow
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
 import { flashFwdCmKernel } from "./attention-cm.js";
 import { FLASH_FWD } from "./attention-variants.js";
-import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "./attention-cm-bwd.js";
+import { flashBwdCmSharedBytes, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "./attention-cm-bwd.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "./loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
@@ -127,11 +127,13 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap) });
     }
   }
-  // the tensor-core flash backward (both stage counts, and the shared-memory P/dS path)
+  // the tensor-core flash backward (both stage counts, and the shared-memory P/dS path); two
+  // stages of dK/dV exceed 48 KiB of shared memory at D = 64 (flashBwdCmApplies refuses them)
   for (const D of [16, 32, 64]) for (const stages of [1, 2] as const) for (const pShared of [false, true]) {
     const bv = { D, stages, pShared };
     const tag = `d${D}_s${stages}${pShared ? "_psh" : ""}`;
     v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashBwdDqCmKernel(bv) });
+    if (flashBwdCmSharedBytes(bv) > 48 * 1024) continue;
     v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(bv) });
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) {
