@@ -13,7 +13,6 @@
 // profiled repetitions; GPU ms = the union of the dispatch stamp intervals / iters, median.
 // PyTorch: backward of the same sdpa output (retain_graph), CUDA events, same counts.
 // TFLOP/s counts the causal half of 5 matmuls: 5 x 2 x BH x T^2 / 2 x D.
-import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { HeliosBackend } from "../ts/backend.js";
 import { runtime } from "../ts/device.js";
@@ -21,7 +20,7 @@ import type { HeliosConfig } from "../ts/config.js";
 import type { TensorData } from "../ts/types.js";
 import { f16BitsToF32 } from "../ts/f16.js";
 import { ProfilingRuntime, summarize, warmFor } from "./profiling.js";
-import { naiveBackward } from "./flash-check.js";
+import { naiveBackward, torchEventsMs } from "./flash-check.js";
 
 function arg(name: string, dflt: string): string {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -99,33 +98,14 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime): { ms: number; reps: 
 }
 
 function torchMs(): number | string {
-  const script = `
-import json, time, torch
-if not torch.cuda.is_available(): raise SystemExit("no CUDA")
-q=torch.randn(1,${BH},${T},${D},device="cuda",dtype=torch.float16,requires_grad=True)
+  const r = torchEventsMs(
+    `q=torch.randn(1,${BH},${T},${D},device=d,dtype=torch.float16,requires_grad=True)
 k=torch.randn_like(q,requires_grad=True);v=torch.randn_like(q,requires_grad=True);g=torch.randn_like(q)
 o=torch.nn.functional.scaled_dot_product_attention(q,k,v,is_causal=True)
-f=lambda: torch.autograd.grad(o,(q,k,v),g,retain_graph=True)
-t0=time.time()
-while time.time()-t0 < 0.4:
-    f(); torch.cuda.synchronize()
-reps=[]
-for _ in range(${REPEATS}):
-    s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(${iters}): f()
-    e.record(); torch.cuda.synchronize(); reps.append(s.elapsed_time(e)/${iters})
-print(json.dumps({"ms": sorted(reps)[len(reps)//2], "device": torch.cuda.get_device_name(0), "torch": torch.__version__}))
-`;
-  try {
-    const text = execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    const j = JSON.parse(text.trim().split("\n").pop() as string);
-    torchMeta = { device: j.device, torch: j.torch };
-    return j.ms;
-  } catch (e) {
-    const err = e as Error & { stderr?: string };
-    return `PyTorch reference unavailable (${(err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0]})`;
-  }
+f=lambda: torch.autograd.grad(o,(q,k,v),g,retain_graph=True)`, iters, REPEATS);
+  if (typeof r === "string") return r;
+  torchMeta = { device: r.device, torch: r.torch };
+  return r.ms;
 }
 
 let torchMeta: Record<string, string> | null = null;

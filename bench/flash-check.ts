@@ -1,6 +1,7 @@
 // Correctness of the flash attention forward kernels on a device: f16 inputs, float64 causal
 // naive attention on the same values, worst output (absolute) and lse (relative) errors. Used by
 // bench/flash (the gate before timing) and bench/coop-tests.
+import { execFileSync } from "node:child_process";
 import { FA_PUSH } from "../ts/kernels/attention.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import { packPush } from "../ts/kernels/common.js";
@@ -142,4 +143,35 @@ export function layoutProbeKernel(): KernelDesc {
   k.for(lit("u32", 0), min(k.cmLen(tC), 32), (i) => out.store(lane.mul(64).add(i).add(2), c.at(i)));
   k.for(lit("u32", 0), min(k.cmLen(tA), 32), (i) => out.store(lane.mul(64).add(i).add(34), a.at(i).cast(f32)));
   return k.finish();
+}
+
+/**
+ * PyTorch on CUDA in a python3 subprocess: `setup` (python lines; `d` is "cuda") defines `f`,
+ * which runs for 0.4 s of warm-up and then `repeats` times `iters` calls between CUDA events.
+ * Returns the median ms per call with the device and torch version, or why there is none.
+ */
+export function torchEventsMs(setup: string, iters: number, repeats: number): { ms: number; device: string; torch: string } | string {
+  const script = `
+import json, time, torch
+if not torch.cuda.is_available(): raise SystemExit("no CUDA")
+d="cuda"
+${setup}
+t0=time.time()
+while time.time()-t0 < 0.4:
+    f(); torch.cuda.synchronize()
+reps=[]
+for _ in range(${repeats}):
+    s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(${iters}): f()
+    e.record(); torch.cuda.synchronize(); reps.append(s.elapsed_time(e)/${iters})
+print(json.dumps({"ms": sorted(reps)[len(reps)//2], "device": torch.cuda.get_device_name(0), "torch": torch.__version__}))
+`;
+  try {
+    const text = execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    return JSON.parse(text.trim().split("\n").pop() as string);
+  } catch (e) {
+    const err = e as Error & { stderr?: string };
+    return `PyTorch reference unavailable (${(err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0]})`;
+  }
 }

@@ -11,12 +11,11 @@
 // the figure is the median per-dispatch time of the median batch. TFLOP/s counts the causal
 // half: 2 matmuls x 2 flops x BH x T^2 / 2 x D (PyTorch's convention for is_causal).
 import { warmFor } from "./profiling.js";
-import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
-import { dispatchArgs, flashGate, setup, type Problem } from "./flash-check.js";
+import { dispatchArgs, flashGate, setup, torchEventsMs, type Problem } from "./flash-check.js";
 
 function arg(name: string, dflt: string): string {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -54,32 +53,12 @@ function time(rt: MatmulRuntime, name: FlashKernelName, p: Problem): { ms: numbe
 }
 
 function torchMs(p: Problem): number | string {
-  const script = `
-import json, torch
-if not torch.cuda.is_available(): raise SystemExit("no CUDA")
-q=torch.randn(1,${p.bh},${p.t},${p.d},device="cuda",dtype=torch.float16);k=torch.randn_like(q);v=torch.randn_like(q)
-f=lambda: torch.nn.functional.scaled_dot_product_attention(q,k,v,is_causal=True)
-import time
-t0=time.time()
-while time.time()-t0 < 0.4:
-    f(); torch.cuda.synchronize()
-reps=[]
-for _ in range(${REPEATS}):
-    s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(${iters}): f()
-    e.record(); torch.cuda.synchronize(); reps.append(s.elapsed_time(e)/${iters})
-print(json.dumps({"ms": sorted(reps)[len(reps)//2], "device": torch.cuda.get_device_name(0), "torch": torch.__version__}))
-`;
-  try {
-    const text = execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    const j = JSON.parse(text.trim().split("\n").pop() as string);
-    torchMeta = { device: j.device, torch: j.torch };
-    return j.ms;
-  } catch (e) {
-    const err = e as Error & { stderr?: string };
-    return `PyTorch reference unavailable (${(err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0]})`;
-  }
+  const r = torchEventsMs(
+    `q=torch.randn(1,${p.bh},${p.t},${p.d},device=d,dtype=torch.float16);k=torch.randn_like(q);v=torch.randn_like(q)
+f=lambda: torch.nn.functional.scaled_dot_product_attention(q,k,v,is_causal=True)`, iters, REPEATS);
+  if (typeof r === "string") return r;
+  torchMeta = { device: r.device, torch: r.torch };
+  return r.ms;
 }
 
 let torchMeta: Record<string, string> | null = null;

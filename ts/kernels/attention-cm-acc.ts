@@ -32,7 +32,7 @@ import {
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
 import { FA_PUSH } from "./attention.js";
-import { CM, causalTriangle, elements, laneLayout, tileStager } from "./attention-cm-parts.js";
+import { CM, causalTriangle, elements, laneLayout, streamTiles, tileStager } from "./attention-cm-parts.js";
 /** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
 const TAU = 8;
 const LOG2E = Math.LOG2E;
@@ -161,28 +161,14 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const { fetch, put } = tileStager(k, { srcs: [Kg, Vg], dsts: [KsV, VsV], base, D, ld: LD, rows: BC, v128: !!v.v128, tid, threads: THREADS });
 
   const nt = k.let(q0.add(ROWS).div(BC), "nt");
-  fetch(lit("u32", 0));
-  put(lit("u32", 0));
-  k.barrier();
-  k.for(lit("u32", 0), nt, (t) => {
+  streamTiles(k, stages, nt, BC, lit("u32", 0), fetch, put, (t, slot) => {
     const k0 = k.let(t.mul(BC), "k0");
-    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
-    const more = k.let(t.add(1).lt(nt), "more");
-    if (stages === 1) {
-      k.if(t.gt(0), () => {
-        put(slot);
-        k.barrier();
-      });
-    }
-    k.if(more, () => fetch(k0.add(BC)));
     // A subgroup whose rows all come before the tile's keys has nothing to do.
     k.if(k0.le(rf.add(CM * RB - 1)), () => {
       if (!v.skipMasked) return tileMath(k0, slot.mul(TILE), false);
       // the straight-line body everywhere but on the subgroup's diagonal tile
       k.if(k0.add(BC - 1).gt(rf), () => tileMath(k0, slot.mul(TILE), true), () => tileMath(k0, slot.mul(TILE), false));
     });
-    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
-    k.barrier();
   });
 
   /**

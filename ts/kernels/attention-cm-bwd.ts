@@ -26,7 +26,7 @@ import {
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { FA_PUSH } from "./attention.js";
-import { CM, causalTriangle, elements, laneLayout, tileStager } from "./attention-cm-parts.js";
+import { CM, causalTriangle, elements, laneLayout, streamTiles, tileStager } from "./attention-cm-parts.js";
 
 /** Rows per workgroup (4 subgroups of 16) and rows per streamed tile. */
 export const FLASH_BWD_CM_ROWS = 64;
@@ -62,34 +62,6 @@ export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "stages">
 
 function suffix(v: FlashBwdCmVariant): string {
   return `f16_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}`;
-}
-
-/**
- * The streaming loop over `nt` tiles: tile 0 is staged before it; each iteration prefetches the
- * next tile into registers, runs `math` on the staged one and stores the prefetched one into the
- * other stage (2 stages) or, after a barrier, into the only stage (1 stage).
- */
-function streamTiles(
-  k: KernelBuilder, stages: 1 | 2, nt: Expr, tileRows: number, first: Expr,
-  fetch: (row0: Expr) => void, put: (slot: Expr) => void, math: (t: Expr, slot: Expr) => void,
-): void {
-  fetch(first);
-  put(lit("u32", 0));
-  k.barrier();
-  k.for(lit("u32", 0), nt, (t) => {
-    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
-    const more = k.let(t.add(1).lt(nt), "more");
-    if (stages === 1) {
-      k.if(t.gt(0), () => {
-        put(slot);
-        k.barrier();
-      });
-    }
-    k.if(more, () => fetch(first.add(t.add(1).mul(tileRows))));
-    math(t, slot);
-    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
-    k.barrier();
-  });
 }
 
 interface Common {
@@ -130,6 +102,25 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const c2 = k.let(pc.scale.mul(LOG2E), "c2");
   const common: Common = { k, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, scale: pc.scale, T: pc.T };
   return { common, Q, K, V, dO, L, Di, outs, nblk };
+}
+
+/**
+ * S = aS · bSᵀ and dP = aDp · bDpᵀ of one 16x16 fragment into `s` and `dp`: the A fragments are
+ * the subgroup's register rows (D / 16 of each), the B operands 16 rows of a staged tile read
+ * column-major from half `at` (row stride LD halves, u32x4 elements).
+ */
+function sAndDp(
+  c: Common, o: { aS: Expr[]; bS: Shared; aDp: Expr[]; bDp: Shared; at: Expr; LD: number }, s: Var, dp: Var,
+): void {
+  const { k, tB, tC } = c;
+  let sAcc = k.cmFill(tC, 0), dpAcc = k.cmFill(tC, 0);
+  o.aS.forEach((a, d) => {
+    const at = o.at.add(d * CM).div(8);
+    sAcc = k.cmMulAdd(a, o.bS.cmLoad(tB, at, o.LD / 8, "col"), sAcc);
+    dpAcc = k.cmMulAdd(o.aDp[d], o.bDp.cmLoad(tB, at, o.LD / 8, "col"), dpAcc);
+  });
+  s.set(sAcc);
+  dp.set(dpAcc);
 }
 
 /**
@@ -211,14 +202,7 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
       const kf = k.let(k0.add(j * CM), "kf");
       // keys kf..kf+15 against queries rf..rf+15: all masked when kf > rf
       k.if(kf.le(rf), () => {
-        let sAcc = k.cmFill(tC, 0), dpAcc = k.cmFill(tC, 0);
-        for (let d = 0; d < DC; d++) {
-          const at = off.add(j * CM * LD + d * CM).div(VW);
-          sAcc = k.cmMulAdd(qa[d], Ks.cmLoad(tB, at, LD / VW, "col"), sAcc);
-          dpAcc = k.cmMulAdd(doa[d], Vs.cmLoad(tB, at, LD / VW, "col"), dpAcc);
-        }
-        s.set(sAcc);
-        dp.set(dpAcc);
+        sAndDp(c, { aS: qa, bS: Ks, aDp: doa, bDp: Vs, at: off.add(j * CM * LD), LD }, s, dp);
         k.if(kf.eq(rf), () => s.set(s.get().add(tri.get())));
         pAndDs(c, s, dp, lse2, di, null, dsa);
         for (let dn = 0; dn < DC; dn++) {
@@ -275,14 +259,7 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
       const qj = k.let(q0.add(j * CM), "qj");
       // keys kf..kf+15 against queries qj..qj+15: all masked when kf > qj
       k.if(kf.le(qj), () => {
-        let sAcc = k.cmFill(tC, 0), dpAcc = k.cmFill(tC, 0);
-        for (let d = 0; d < DC; d++) {
-          const at = off.add(j * CM * LD + d * CM).div(VW);
-          sAcc = k.cmMulAdd(ka[d], Qs.cmLoad(tB, at, LD / VW, "col"), sAcc);
-          dpAcc = k.cmMulAdd(va[d], dOs.cmLoad(tB, at, LD / VW, "col"), dpAcc);
-        }
-        s.set(sAcc);
-        dp.set(dpAcc);
+        sAndDp(c, { aS: ka, bS: Qs, aDp: va, bDp: dOs, at: off.add(j * CM * LD), LD }, s, dp);
         k.if(kf.eq(qj), () => s.set(s.get().add(tri.get())));
         const colAt = slot.mul(COLS).add(j * 256);
         const lse2 = k.var(tC, cols.cmLoad(tC, colAt, CM, "row"), "lsec");

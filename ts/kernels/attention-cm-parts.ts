@@ -101,3 +101,31 @@ export function tileStager(
     },
   };
 }
+
+/**
+ * The streaming loop over `nt` tiles: tile 0 is staged before it; each iteration prefetches the
+ * next tile into registers, runs `math` on the staged one and stores the prefetched one into the
+ * other stage (2 stages) or, after a barrier, into the only stage (1 stage).
+ */
+export function streamTiles(
+  k: KernelBuilder, stages: 1 | 2, nt: Expr, tileRows: number, first: Expr,
+  fetch: (row0: Expr) => void, put: (slot: Expr) => void, math: (t: Expr, slot: Expr) => void,
+): void {
+  fetch(first);
+  put(lit("u32", 0));
+  k.barrier();
+  k.for(lit("u32", 0), nt, (t) => {
+    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
+    const more = k.let(t.add(1).lt(nt), "more");
+    if (stages === 1) {
+      k.if(t.gt(0), () => {
+        put(slot);
+        k.barrier();
+      });
+    }
+    k.if(more, () => fetch(first.add(t.add(1).mul(tileRows))));
+    math(t, slot);
+    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
+    k.barrier();
+  });
+}
