@@ -88,6 +88,12 @@ export class GPT {
   readonly headChunkBytes: number;
   /** f16 copies of the matrices for this step (matmul16), keyed by the f32 parameter. */
   private half = new Map<TensorData, TensorData>();
+  /**
+   * Transposed f16 copies [in, out] for the forward products (matmul16): x·W as an NN product,
+   * which the tensor-core matmul runs 10-15% faster than x·Wᵀ on GPT-2's shapes (H100 session 3,
+   * bench/matmul-shapes); backward's dy·W reads the untransposed copy.
+   */
+  private halfT = new Map<TensorData, TensorData>();
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, o: GPTOptions = {}) {
     this.matmul16 = o.matmul16 ?? false;
@@ -128,13 +134,23 @@ export class GPT {
     return top.keep(this.B.castDtype!(s.keep(t), "f32"));
   }
 
-  /** Casts every matrix to f16 once per step (after the previous update). */
+  /** Casts every matrix to f16 once per step (after the previous update), plus its transpose. */
   private castWeights(p: Params, top: Scope): void {
     this.half.clear();
+    this.halfT.clear();
     if (!this.matmul16) return;
     for (const [name, W] of p) {
-      if (W.shape.length === 2 && !name.endsWith("wpe.weight")) this.half.set(W, top.keep(this.B.castDtype!(W, "f16")));
+      if (W.shape.length !== 2 || name.endsWith("wpe.weight")) continue;
+      const h = top.keep(this.B.castDtype!(W, "f16"));
+      this.half.set(W, h);
+      this.halfT.set(W, top.keep(this.B.transpose(h, 0, 1)));
     }
+  }
+
+  /** x · Wᵀ for W stored [out, in]: an NN product on the transposed f16 copy under matmul16. */
+  private timesWT(x: TensorData, W: TensorData): TensorData {
+    const t = this.halfT.get(W);
+    return t ? this.B.matmul(x, t) : this.B.matmulTransposed(x, this.weight(W));
   }
 
   /** Releases tensors held by no scope (a view or a lazily fused value that was consumed). */
@@ -167,7 +183,7 @@ export class GPT {
 
   /** y = x W^T + b with W stored [out, in]; x is already the matmul operand (see operand()). */
   private linear(s: Scope, x: TensorData, W: TensorData, b: TensorData): TensorData {
-    const xw = this.B.matmulTransposed(x, this.weight(W));
+    const xw = this.timesWT(x, W);
     const x32 = this.matmul16 ? this.B.castDtype!(xw, "f32") : xw;
     const y = s.keep(this.B.add(x32, b));
     // The bias add holds its own reference on xw's buffer (the cast is fused into it).
@@ -241,7 +257,7 @@ export class GPT {
     const rows = this.headRows(N);
     if (rows >= N) {
       // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
-      const logits = top.keep(this.B.matmulTransposed(hf, wte));
+      const logits = top.keep(this.timesWT(hf, get(p, "transformer.wte.weight")));
       const loss = this.f32(top, top.keep(this.B.crossEntropy(logits, batch.targets)));
       return { batch, blocks, xf: x, hf, logits, loss, headGrad: null };
     }
@@ -253,7 +269,7 @@ export class GPT {
       const s = new Scope(this.B);
       const hfc = s.keep(this.B.slice(hf, [r0, 0], [r1, hf.shape[1]]));
       const targets = s.keep(this.B.slice(batch.targets, [r0], [r1]));
-      const logits = s.keep(this.B.matmulTransposed(hfc, wte));
+      const logits = s.keep(this.timesWT(hfc, get(p, "transformer.wte.weight")));
       const ce = this.f32(s, s.keep(this.B.crossEntropy(logits, targets)));
       // crossEntropy is a mean over the chunk's rows: weight it by its share of all N rows.
       const part = this.B.mul(ce, s.keep(this.B.fromArray([(r1 - r0) / N], [1], "f32")));
@@ -313,7 +329,7 @@ export class GPT {
       const r1 = Math.min(N, r0 + rows);
       const s = new Scope(Bk);
       const hfc = s.keep(Bk.slice(c.hf, [r0, 0], [r1, C]));
-      const logits = s.keep(Bk.matmulTransposed(hfc, wte));
+      const logits = s.keep(this.timesWT(hfc, get(p, "transformer.wte.weight")));
       grad.chunk(s, hfc, logits, s.keep(Bk.slice(targets, [r0], [r1])), wte, (lossScale * (r1 - r0)) / N);
       s.releaseAll();
     }
