@@ -172,3 +172,39 @@ test("occupancy tiles: chunk widths and pipeline tags", () => {
   assert.match(name("cm_128x128x32_w2x2_v128_lk", { m: 64, n: 64, k: 64, dtype: "f16" }), /_w2x2_NN_v88_lk/);
   assert.match(name("cm_128x128x64_w2x2_v128_s1", { m: 64, n: 64, k: 68, dtype: "f16" }), /_v44_s1_lk/);
 });
+
+// Unchecked staging (CoopConfig.aligned): problems whose tiles divide M, N and K load with no bounds
+// checks; the prefetch past the last k-tile re-reads that tile (never multiplied). Non-zero random
+// data everywhere, so a stray or doubled k-tile shows in the error.
+test("aligned problems: unchecked staging loads (_al), every layout, dtype, epilogue and split-K", () => {
+  const caps = { ...new InterpRuntime().info };
+  const name = (v: string, p: MatmulProblem, aligned?: boolean) => planMatmul(p, caps, { variant: v, aligned }).steps[0].desc.name;
+  assert.match(name("cm_128x128x32_w2x2_v128_s1", { m: 128, n: 256, k: 64, dtype: "f16" }), /_v88_s1_lk_al/);
+  assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1", { m: 128, n: 256, k: 64, dtype: "f16" }, false), /_al/);
+  assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1", { m: 128, n: 256, k: 48, dtype: "f16" }), /_al/);
+  assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1", { m: 136, n: 256, k: 64, dtype: "f16" }), /_al/);
+  assert.doesNotMatch(name("cm_128x128x32_w2x4_v128_pf2", { m: 128, n: 128, k: 64, dtype: "f16" }), /_al/);
+  assert.match(name("cm_128x128x32_w2x2_v128_s1_pl", { m: 128, n: 256, k: 64, dtype: "f16" }), /_v88_s1_lk_alp/);
+  assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1_pl", { m: 120, n: 256, k: 64, dtype: "f16" }), /_al/);
+  const cases: CheckCase[] = [
+    { name: "NN_128x256x96", problem: { m: 128, n: 256, k: 96 }, full: true },
+    { name: "TN_bias_gelu_128x128x64", problem: { m: 128, n: 128, k: 64, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "NT_batched_res_128x128x32", problem: { m: 128, n: 128, k: 32, batch: 2, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
+  ];
+  // _pl peels the last k-tile (K = 32: the loop runs no tile, only the peeled multiply)
+  const rows = run(["cm_128x128x32_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_s1_pl"], [{ name: "f16", dtype: "f16" }, { name: "bf16", dtype: "bf16" }, { name: "f16acc16", dtype: "f16", accF16: true }], cases);
+  // f16 output rounding gives ~2e-4 (bf16 ~2e-3): a doubled or dropped k-tile is far above 1e-3
+  for (const r of rows.filter((x) => x.mode !== "bf16")) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
+  // two shared stages, 64-bit chunks, split-K, and the f32 bf16x3 split on whole tiles
+  run(["cm_64x64x32_w2x2", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x64_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [
+    { name: "TT_128x128x128", problem: { m: 128, n: 128, k: 128, transA: true, transB: true }, full: true },
+  ]);
+  // a peeled variant on an unaligned problem runs the checked loop
+  run(["cm_128x256x32_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [{ name: "130x260x72", problem: { m: 130, n: 260, k: 72 }, full: true }]);
+  run(["cm_64x64x32_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [
+    { name: "splitk_bias_64x64x256", problem: { m: 64, n: 64, k: 256, epilogue: { bias: true, act: "silu" } }, full: true },
+  ]);
+  const f32 = run(["cm3_64x64x32_w2x2"], [{ name: "f32", dtype: "f32" }], [{ name: "64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true }]);
+  assert.ok(f32.every((r) => (r.relErr as number) < 1e-4));
+  assert.match(name("cm3_64x64x32_w2x2", { m: 64, n: 128, k: 64, dtype: "f32" }), /_al/);
+});

@@ -6,7 +6,11 @@
 // the same product when torch + CUDA exist. Answers: what the tuner would gain inside training,
 // and whether storing weights in another layout (prepacking) would.
 //
-//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--out=perf/matmul-shapes.json]
+// --checked=1 also times every variant with bounds-checked staging loads (`variant/checked`: the
+// A/B control of the unchecked loads the planner uses when the tiles divide M, N and K);
+// --square=2048,4096 adds square NN products.
+//
+//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--out=perf/matmul-shapes.json]
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -23,6 +27,8 @@ const iters = Number(arg("iters", "20")), repeats = Number(arg("repeats", "3")),
 const only = arg("variants", "").split(",").filter(Boolean);
 // --scale=S divides every dimension by S (a smoke run on a CPU device)
 const scale = Number(arg("scale", "1"));
+const abChecked = arg("checked", "0") === "1";
+const squares = arg("square", "").split(",").filter(Boolean).map(Number);
 
 interface Shape { name: string; m: number; n: number; k: number; transA: boolean; transB: boolean }
 const N = (16 * 1024) / scale;
@@ -34,6 +40,7 @@ for (const [what, o, i] of ([["qkv", 2304, 768], ["proj", 768, 768], ["fc", 3072
   shapes.push({ name: `${what} bwd dW = dyᵀ·x (TN)`, m: o, n: i, k: N, transA: true, transB: false });
 }
 shapes.push({ name: "head fwd x·Wteᵀ, 4096-row chunk (NT)", m: 4096 / scale, n: Math.round(50304 / scale), k: 768 / scale, transA: false, transB: true });
+for (const q of squares) shapes.push({ name: `square ${q}³ (NN)`, m: q, n: q, k: q, transA: false, transB: false });
 
 const rt = await nativeMatmulRuntime();
 const info = rt.initDevice();
@@ -47,9 +54,11 @@ for (const s of shapes) {
   const fx = new MatmulFixture(rt, p, 11);
   const timed: { variant: string; ms: number | null; tflops: number | null; relErr: number | null; error?: string }[] = [];
   try {
-    for (const variant of names) {
+    const runs = names.flatMap((variant) => abChecked ? [{ variant, aligned: true }, { variant, aligned: false }] : [{ variant, aligned: true }]);
+    for (const { variant, aligned } of runs) {
       try {
-        const plan = planMatmul(prob, caps, { variant });
+        const plan = planMatmul(prob, caps, { variant, aligned });
+        if (!aligned) plan.variant += "/checked";
         const bufs = fx.buffers(plan);
         runPlan(rt, plan, bufs);
         const relErr = fx.spotError(48);

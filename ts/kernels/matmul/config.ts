@@ -2,6 +2,7 @@
 //   HELIOS_MATMUL_VARIANT  unset   force one variant by name (see variants.ts)
 //   HELIOS_AUTOTUNE        1       0 = default heuristic, never time candidates
 //   HELIOS_CACHE_DIR       XDG     tuning cache dir ($XDG_CACHE_HOME/helios or ~/.cache/helios)
+//   HELIOS_MATMUL_ALIGNED  1       0 = bounds-checked staging loads even when the tiles divide M, N, K
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -9,19 +10,26 @@ export interface MatmulConfig {
   variant?: string;
   autotune: boolean;
   cacheDir: string;
+  /** Unchecked staging loads for problems whose tiles divide M, N and K (coopmat.ts `aligned`). */
+  aligned: boolean;
 }
 
 type Env = Record<string, string | undefined>;
 
-export function readMatmulConfig(env: Env = process.env): MatmulConfig {
-  const raw = env.HELIOS_AUTOTUNE?.trim().toLowerCase();
-  let autotune = true;
-  if (raw === "0" || raw === "false" || raw === "off" || raw === "no") autotune = false;
-  else if (raw !== undefined && raw !== "" && raw !== "1" && raw !== "true" && raw !== "on" && raw !== "yes") {
-    throw new Error(`HELIOS_AUTOTUNE=${env.HELIOS_AUTOTUNE}: expected 0/1/true/false/on/off`);
+function flag(env: Env, name: string): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === "0" || raw === "false" || raw === "off" || raw === "no") return false;
+  if (raw !== undefined && raw !== "" && raw !== "1" && raw !== "true" && raw !== "on" && raw !== "yes") {
+    throw new Error(`${name}=${env[name]}: expected 0/1/true/false/on/off`);
   }
+  return true;
+}
+
+export function readMatmulConfig(env: Env = process.env): MatmulConfig {
+  const autotune = flag(env, "HELIOS_AUTOTUNE");
+  const aligned = flag(env, "HELIOS_MATMUL_ALIGNED");
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, cacheDir };
+  return { variant, autotune, cacheDir, aligned };
 }

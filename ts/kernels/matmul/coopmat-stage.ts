@@ -39,6 +39,11 @@ export interface Stage {
   rows: number;
   cols: number;
   vw: ChunkWidth;
+  /**
+   * Every tile of the problem is whole (M, N, K multiples of the tile): chunks are loaded with no
+   * bounds checks and no zero selects (fewer integer instructions per k-tile in the hot loop).
+   */
+  aligned?: boolean;
   /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
   r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
 }
@@ -85,6 +90,15 @@ export function loadChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[
   slots.forEach((sl, n) => {
     const gr = k.let(s.r0.add(sl.r), "gr");
     const gc = k.let(s.c0.add(sl.c), "gc");
+    if (s.aligned) {
+      const idx = k.let(s.base.add(gr.mul(s.ld)).add(gc), "gi");
+      if (s.vw === 8) regs[n].set(s.buf.as("u32", 4).load(idx.div(8)));
+      else {
+        const t = (s.vw === 1 ? regElem : `${regElem}x4`) as ValueType;
+        regs[n].set((s.vw === 1 ? s.buf.load(idx) : s.buf.loadVec(idx.div(4), 4)).cast(t));
+      }
+      return;
+    }
     const ok = k.let(gr.lt(s.rLimit).and(gc.lt(s.cLimit)), "ok");
     const idx = k.let(select(ok, s.base.add(gr.mul(s.ld)).add(gc), 0), "gi");
     if (s.vw === 8) {
@@ -151,6 +165,18 @@ export interface PipelineShape {
   regElem: "f16" | "bf16" | "f32";
   /** false: mark the k-tile loop DontUnroll (the driver may otherwise unroll it for ILP). */
   unroll?: boolean;
+  /**
+   * Unchecked loads (Stage.aligned): the prefetch past the last tile re-reads the last tile
+   * instead of loading zeros beyond K (its copy is staged but never multiplied). Prefetch 1 only:
+   * prefetch 2's extra all-zero tile needs the checked loads.
+   */
+  aligned?: boolean;
+  /**
+   * With aligned: the loop runs nt - 1 tiles with an unclamped prefetch and the last tile's
+   * multiply follows it (its code emitted twice), so the load addresses stay plain induction
+   * variables.
+   */
+  peel?: boolean;
 }
 
 /**
@@ -158,7 +184,10 @@ export interface PipelineShape {
  * at element offset cur[i] of operand i's array.
  */
 export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
-  const origin = (tile: Expr) => k.let(kBeg.add(tile.mul(ps.bk)), "k0");
+  if (ps.aligned && ps.prefetch !== 1) throw new Error("coopmat: unchecked staging needs prefetch 1");
+  if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
+  const last = ps.aligned && !ps.peel ? k.let(nt.sub(1), "tlast") : undefined;
+  const origin = (tile: Expr) => k.let(kBeg.add((last ? tile.min(last) : tile).mul(ps.bk)), "k0");
   const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
   for (const o of ops) storeChunks(k, o.at(kBeg), o.slots, o.regs[0], lit("u32", 0));
@@ -177,7 +206,9 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
     for (const o of ops) storeChunks(k, o.at(kNext), o.slots, o.regs[x], stageOf(tile.add(1), o.len));
     k.barrier();
   };
-  k.for(0, nt, (t) => {
+  const loopTiles = ps.peel ? k.let(nt.sub(1), "tloop") : nt;
+  k.for(0, loopTiles, (t) => {
     for (let u = 0; u < ps.prefetch; u++) step(u === 0 ? t : k.let(t.add(u), "t1"), u);
   }, { name: "t", step: ps.prefetch, ...(ps.unroll === false ? { unroll: false } : {}) });
+  if (ps.peel) mma(ops.map((o) => stageOf(loopTiles, o.len)));
 }

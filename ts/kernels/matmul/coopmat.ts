@@ -82,6 +82,13 @@ export interface CoopConfig {
    * staging tile as f32x4 and reach global memory as 4-wide vector stores, no per-element checks.
    */
   vecOut?: boolean;
+  /**
+   * Set by the planner when M, N and K are multiples of the tile (bm, bn, bk): staging loads skip
+   * their bounds checks and every output block is stored as a full block. Kernel name tag `_al`.
+   */
+  aligned?: boolean;
+  /** Where aligned: the last k-tile's multiply peeled out of the loop (no clamped prefetch). */
+  peel?: boolean;
 }
 
 export const CM = 16;
@@ -96,7 +103,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  const store = c.directStore ? "" : c.vecOut ? "_staged4" : "_staged";
+  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? "" : c.vecOut ? "_staged4" : "_staged"}`;
   const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
@@ -227,12 +234,15 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       }
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     };
+    // aligned: every block is full, so the bounds test and the edge path are not generated
+    const ifFull = (whole: () => void, edge: () => void) => {
+      if (c.aligned) whole();
+      else k.if(k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full"), whole, edge);
+    };
     if (vecStaged) {
-      const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
-      k.if(full, stagedVec, staged);
+      ifFull(stagedVec, staged);
     } else if (plain || fragEpi) {
-      const full = k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full");
-      k.if(full, () => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
+      ifFull(() => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
     } else {
       staged();
     }
@@ -271,12 +281,13 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
   const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
+  const al = !!c.aligned;
   const mkA = (k0: Expr): Stage => p.transA
-    ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: k0, rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
-    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, r0: r.row0, rLimit: r.m, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.aBase };
+    ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: k0, rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
+    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.aBase };
   const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: r.col0, rLimit: r.n, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.bBase }
-    : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, r0: k0, rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
+    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.bBase }
+    : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: k0, rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
   const operand = (at: (k0: Expr) => Stage, len: number, tag: string): Operand => {
     const s0 = at(r.kBeg);
@@ -313,7 +324,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
         r.acc[i][j].set(k.cmMulAdd(a[i], b[j], read(r.acc[i][j])));
       }
   };
-  pipeline(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
+  pipeline(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined, aligned: al, peel: al && !!c.peel }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
     // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
     if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
     else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);

@@ -26,6 +26,7 @@ import { ceilDiv, packPush, pushValues, type BindingRole, type PushValues } from
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
+import { readMatmulConfig } from "./config.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
@@ -77,6 +78,17 @@ export interface PlanOptions {
    * GPU-host sweep shows them correct and competitive (HELIOS_MATMUL_VARIANT=cm2_* still forces).
    */
   includeCoop2?: boolean;
+  /**
+   * Unchecked staging loads where the tiles divide M, N and K (default: HELIOS_MATMUL_ALIGNED,
+   * on). false keeps the bounds-checked kernel for every problem (the A/B control).
+   */
+  aligned?: boolean;
+}
+
+let alignedFromEnv: boolean | undefined;
+function alignedDefault(): boolean {
+  alignedFromEnv ??= readMatmulConfig().aligned;
+  return alignedFromEnv;
 }
 
 const descCache = new Map<string, KernelDesc>();
@@ -208,7 +220,7 @@ function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt"
   };
 }
 
-function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean): CoopConfig {
+function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean, allowAligned: boolean): CoopConfig {
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
   // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
@@ -225,7 +237,15 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     vecB: width(contigB),
     directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
     vecOut: p.n % 4 === 0,
+    aligned: allowAligned && isAligned(p, v),
   };
+}
+
+/** Whole tiles everywhere (and at least one k-tile): the unchecked staging loads are safe. */
+function isAligned(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>): boolean {
+  if (v.cfg.direct || (v.cfg.prefetch ?? 1) !== 1) return false;
+  const { bm, bn } = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
+  return p.m > 0 && p.n > 0 && p.k > 0 && p.m % bm === 0 && p.n % bn === 0 && p.k % v.cfg.bk === 0;
 }
 
 function problemKey(p: NormalizedProblem): string {
@@ -252,7 +272,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     const cfg = spec.cfg;
     desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
-    const cfg = coopConfig(p, spec, caps, split);
+    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? alignedDefault());
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
   }
   const main: MatmulStep = {

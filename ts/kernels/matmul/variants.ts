@@ -75,6 +75,10 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // 256-thread workgroups share an SM (run 15: the 2-stage _du/_irloops forms of this tile had 156
   // with f32 and 124 with f16 accumulators)
   ["cm_128x128x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, stages: 1, loopK: true }], // 27136
+  // _pl: on aligned problems the last k-tile's multiply is peeled out of the loop (CoopConfig.peel)
+  ["cm_128x128x32_w2x2_v128_s1_pl", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, peel: true }], // 23040
+  ["cm_128x256x32_w2x4_v128_s1_pl", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, peel: true }], // 35328
+  ["cm_128x128x64_w2x4_v128_s1_pl", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 64, wide: true, stages: 1, loopK: true, peel: true }], // 44032
   // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
   ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
   ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
