@@ -8,9 +8,10 @@
 //
 // --checked=1 also times every variant with bounds-checked staging loads (`variant/checked`: the
 // A/B control of the unchecked loads the planner uses when the tiles divide M, N and K);
-// --square=2048,4096 adds square NN products.
+// --square=2048,4096 adds square NN products; --accF16=1 accumulates in f16 (the opt-in variant);
+// --training=0 leaves out the training products. A --variants name also selects its split-K forms.
 //
-//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--out=perf/matmul-shapes.json]
+//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--out=perf/matmul-shapes.json]
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -19,6 +20,7 @@ import { candidateVariants, planMatmul } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
 import { runPlan, timePlan } from "../ts/kernels/matmul/run.js";
+import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { median } from "./stats.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
 
@@ -28,18 +30,20 @@ const only = arg("variants", "").split(",").filter(Boolean);
 // --scale=S divides every dimension by S (a smoke run on a CPU device)
 const scale = Number(arg("scale", "1"));
 const abChecked = arg("checked", "0") === "1";
+const accF16 = arg("accF16", "0") === "1";
 const squares = arg("square", "").split(",").filter(Boolean).map(Number);
 
 interface Shape { name: string; m: number; n: number; k: number; transA: boolean; transB: boolean }
 const N = (16 * 1024) / scale;
 const shapes: Shape[] = [];
-for (const [what, o, i] of ([["qkv", 2304, 768], ["proj", 768, 768], ["fc", 3072, 768], ["mlp", 768, 3072]] as const).map(([w, a, b]) => [w, a / scale, b / scale] as const)) {
+const training = arg("training", "1") !== "0";
+for (const [what, o, i] of training ?  ([["qkv", 2304, 768], ["proj", 768, 768], ["fc", 3072, 768], ["mlp", 768, 3072]] as const).map(([w, a, b]) => [w, a / scale, b / scale] as const) : []) {
   shapes.push({ name: `${what} fwd x·Wᵀ (NT)`, m: N, n: o, k: i, transA: false, transB: true });
   shapes.push({ name: `${what} fwd x·W, W prepacked [in,out] (NN)`, m: N, n: o, k: i, transA: false, transB: false });
   shapes.push({ name: `${what} bwd dx = dy·W (NN)`, m: N, n: i, k: o, transA: false, transB: false });
   shapes.push({ name: `${what} bwd dW = dyᵀ·x (TN)`, m: o, n: i, k: N, transA: true, transB: false });
 }
-shapes.push({ name: "head fwd x·Wteᵀ, 4096-row chunk (NT)", m: 4096 / scale, n: Math.round(50304 / scale), k: 768 / scale, transA: false, transB: true });
+if (training) shapes.push({ name: "head fwd x·Wteᵀ, 4096-row chunk (NT)", m: 4096 / scale, n: Math.round(50304 / scale), k: 768 / scale, transA: false, transB: true });
 for (const q of squares) shapes.push({ name: `square ${q}³ (NN)`, m: q, n: q, k: q, transA: false, transB: false });
 
 const rt = await nativeMatmulRuntime();
@@ -47,10 +51,10 @@ const info = rt.initDevice();
 const caps = capsOf(info);
 const rows: Record<string, unknown>[] = [];
 for (const s of shapes) {
-  const prob: MatmulProblem = { m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB, dtype: "f16", outDtype: "f16" };
+  const prob: MatmulProblem = { m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB, dtype: "f16", outDtype: "f16", accF16 };
   const p = normalize(prob);
   const def = planMatmul(prob, caps).variant;
-  const names = [...new Set([def, ...candidateVariants(p, caps).map((v) => v.name), ...only])].filter((v) => only.length === 0 || only.includes(v) || v === def);
+  const names = [...new Set([def, ...candidateVariants(p, caps).map((v) => v.name), ...only])].filter((v) => only.length === 0 || only.includes(v) || only.includes(variantByName(v).base) || v === def);
   const fx = new MatmulFixture(rt, p, 11);
   const timed: { variant: string; ms: number | null; tflops: number | null; relErr: number | null; error?: string }[] = [];
   try {

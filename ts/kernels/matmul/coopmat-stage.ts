@@ -48,7 +48,11 @@ export interface Stage {
   r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
 }
 
-export interface Slot { r: Expr; c: Expr; shOff: Expr }
+export interface Slot {
+  r: Expr; c: Expr; shOff: Expr;
+  /** Aligned stages: the chunk's global offset within a tile, in load units (vw elements). */
+  gOff?: Expr;
+}
 
 /** Elements of one padded stage of a rows×cols tile (a multiple of 8: one u32x4 row pad). */
 export function stageLen(rows: number, cols: number): number {
@@ -70,7 +74,8 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
     const q = k.let(lid.add(it * threads), `${tag}q`);
     const r = k.let(q.div(perRow), `${tag}r`);
     const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`) });
+    const gOff = s.aligned ? k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`) : undefined;
+    out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
   }
   return out;
 }
@@ -87,18 +92,22 @@ function zeroOf(t: ValueType): Expr {
 
 /** Loads the chunks of the tile whose moving origin is given, converted to the register type. */
 export function loadChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[], regElem: "f16" | "bf16" | "f32"): void {
+  if (s.aligned) {
+    // whole tiles: one tile origin per operand and k-tile, plus each chunk's fixed offset, all in
+    // load units (base, leading dim, tile origins and chunk columns are multiples of vw here)
+    const tile = k.let(s.base.add(s.r0.mul(s.ld)).add(s.c0).div(s.vw), "gt");
+    const view = s.vw === 8 ? s.buf.as("u32", 4) : undefined;
+    const t = (s.vw === 1 ? regElem : `${regElem}x4`) as ValueType;
+    slots.forEach((sl, n) => {
+      const at = tile.add(sl.gOff!);
+      if (view) regs[n].set(view.load(at));
+      else regs[n].set((s.vw === 1 ? s.buf.load(at) : s.buf.loadVec(at, 4)).cast(t));
+    });
+    return;
+  }
   slots.forEach((sl, n) => {
     const gr = k.let(s.r0.add(sl.r), "gr");
     const gc = k.let(s.c0.add(sl.c), "gc");
-    if (s.aligned) {
-      const idx = k.let(s.base.add(gr.mul(s.ld)).add(gc), "gi");
-      if (s.vw === 8) regs[n].set(s.buf.as("u32", 4).load(idx.div(8)));
-      else {
-        const t = (s.vw === 1 ? regElem : `${regElem}x4`) as ValueType;
-        regs[n].set((s.vw === 1 ? s.buf.load(idx) : s.buf.loadVec(idx.div(4), 4)).cast(t));
-      }
-      return;
-    }
     const ok = k.let(gr.lt(s.rLimit).and(gc.lt(s.cLimit)), "ok");
     const idx = k.let(select(ok, s.base.add(gr.mul(s.ld)).add(gc), 0), "gi");
     if (s.vw === 8) {

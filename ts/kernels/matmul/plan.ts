@@ -204,6 +204,13 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     const s = defaultSplits(p, v, units);
     out.push(v);
     if (s > 1) out.push(withSplits(v, s));
+    // deeper splits while the grid stays within about two waves of two workgroups per SM: the
+    // weight-gradient products (M·N of one wave or less, K = tokens) gain from them on the H100
+    const { bm, bn, bk } = tileOf(v);
+    const wgs = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+    for (const d of [2 * s, 4 * s]) {
+      if (d <= 16 && p.k >= 1024 && p.k / d >= 4 * bk && wgs * d <= 4 * units) out.push(withSplits(v, d));
+    }
   }
   return out;
 }
