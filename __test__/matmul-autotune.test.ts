@@ -81,5 +81,10 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   assert.ok(names({ m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true }).includes("cm_256x256x32_w4x2_v128_s1"));
   // HELIOS_AUTOTUNE=0: run 15's fastest tile for shapes that fill the GPU with 128×256 tiles
   assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f16" }), caps).name, "cm_128x256x32_w2x4_v128_s1");
-  assert.equal(defaultVariant(normalize({ m: 1536, n: 1536, k: 1536, dtype: "f16" }), caps).name, "cm_128x128x32_w2x4");
+  // medium grids: the 4-subgroup single-stage 128×128 tile (session 5)
+  assert.equal(defaultVariant(normalize({ m: 1536, n: 1536, k: 1536, dtype: "f16" }), caps).name, "cm_128x128x32_w2x2_v128_s1");
+  // deeper split-K candidates for a weight-gradient product (M·N under one wave, K = tokens)
+  const dW = names({ m: 768, n: 768, k: 16384, dtype: "f16", transA: true });
+  for (const v of ["cm_128x128x32_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_s1_sk4", "cm_128x128x32_w2x2_v128_s1_sk8"]) assert.ok(dW.includes(v), v);
+  assert.ok(!names({ m: 4096, n: 4096, k: 4096, dtype: "f16" }).some((v) => v.includes("_sk")));
 });

@@ -11,7 +11,7 @@
 // --square=2048,4096 adds square NN products; --accF16=1 accumulates in f16 (the opt-in variant);
 // --training=0 leaves out the training products. A --variants name also selects its split-K forms.
 //
-//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--out=perf/matmul-shapes.json]
+//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--extra=MxNxK,...] [--out=perf/matmul-shapes.json]
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -44,6 +44,11 @@ for (const [what, o, i] of training ?  ([["qkv", 2304, 768], ["proj", 768, 768],
   shapes.push({ name: `${what} bwd dW = dyᵀ·x (TN)`, m: o, n: i, k: N, transA: true, transB: false });
 }
 if (training) shapes.push({ name: "head fwd x·Wteᵀ, 4096-row chunk (NT)", m: 4096 / scale, n: Math.round(50304 / scale), k: 768 / scale, transA: false, transB: true });
+// --extra=MxNxK,... adds NN products of any size (e.g. a K sweep at fixed M, N)
+for (const x of arg("extra", "").split(",").filter(Boolean)) {
+  const [m, n, k] = x.split("x").map(Number);
+  shapes.push({ name: `${m}x${n}x${k} (NN)`, m, n, k, transA: false, transB: false });
+}
 for (const q of squares) shapes.push({ name: `square ${q}³ (NN)`, m: q, n: q, k: q, transA: false, transB: false });
 
 const rt = await nativeMatmulRuntime();

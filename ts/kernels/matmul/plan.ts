@@ -179,7 +179,10 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // cm_128x256x32_w2x4_v128_s1 beats cm_128x256x16_w2x4 at 4096³ (198 vs 157 TF/s) and 8192³
     // (239 vs 189), with 232 registers instead of 255 and no spills.
     const big = coopOk("cm_128x256x32_w2x4_v128_s1") ? "cm_128x256x32_w2x4_v128_s1" : "cm_128x256x16_w2x4";
-    base = variantByName(wgs256 >= units ? big : 2 * wgs128 >= units ? "cm_128x128x32_w2x4" : "cm_64x64x32_w2x2");
+    // H100 session 5 (unchecked loads on whole tiles): the 4-subgroup single-stage 128×128 tile
+    // beats cm_128x128x32_w2x4 on grids under one wave of 128×256 (2048³: 227 vs 182 TF/s)
+    const medium = coopOk("cm_128x128x32_w2x2_v128_s1") ? "cm_128x128x32_w2x2_v128_s1" : "cm_128x128x32_w2x4";
+    base = variantByName(wgs256 >= units ? big : 2 * wgs128 >= units ? medium : "cm_64x64x32_w2x2");
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
