@@ -6,12 +6,14 @@
 // the same product when torch + CUDA exist. Answers: what the tuner would gain inside training,
 // and whether storing weights in another layout (prepacking) would.
 //
+// --stores=1 also times the other f16 output paths: `/coopmat` (coopmat stores to global memory)
+// and `/staged4` (an f32 shared tile, 8-byte stores); the default is one 16-byte store per lane.
 // --checked=1 also times every variant with bounds-checked staging loads (`variant/checked`: the
 // A/B control of the unchecked loads the planner uses when the tiles divide M, N and K);
 // --square=2048,4096 adds square NN products; --accF16=1 accumulates in f16 (the opt-in variant);
 // --training=0 leaves out the training products. A --variants name also selects its split-K forms.
 //
-//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--extra=MxNxK,...] [--out=perf/matmul-shapes.json]
+//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--extra=MxNxK,...] [--outDtype=f16] [--out=perf/matmul-shapes.json]
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -30,7 +32,9 @@ const only = arg("variants", "").split(",").filter(Boolean);
 // --scale=S divides every dimension by S (a smoke run on a CPU device)
 const scale = Number(arg("scale", "1"));
 const abChecked = arg("checked", "0") === "1";
+const abStores = arg("stores", "0") === "1";
 const accF16 = arg("accF16", "0") === "1";
+const outDtype = arg("outDtype", "f16") as "f16" | "f32";
 const squares = arg("square", "").split(",").filter(Boolean).map(Number);
 
 interface Shape { name: string; m: number; n: number; k: number; transA: boolean; transB: boolean }
@@ -56,18 +60,22 @@ const info = rt.initDevice();
 const caps = capsOf(info);
 const rows: Record<string, unknown>[] = [];
 for (const s of shapes) {
-  const prob: MatmulProblem = { m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB, dtype: "f16", outDtype: "f16", accF16 };
+  const prob: MatmulProblem = { m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB, dtype: "f16", outDtype, accF16 };
   const p = normalize(prob);
   const def = planMatmul(prob, caps).variant;
   const names = [...new Set([def, ...candidateVariants(p, caps).map((v) => v.name), ...only])].filter((v) => only.length === 0 || only.includes(v) || only.includes(variantByName(v).base) || v === def);
   const fx = new MatmulFixture(rt, p, 11);
   const timed: { variant: string; ms: number | null; tflops: number | null; relErr: number | null; error?: string }[] = [];
   try {
-    const runs = names.flatMap((variant) => abChecked ? [{ variant, aligned: true }, { variant, aligned: false }] : [{ variant, aligned: true }]);
-    for (const { variant, aligned } of runs) {
+    const runs = names.flatMap((variant) => [
+      { variant, aligned: true, outStore: "wide" as const, tag: "" },
+      ...(abChecked ? [{ variant, aligned: false, outStore: "wide" as const, tag: "/checked" }] : []),
+      ...(abStores ? (["coopmat", "staged4"] as const).map((outStore) => ({ variant, aligned: true, outStore, tag: `/${outStore}` })) : []),
+    ]);
+    for (const { variant, aligned, outStore, tag } of runs) {
       try {
-        const plan = planMatmul(prob, caps, { variant, aligned });
-        if (!aligned) plan.variant += "/checked";
+        const plan = planMatmul(prob, caps, { variant, aligned, outStore });
+        plan.variant += tag;
         const bufs = fx.buffers(plan);
         runPlan(rt, plan, bufs);
         const relErr = fx.spotError(48);

@@ -446,6 +446,23 @@ export class Interp {
       }
       case "store": {
         const idx = this.expr(s.idx), v = this.expr(s.value);
+        const view = s as { b?: number; as?: string; vec?: number };
+        if (view.b !== undefined && view.as !== undefined && view.as !== this.desc.bindings[view.b].elem) {
+          // u32 words into a 16-bit binding: each word is two halves, the lower address in its low half
+          const b = view.b; const elem = this.desc.bindings[b].elem;
+          if (view.as !== "u32") throw new Error(`interp: binding view as ${view.as}`);
+          return function* (env, ctx) {
+            const buf = ctx.bindings[b] as unknown as number[]; const i = idx(env, ctx) as number; const val = v(env, ctx);
+            // the value's width is the view's: idx counts words of that width
+            const words = (Array.isArray(val) ? val : [val]) as number[]; const w = words.length;
+            if ((i + 1) * w * 2 > buf.length) throw new Error(`interp: binding ${b} u32x${w} view store at ${i} out of bounds (${buf.length} halves)`);
+            words.forEach((word, q) => {
+              buf[2 * (i * w + q)] = bitsHalf(elem, word & 0xffff);
+              buf[2 * (i * w + q) + 1] = bitsHalf(elem, (word >>> 16) & 0xffff);
+            });
+            return undefined;
+          };
+        }
         if (s.b !== undefined) {
           const b = s.b; const elem = this.desc.bindings[b].elem;
           return function* (env, ctx) {
@@ -480,6 +497,25 @@ export class Interp {
       case "cmstore": {
         const idx = this.expr(s.idx), stride = this.expr(s.stride), v = this.expr(s.value); const col = s.layout === "col";
         const b = s.b, sh = s.sh; const vec = (s as { vec?: number }).vec ?? 1;
+        const decl = sh !== undefined ? String((this.desc.shared ?? []).find((x) => x.name === sh)!.elem) : "";
+        if (decl.startsWith("u32x")) {
+          // a 16-bit matrix into an array of u32xW words: offset and stride count words of 2W halves
+          const w = Number(decl.slice(4));
+          return function* (env, ctx) {
+            const mem = ctx.shared.get(sh as string)! as unknown as (number[] | undefined)[];
+            const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
+            for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
+              const h = col ? (i0 + c * st) * 2 * w + r : (i0 + r * st) * 2 * w + c;
+              const at = Math.floor(h / (2 * w));
+              if (at >= mem.length) throw new Error(`interp: cmstore ${sh} half ${h} out of bounds (${mem.length} x u32x${w})`);
+              const words = (mem[at] ?? new Array(w).fill(0)).slice();
+              const q = Math.floor(h / 2) % w, bits = halfBits(m.t.elem, m.d[r * m.t.cols + c]);
+              words[q] = (h & 1 ? (words[q] & 0xffff) | (bits << 16) : (words[q] & 0xffff0000) | bits) >>> 0;
+              mem[at] = words;
+            }
+            return undefined;
+          };
+        }
         const elem = b !== undefined ? this.desc.bindings[b].elem : scalarOf((this.desc.shared ?? []).find((x) => x.name === sh)!.elem);
         return function* (env, ctx) {
           const mem = (b !== undefined ? ctx.bindings[b] : ctx.shared.get(sh as string)!) as unknown as number[];

@@ -87,6 +87,13 @@ export interface CoopConfig {
    * their bounds checks and every output block is stored as a full block. Kernel name tag `_al`.
    */
   aligned?: boolean;
+  /**
+   * f16 output, N % 8 == 0 (planner): full blocks leave through a per-subgroup 16×16 f16 tile in
+   * shared memory (u32x4 elements) and one 16-byte store per lane, instead of a coopmat store to
+   * global memory (H100: 16384×2304×768 0.318 → 0.258 ms with the f32 staging tile; the driver's
+   * global coopmat stores are narrow).
+   */
+  halfOut?: boolean;
   /** Where aligned: the last k-tile's multiply peeled out of the loop (no clamped prefetch). */
   peel?: boolean;
 }
@@ -103,7 +110,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? "" : c.vecOut ? "_staged4" : "_staged"}`;
+  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : "") : c.vecOut ? "_staged4" : "_staged"}`;
   const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
@@ -115,7 +122,11 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   const copies = c.split3 ? 2 : 1;
   const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
-  return copies * (c.stages ?? 2) * 2 * (a + b) + 4 * 256 * c.wm * c.wn;
+  // epilogue tiles per subgroup: 1 KB of f32 (edge blocks, staged paths; not needed when every
+  // block is whole and leaves by a direct or f16 store), 512 B of f16 (halfOut)
+  const f32Stage = c.aligned && c.directStore ? 0 : 1024;
+  const halfStage = c.halfOut && c.directStore ? 512 : 0;
+  return copies * (c.stages ?? 2) * 2 * (a + b) + (f32Stage + halfStage) * c.wm * c.wn;
 }
 
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
@@ -148,7 +159,10 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, stages) : undefined;
   const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, stages) : undefined;
   const nsg = c.wm * c.wn;
-  const stage = k.shared("stage", "f32", 256 * nsg);
+  // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it
+  let stageArr: Shared | undefined;
+  const stageF32 = (): Shared => (stageArr ??= k.shared("stage", "f32", 256 * nsg));
+  const stageH = c.halfOut && c.directStore ? k.shared("stageh", "u32x4", 32 * nsg) : undefined;
 
   const wg = k.let(k.workgroupId, "wg");
   const lid = k.let(k.localIndex, "lid");
@@ -204,6 +218,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   };
   const storeBlock = (v: Expr, gr0: Expr, gc0: Expr) => {
     const staged = () => {
+      const stage = stageF32();
       if (vecStaged) stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
       else stage.cmStore(v.cast(tC32), stOff, CM, "row");
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
@@ -223,6 +238,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     // the tile through the staging array's 4-wide view (so its coopmat store uses that view
     // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
     const stagedVec = () => {
+      const stage = stageF32();
       stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       const r = k.let(lane.shr(1), "vr");
@@ -234,6 +250,16 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       }
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     };
+    // a whole f16 block through shared memory: lane l stores row l/2, halves 8·(l%2) .. +8
+    const halfStore = (x: Expr, sh: Shared) => {
+      const hs = k.let(sg.mul(32), "hs");
+      sh.cmStore(x, hs, 2, "row");
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      const oi = k.let(cBase.add(gr0.add(lane.shr(1)).mul(pc.n)).add(gc0).add(lane.band(1).mul(8)), "oi");
+      C.as("u32", 4).store(oi.div(8), sh.load(hs.add(lane)));
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    };
+    const storeWhole = (x: Expr) => stageH ? halfStore(x, stageH) : C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
     // aligned: every block is full, so the bounds test and the edge path are not generated
     const ifFull = (whole: () => void, edge: () => void) => {
       if (c.aligned) whole();
@@ -242,7 +268,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     if (vecStaged) {
       ifFull(stagedVec, staged);
     } else if (plain || fragEpi) {
-      ifFull(() => C.cmStore(plain ? v.cast(tOut) : fragment(v, gr0, gc0), cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row"), staged);
+      ifFull(() => storeWhole(plain ? v.cast(tOut) : fragment(v, gr0, gc0)), staged);
     } else {
       staged();
     }

@@ -83,6 +83,12 @@ export interface PlanOptions {
    * on). false keeps the bounds-checked kernel for every problem (the A/B control).
    */
   aligned?: boolean;
+  /**
+   * How f16 output blocks reach global memory: "wide" (default where N % 8 == 0: a shared f16 tile
+   * and one 16-byte store per lane), "coopmat" (a coopmat store straight to global memory, the
+   * A/B control), "staged4" (an f32 shared tile and 8-byte stores).
+   */
+  outStore?: "wide" | "coopmat" | "staged4";
 }
 
 let alignedFromEnv: boolean | undefined;
@@ -230,7 +236,7 @@ function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt"
   };
 }
 
-function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean, allowAligned: boolean): CoopConfig {
+function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean, allowAligned: boolean, outStore: PlanOptions["outStore"] = "wide"): CoopConfig {
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
   // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
@@ -241,14 +247,18 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     if (v.cfg.wide && p.dtype !== "f32" && contig % 8 === 0 && p.k % 8 === 0) return 8;
     return contig % 4 === 0 && p.k % 4 === 0 ? 4 : 1;
   };
-  return {
+  const cfg: CoopConfig = {
     ...v.cfg,
     vecA: width(contigA),
     vecB: width(contigB),
-    directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16")),
+    directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16") && outStore !== "staged4"),
+    halfOut: !split && p.outDtype === "f16" && p.n % 8 === 0 && outStore === "wide",
     vecOut: p.n % 4 === 0,
     aligned: allowAligned && isAligned(p, v),
   };
+  // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
+  if (cfg.halfOut && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) cfg.halfOut = false;
+  return cfg;
 }
 
 /** Whole tiles everywhere (and at least one k-tile): the unchecked staging loads are safe. */
@@ -282,7 +292,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     const cfg = spec.cfg;
     desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
-    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? alignedDefault());
+    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? alignedDefault(), opts.outStore);
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
   }
   const main: MatmulStep = {
