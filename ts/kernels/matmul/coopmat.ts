@@ -94,6 +94,11 @@ export interface CoopConfig {
    * global coopmat stores are narrow).
    */
   halfOut?: boolean;
+  /**
+   * f32 output or split-K partials, N % 4 == 0 (planner): full blocks leave through the f32 staging
+   * tile and two 16-byte stores per lane instead of a coopmat store to global memory.
+   */
+  wideOut32?: boolean;
   /** Where aligned: the last k-tile's multiply peeled out of the loop (no clamped prefetch). */
   peel?: boolean;
 }
@@ -110,7 +115,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : "") : c.vecOut ? "_staged4" : "_staged"}`;
+  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? "_staged4" : "_staged"}`;
   const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
@@ -124,7 +129,7 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
   // epilogue tiles per subgroup: 1 KB of f32 (edge blocks, staged paths; not needed when every
   // block is whole and leaves by a direct or f16 store), 512 B of f16 (halfOut)
-  const f32Stage = c.aligned && c.directStore ? 0 : 1024;
+  const f32Stage = c.aligned && c.directStore && !c.wideOut32 ? 0 : 1024;
   const halfStage = c.halfOut && c.directStore ? 512 : 0;
   return copies * (c.stages ?? 2) * 2 * (a + b) + (f32Stage + halfStage) * c.wm * c.wn;
 }
@@ -218,9 +223,9 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   };
   const storeBlock = (v: Expr, gr0: Expr, gc0: Expr) => {
     const staged = () => {
+      // through the 4-wide view always: the array's widest view, which its coopmat stores must use
       const stage = stageF32();
-      if (vecStaged) stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
-      else stage.cmStore(v.cast(tC32), stOff, CM, "row");
+      stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       for (let q = 0; q < 8; q++) {
         const flat = k.let(lane.mul(8).add(q), "fl");
@@ -237,16 +242,16 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     };
     // the tile through the staging array's 4-wide view (so its coopmat store uses that view
     // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
-    const stagedVec = () => {
+    const stagedVec = (x: Expr = v.cast(tC32)) => {
       const stage = stageF32();
-      stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+      stage.vec(4).cmStore(x, stOff.div(4), CM / 4, "row");
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       const r = k.let(lane.shr(1), "vr");
       const cc = k.let(lane.band(1).mul(8), "vc");
       for (let h = 0; h < 2; h++) {
         const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
         const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
-        C.store(oi.div(4), x.cast(`${outElem}x4` as ValueType));
+        C.store(oi.div(4), outElem === "f32" ? x : x.cast(`${outElem}x4` as ValueType));
       }
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     };
@@ -259,7 +264,11 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       C.as("u32", 4).store(oi.div(8), sh.load(hs.add(lane)));
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     };
-    const storeWhole = (x: Expr) => stageH ? halfStore(x, stageH) : C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
+    const storeWhole = (x: Expr) => {
+      if (stageH) halfStore(x, stageH);
+      else if (c.wideOut32 && outElem === "f32") stagedVec(x);
+      else C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
+    };
     // aligned: every block is full, so the bounds test and the edge path are not generated
     const ifFull = (whole: () => void, edge: () => void) => {
       if (c.aligned) whole();

@@ -84,9 +84,10 @@ export interface PlanOptions {
    */
   aligned?: boolean;
   /**
-   * How f16 output blocks reach global memory: "wide" (default where N % 8 == 0: a shared f16 tile
-   * and one 16-byte store per lane), "coopmat" (a coopmat store straight to global memory, the
-   * A/B control), "staged4" (an f32 shared tile and 8-byte stores).
+   * How whole output blocks reach global memory: "wide" (default: f16 through a shared f16 tile
+   * and one 16-byte store per lane where N % 8 == 0; f32 and split-K partials through the f32
+   * tile and two 16-byte stores per lane where N % 4 == 0), "coopmat" (a coopmat store straight to
+   * global memory, the A/B control), "staged4" (f16: an f32 shared tile and 8-byte stores).
    */
   outStore?: "wide" | "coopmat" | "staged4";
 }
@@ -253,11 +254,15 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     vecB: width(contigB),
     directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16") && outStore !== "staged4"),
     halfOut: !split && p.outDtype === "f16" && p.n % 8 === 0 && outStore === "wide",
+    wideOut32: (split || p.outDtype === "f32") && p.n % 4 === 0 && outStore === "wide",
     vecOut: p.n % 4 === 0,
     aligned: allowAligned && isAligned(p, v),
   };
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
-  if (cfg.halfOut && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) cfg.halfOut = false;
+  if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
+    cfg.halfOut = false;
+    cfg.wideOut32 = false;
+  }
   return cfg;
 }
 
