@@ -64,6 +64,11 @@ test("HELIOS_MATMUL_VARIANT forces, HELIOS_AUTOTUNE=0 uses the default", () => {
   const fb = chooseMatmul(rt, { ...PROB, dtype: "f16" }, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "cm3_64x64x32_w2x2", HELIOS_AUTOTUNE: "0" }) });
   assert.equal(fb.source, "default");
   assert.throws(() => readMatmulConfig({ HELIOS_AUTOTUNE: "maybe" }), /HELIOS_AUTOTUNE/);
+  assert.throws(() => readMatmulConfig({ HELIOS_MATMUL_ALIGNED: "2" }), /HELIOS_MATMUL_ALIGNED/);
+  assert.throws(() => readMatmulConfig({ HELIOS_MATMUL_STORE: "fast" }), /HELIOS_MATMUL_STORE=fast: expected wide, coopmat or staged4/);
+  assert.equal(readMatmulConfig({}).outStore, "wide");
+  assert.equal(readMatmulConfig({ HELIOS_MATMUL_STORE: "coopmat", HELIOS_MATMUL_ALIGNED: "0" }).outStore, "coopmat");
+  assert.equal(readMatmulConfig({ HELIOS_MATMUL_ALIGNED: "0" }).aligned, false);
 });
 
 test("config defaults: XDG cache dir", () => {

@@ -185,6 +185,16 @@ test("aligned problems: unchecked staging loads (_al), every layout, dtype, epil
   assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1", { m: 136, n: 256, k: 64, dtype: "f16" }), /_al/);
   assert.doesNotMatch(name("cm_128x128x32_w2x4_v128_pf2", { m: 128, n: 128, k: 64, dtype: "f16" }), /_al/);
   assert.match(name("cm_128x128x32_w2x2_v128_s1_pl", { m: 128, n: 256, k: 64, dtype: "f16" }), /_v88_s1_lk_alp/);
+  // output paths: 16-byte f16 stores (N % 8), 16-byte f32 stores (f32 out, split-K partials), or
+  // the coopmat store (HELIOS_MATMUL_STORE=coopmat)
+  const store = (p: MatmulProblem, outStore?: "wide" | "coopmat" | "staged4", v = "cm_128x128x32_w2x2_v128_s1") =>
+    planMatmul(p, caps, { variant: v, outStore }).steps[0].desc.name;
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "f16" }), /_al_so8$/);
+  assert.match(store({ m: 128, n: 260, k: 64, dtype: "f16" }), /_v84_s1_lk$/);
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "f16", outDtype: "f32" }), /_al_so4$/);
+  assert.match(store({ m: 128, n: 256, k: 4096, dtype: "f16" }, "wide", "cm_128x128x32_w2x2_v128_s1_sk2"), /_so4_split$/);
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "f16" }, "coopmat"), /_al$/);
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "f16" }, "staged4"), /_al_staged4$/);
   assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1_pl", { m: 120, n: 256, k: 64, dtype: "f16" }), /_al/);
   const cases: CheckCase[] = [
     { name: "NN_128x256x96", problem: { m: 128, n: 256, k: 96 }, full: true },
@@ -203,6 +213,7 @@ test("aligned problems: unchecked staging loads (_al), every layout, dtype, epil
   run(["cm_128x256x32_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [{ name: "130x260x72", problem: { m: 130, n: 260, k: 72 }, full: true }]);
   run(["cm_64x64x32_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [
     { name: "splitk_bias_64x64x256", problem: { m: 64, n: 64, k: 256, epilogue: { bias: true, act: "silu" } }, full: true },
+    { name: "f32out_TN_res_64x128x64", problem: { m: 64, n: 128, k: 64, transA: true, outDtype: "f32", epilogue: { residual: true, scale: 0.5 } }, full: true },
   ]);
   const f32 = run(["cm3_64x64x32_w2x2"], [{ name: "f32", dtype: "f32" }], [{ name: "64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true }]);
   assert.ok(f32.every((r) => (r.relErr as number) < 1e-4));

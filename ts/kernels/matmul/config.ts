@@ -3,6 +3,7 @@
 //   HELIOS_AUTOTUNE        1       0 = default heuristic, never time candidates
 //   HELIOS_CACHE_DIR       XDG     tuning cache dir ($XDG_CACHE_HOME/helios or ~/.cache/helios)
 //   HELIOS_MATMUL_ALIGNED  1       0 = bounds-checked staging loads even when the tiles divide M, N, K
+//   HELIOS_MATMUL_STORE    wide    how whole output blocks leave: wide | coopmat | staged4 (plan.ts)
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -12,6 +13,8 @@ export interface MatmulConfig {
   cacheDir: string;
   /** Unchecked staging loads for problems whose tiles divide M, N and K (coopmat.ts `aligned`). */
   aligned: boolean;
+  /** How whole output blocks reach global memory (PlanOptions.outStore). */
+  outStore: "wide" | "coopmat" | "staged4";
 }
 
 type Env = Record<string, string | undefined>;
@@ -28,8 +31,12 @@ function flag(env: Env, name: string): boolean {
 export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const autotune = flag(env, "HELIOS_AUTOTUNE");
   const aligned = flag(env, "HELIOS_MATMUL_ALIGNED");
+  const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
+  if (store !== "wide" && store !== "coopmat" && store !== "staged4") {
+    throw new Error(`HELIOS_MATMUL_STORE=${env.HELIOS_MATMUL_STORE}: expected wide, coopmat or staged4`);
+  }
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, cacheDir, aligned };
+  return { variant, autotune, cacheDir, aligned, outStore: store };
 }

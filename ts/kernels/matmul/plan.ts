@@ -88,14 +88,16 @@ export interface PlanOptions {
    * and one 16-byte store per lane where N % 8 == 0; f32 and split-K partials through the f32
    * tile and two 16-byte stores per lane where N % 4 == 0), "coopmat" (a coopmat store straight to
    * global memory, the A/B control), "staged4" (f16: an f32 shared tile and 8-byte stores).
+   * Default: HELIOS_MATMUL_STORE (wide).
    */
   outStore?: "wide" | "coopmat" | "staged4";
 }
 
-let alignedFromEnv: boolean | undefined;
-function alignedDefault(): boolean {
-  alignedFromEnv ??= readMatmulConfig().aligned;
-  return alignedFromEnv;
+let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]> } | undefined;
+/** HELIOS_MATMUL_ALIGNED and HELIOS_MATMUL_STORE, read once. */
+function envDefaults(): NonNullable<typeof fromEnv> {
+  fromEnv ??= readMatmulConfig();
+  return fromEnv;
 }
 
 const descCache = new Map<string, KernelDesc>();
@@ -297,7 +299,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     const cfg = spec.cfg;
     desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
-    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? alignedDefault(), opts.outStore);
+    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? envDefaults().aligned, opts.outStore ?? envDefaults().outStore);
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
   }
   const main: MatmulStep = {
