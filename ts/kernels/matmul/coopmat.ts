@@ -27,6 +27,7 @@ import {
   chunkRegs, chunkSlots, fragLoad, PAD, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
 import type { NormalizedProblem } from "./problem.js";
+import { storeTileF16, TILE_SLOT } from "../store-tile.js";
 
 export interface CoopConfig {
   /** Subgroups along M and N. */
@@ -167,7 +168,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it
   let stageArr: Shared | undefined;
   const stageF32 = (): Shared => (stageArr ??= k.shared("stage", "f32", 256 * nsg));
-  const stageH = c.halfOut && c.directStore ? k.shared("stageh", "u32x4", 32 * nsg) : undefined;
+  const stageH = c.halfOut && c.directStore ? k.shared("stageh", "u32x4", TILE_SLOT * nsg) : undefined;
 
   const wg = k.let(k.workgroupId, "wg");
   const lid = k.let(k.localIndex, "lid");
@@ -255,17 +256,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       }
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     };
-    // a whole f16 block through shared memory: lane l stores row l/2, halves 8·(l%2) .. +8
-    const halfStore = (x: Expr, sh: Shared) => {
-      const hs = k.let(sg.mul(32), "hs");
-      sh.cmStore(x, hs, 2, "row");
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      const oi = k.let(cBase.add(gr0.add(lane.shr(1)).mul(pc.n)).add(gc0).add(lane.band(1).mul(8)), "oi");
-      C.as("u32", 4).store(oi.div(8), sh.load(hs.add(lane)));
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-    };
     const storeWhole = (x: Expr) => {
-      if (stageH) halfStore(x, stageH);
+      if (stageH) storeTileF16(k, C, stageH, k.let(sg.mul(TILE_SLOT), "hs"), lane, x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n);
       else if (c.wideOut32 && outElem === "f32") stagedVec(x);
       else C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
     };
