@@ -31,7 +31,6 @@ import {
   type CoopMatType, type Expr, type KernelDesc, type Shared,
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
-import { storeTileF16, TILE_SLOT } from "./store-tile.js";
 import { FA_PUSH } from "./attention.js";
 import { CM, causalTriangle, elements, laneLayout, streamTiles, tileStager } from "./attention-cm-parts.js";
 /** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
@@ -120,16 +119,11 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const KsV = v.v128 ? Ks : Ks.vec(4), VsV = v.v128 ? Vs : Vs.vec(4);
   const st = k.shared("st", f32, nsg * 256);
   const pt = k.shared("pt", f16, nsg * 256);
-  // O leaves through a per-subgroup u32x4 slot in 16-byte stores (store-tile.ts) where the slots
-  // fit the 48 KiB of shared memory the variants are sized for (not beside 8 subgroups' 2 stages)
-  const sharedBytes = 2 * 2 * stages * TILE + nsg * 256 * (4 + 2);
-  const ot = sharedBytes + nsg * TILE_SLOT * 16 <= 49152 ? k.shared("ot", "u32x4", nsg * TILE_SLOT) : undefined;
   const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
 
   const tid = k.let(k.localIndex, "tid");
   const sg = k.let(k.subgroupId, "sg");
   const lane = k.let(k.subgroupInvocation, "lane");
-  const otSlot = k.let(sg.mul(TILE_SLOT), "otslot");
   const r = k.let(lane.shr(1), "r");
   const h8 = k.let(lane.band(1).mul(8), "h8");
   const nqb = k.let(pc.T.div(ROWS), "nqb");
@@ -306,11 +300,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     const lrow = k.let(lhalf.add(k.shuffleXor(lhalf, 1)), "lrow");
     broadcast(st, rowOff, lrow);
     const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
-    o[b].forEach((od, d) => {
-      const tile = od.get().div(lb).cast(tC16), at = base.add(rb0[b].mul(D)).add(d * CM);
-      if (ot) storeTileF16(k, O, ot, otSlot, lane, tile, at, D);
-      else O.cmStore(tile, at, D, "row");
-    });
+    o[b].forEach((od, d) => O.cmStore(od.get().div(lb).cast(tC16), base.add(rb0[b].mul(D)).add(d * CM), D, "row"));
     const mfin = mrow[b].get();
     k.if(lane.band(1).eq(0), () => L.store(bh.mul(pc.T).add(rb0[b]).add(r), mfin.mul(Math.LN2).add(log(lrow))));
   }

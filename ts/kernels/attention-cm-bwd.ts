@@ -26,7 +26,6 @@ import {
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { FA_PUSH } from "./attention.js";
-import { storeTileF16, TILE_SLOT } from "./store-tile.js";
 import { CM, causalTriangle, elements, laneLayout, streamTiles, tileStager } from "./attention-cm-parts.js";
 
 /** Rows per workgroup (4 subgroups of 16) and rows per streamed tile. */
@@ -70,8 +69,6 @@ interface Common {
   tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC16: CoopMatType;
   tid: Expr; sg: Expr; lane: Expr; bh: Expr; rank: Expr; base: Expr;
   st: Shared; pt: Shared; stOff: Expr;
-  /** The output slots and this subgroup's slot (store-tile.ts). */
-  ot: Shared; otSlot: Expr;
   regP: Expr; idxC: Var;
   /** scale * log2(e): S in log2 units is fma(S, c2, -lse2). */
   c2: Expr;
@@ -91,8 +88,6 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const pc = k.push(FA_PUSH);
   const st = k.shared("st", f32, NSG * 256);
   const pt = k.shared("pt", f16, NSG * 256);
-  // dQ, dK, dV leave through a per-subgroup u32x4 slot in 16-byte stores (store-tile.ts)
-  const ot = k.shared("ot", "u32x4", NSG * TILE_SLOT);
   const tid = k.let(k.localIndex, "tid");
   const sg = k.let(k.subgroupId, "sg");
   const lane = k.let(k.subgroupInvocation, "lane");
@@ -105,8 +100,7 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const stOff = k.let(sg.mul(256), "stoff");
   const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared });
   const c2 = k.let(pc.scale.mul(LOG2E), "c2");
-  const otSlot = k.let(sg.mul(TILE_SLOT), "otslot");
-  const common: Common = { k, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, ot, otSlot, regP, idxC, c2, scale: pc.scale, T: pc.T };
+  const common: Common = { k, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, scale: pc.scale, T: pc.T };
   return { common, Q, K, V, dO, L, Di, outs, nblk };
 }
 
@@ -168,7 +162,7 @@ function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, ro
   const { k, tC, tC16, base } = c;
   accs.forEach((a, d) => {
     if (scale) elements(k, tC, (i) => a.setAt(i, a.at(i).mul(scale)));
-    storeTileF16(k, out, c.ot, c.otSlot, c.lane, a.get().cast(tC16), base.add(row0.mul(D)).add(d * CM), D);
+    out.cmStore(a.get().cast(tC16), base.add(row0.mul(D)).add(d * CM), D, "row");
   });
 }
 

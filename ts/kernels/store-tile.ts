@@ -6,6 +6,8 @@
 // of 16 halves = 2 u32x4), and lane l stores row l/2, halves 8·(l%2) .. +8 as one u32x4.
 // Contract: `at` (the tile's first element) and `ld` (its row stride, in elements) are multiples
 // of 8, so every store is 16-byte aligned; the slot is the subgroup's own (no workgroup barrier).
+// The flash attention kernels keep their coopmat stores: the same path made the forward 1.5x and
+// dQ 1.4x slower on the H100 (session 5, run 12), where outputs are a small share of the work.
 import type { Buffer, Expr, KernelBuilder, Shared } from "../ir/index.js";
 
 /** u32x4 elements of one subgroup's slot. */
