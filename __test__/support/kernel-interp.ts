@@ -7,7 +7,7 @@
 // issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
 import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
 import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
-import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from "../../ts/kernels/matmul/reference.js";
+import { packedHalf, packedWords, storePackedHalf, unpackWords } from "./interp-halves.js";
 
 type Scalar = number | boolean;
 type Value = Scalar | Scalar[] | CoopVal;
@@ -41,35 +41,6 @@ function convert(s: string, x: Scalar): Scalar {
   if (s === "u32") return (n < 0 ? Math.trunc(n) >>> 0 : Math.min(Math.trunc(n), 4294967295)) >>> 0;
   if (s === "i32") return Math.trunc(n) | 0;
   return roundTo(s, n);
-}
-
-// 128-bit views of 16-bit data (docs/kernel-ir.md, "Wide memory access"): bindings hold element
-// values, so a u32 view packs two of them into a word (lower address in the low half), and a
-// coopmat read from a u32x4 shared array unpacks the half it addresses.
-function halfBits(elem: string, x: number): number {
-  if (elem === "f16") return f32ToF16Bits(x);
-  if (elem === "bf16") return f32ToBf16Bits(x);
-  throw new Error(`interp: a u32 view of ${elem} data`);
-}
-
-function bitsHalf(elem: string, h: number): number {
-  if (elem === "f16") return f16BitsToF32(h);
-  if (elem === "bf16") return bf16BitsToF32(h);
-  throw new Error(`interp: ${elem} from packed halves`);
-}
-
-/** `vec` u32 words of halves `2·vec·i ..` of a 16-bit binding. */
-function packedWords(buf: ArrayLike<number>, elem: string, i: number, vec: number, b: number): number[] {
-  if ((i + 1) * vec * 2 > buf.length) throw new Error(`interp: binding ${b} u32x${vec} view load at ${i} out of bounds (${buf.length} halves)`);
-  return Array.from({ length: vec }, (_, q) => (halfBits(elem, buf[2 * (i * vec + q)]) | (halfBits(elem, buf[2 * (i * vec + q) + 1]) << 16)) >>> 0);
-}
-
-/** Half `h` of a shared array of u32xN words. */
-function packedHalf(arr: ArrayLike<unknown>, w: number, h: number, elem: string, sh: string): number {
-  const v = arr[Math.floor(h / (2 * w))] as number[] | undefined;
-  if (v === undefined) throw new Error(`interp: cmload ${sh} half ${h} read before written`);
-  const word = v[Math.floor(h / 2) % w];
-  return bitsHalf(elem, (h & 1 ? word >>> 16 : word) & 0xffff);
 }
 
 function isCm(v: Value): v is CoopVal {
@@ -454,12 +425,7 @@ export class Interp {
           return function* (env, ctx) {
             const buf = ctx.bindings[b] as unknown as number[]; const i = idx(env, ctx) as number; const val = v(env, ctx);
             // the value's width is the view's: idx counts words of that width
-            const words = (Array.isArray(val) ? val : [val]) as number[]; const w = words.length;
-            if ((i + 1) * w * 2 > buf.length) throw new Error(`interp: binding ${b} u32x${w} view store at ${i} out of bounds (${buf.length} halves)`);
-            words.forEach((word, q) => {
-              buf[2 * (i * w + q)] = bitsHalf(elem, word & 0xffff);
-              buf[2 * (i * w + q) + 1] = bitsHalf(elem, (word >>> 16) & 0xffff);
-            });
+            unpackWords(buf, elem, i, (Array.isArray(val) ? val : [val]) as number[], b);
             return undefined;
           };
         }
@@ -506,12 +472,7 @@ export class Interp {
             const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
             for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
               const h = col ? (i0 + c * st) * 2 * w + r : (i0 + r * st) * 2 * w + c;
-              const at = Math.floor(h / (2 * w));
-              if (at >= mem.length) throw new Error(`interp: cmstore ${sh} half ${h} out of bounds (${mem.length} x u32x${w})`);
-              const words = (mem[at] ?? new Array(w).fill(0)).slice();
-              const q = Math.floor(h / 2) % w, bits = halfBits(m.t.elem, m.d[r * m.t.cols + c]);
-              words[q] = (h & 1 ? (words[q] & 0xffff) | (bits << 16) : (words[q] & 0xffff0000) | bits) >>> 0;
-              mem[at] = words;
+              storePackedHalf(mem, w, h, m.t.elem, m.d[r * m.t.cols + c], sh as string);
             }
             return undefined;
           };

@@ -1,0 +1,50 @@
+// The interpreter's packed 16-bit data (docs/kernel-ir.md, "Wide memory access"): bindings and
+// shared arrays hold element values, so u32 views pack two halves into a word, the lower address in
+// the low half.
+import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from "../../ts/kernels/matmul/reference.js";
+
+export function halfBits(elem: string, x: number): number {
+  if (elem === "f16") return f32ToF16Bits(x);
+  if (elem === "bf16") return f32ToBf16Bits(x);
+  throw new Error(`interp: a u32 view of ${elem} data`);
+}
+
+export function bitsHalf(elem: string, h: number): number {
+  if (elem === "f16") return f16BitsToF32(h);
+  if (elem === "bf16") return bf16BitsToF32(h);
+  throw new Error(`interp: ${elem} from packed halves`);
+}
+
+/** `vec` u32 words of halves `2·vec·i ..` of a 16-bit binding. */
+export function packedWords(buf: ArrayLike<number>, elem: string, i: number, vec: number, b: number): number[] {
+  if ((i + 1) * vec * 2 > buf.length) throw new Error(`interp: binding ${b} u32x${vec} view load at ${i} out of bounds (${buf.length} halves)`);
+  return Array.from({ length: vec }, (_, q) => (halfBits(elem, buf[2 * (i * vec + q)]) | (halfBits(elem, buf[2 * (i * vec + q) + 1]) << 16)) >>> 0);
+}
+
+/** Half `h` of a shared array of u32xN words. */
+export function packedHalf(arr: ArrayLike<unknown>, w: number, h: number, elem: string, sh: string): number {
+  const v = arr[Math.floor(h / (2 * w))] as number[] | undefined;
+  if (v === undefined) throw new Error(`interp: cmload ${sh} half ${h} read before written`);
+  const word = v[Math.floor(h / 2) % w];
+  return bitsHalf(elem, (h & 1 ? word >>> 16 : word) & 0xffff);
+}
+
+/** Stores u32 words (a u32xN value: the view's width) over halves `2·N·i ..` of a 16-bit binding. */
+export function unpackWords(buf: number[], elem: string, i: number, words: number[], b: number): void {
+  const w = words.length;
+  if ((i + 1) * w * 2 > buf.length) throw new Error(`interp: binding ${b} u32x${w} view store at ${i} out of bounds (${buf.length} halves)`);
+  words.forEach((word, q) => {
+    buf[2 * (i * w + q)] = bitsHalf(elem, word & 0xffff);
+    buf[2 * (i * w + q) + 1] = bitsHalf(elem, (word >>> 16) & 0xffff);
+  });
+}
+
+/** Writes `x` as half `h` of a shared array of u32xN words (a coopmat store through that view). */
+export function storePackedHalf(arr: (number[] | undefined)[], w: number, h: number, elem: string, x: number, sh: string): void {
+  const at = Math.floor(h / (2 * w));
+  if (at >= arr.length) throw new Error(`interp: cmstore ${sh} half ${h} out of bounds (${arr.length} x u32x${w})`);
+  const words = (arr[at] ?? new Array(w).fill(0)).slice();
+  const q = Math.floor(h / 2) % w, bits = halfBits(elem, x);
+  words[q] = (h & 1 ? (words[q] & 0xffff) | (bits << 16) : (words[q] & 0xffff0000) | bits) >>> 0;
+  arr[at] = words;
+}
