@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -97,7 +97,16 @@ case "$part" in
     done
     kill "$sampler" 2>/dev/null
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks" >&2; exit 2 ;;
+  matmul-ab)
+    # Session 5's A/B of the matmul paths (bench/MATMUL_NOTES.md, round 5): every variant timed with
+    # unchecked and checked loads, and each output path (16-byte / coopmat / 8-byte staged stores),
+    # on the GPT-2 products and squares; then a K sweep at M×N = 16384×2304 (fixed cost per product).
+    V=${AB_VARIANTS:-cm_128x128x32_w2x2_v128_s1,cm_128x256x32_w2x4_v128_s1,cm_128x128x64_w2x4_v128_s1_pl}
+    run ab-shapes 300 node dist/bench/matmul-shapes.js --checked=1 --stores=1 --square=2048,4096,8192 --variants="$V" --out="$work/ab-shapes.json"
+    run k-sweep 120 node dist/bench/matmul-shapes.js --training=0 --stores=1 \
+      --extra=16384x2304x256,16384x2304x768,16384x2304x3072 --variants="$V" --out="$work/k-sweep.json"
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
