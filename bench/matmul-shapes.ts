@@ -41,7 +41,7 @@ interface Shape { name: string; m: number; n: number; k: number; transA: boolean
 const N = (16 * 1024) / scale;
 const shapes: Shape[] = [];
 const training = arg("training", "1") !== "0";
-for (const [what, o, i] of training ?  ([["qkv", 2304, 768], ["proj", 768, 768], ["fc", 3072, 768], ["mlp", 768, 3072]] as const).map(([w, a, b]) => [w, a / scale, b / scale] as const) : []) {
+for (const [what, o, i] of training ? ([["qkv", 2304, 768], ["proj", 768, 768], ["fc", 3072, 768], ["mlp", 768, 3072]] as const).map(([w, a, b]) => [w, a / scale, b / scale] as const) : []) {
   shapes.push({ name: `${what} fwd x·Wᵀ (NT)`, m: N, n: o, k: i, transA: false, transB: true });
   shapes.push({ name: `${what} fwd x·W, W prepacked [in,out] (NN)`, m: N, n: o, k: i, transA: false, transB: false });
   shapes.push({ name: `${what} bwd dx = dy·W (NN)`, m: N, n: i, k: o, transA: false, transB: false });

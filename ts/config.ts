@@ -57,7 +57,8 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
 
 type Env = Record<string, string | undefined>;
 
-function flag(env: Env, name: string, dflt: boolean): boolean {
+/** A 0/1/true/false/on/off variable; unset or empty reads as `dflt`. */
+export function flag(env: Env, name: string, dflt: boolean): boolean {
   const raw = env[name]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return dflt;
   if (raw === "0" || raw === "false" || raw === "off" || raw === "no") return false;

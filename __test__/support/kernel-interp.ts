@@ -417,7 +417,7 @@ export class Interp {
       }
       case "store": {
         const idx = this.expr(s.idx), v = this.expr(s.value);
-        const view = s as { b?: number; as?: string; vec?: number };
+        const view = s as { b?: number; as?: string };
         if (view.b !== undefined && view.as !== undefined && view.as !== this.desc.bindings[view.b].elem) {
           // u32 words into a 16-bit binding: each word is two halves, the lower address in its low half
           const b = view.b; const elem = this.desc.bindings[b].elem;

@@ -6,6 +6,7 @@
 //   HELIOS_MATMUL_STORE    wide    how whole output blocks leave: wide | coopmat | staged4 (plan.ts)
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { flag } from "../../config.js";
 
 export interface MatmulConfig {
   variant?: string;
@@ -19,18 +20,9 @@ export interface MatmulConfig {
 
 type Env = Record<string, string | undefined>;
 
-function flag(env: Env, name: string): boolean {
-  const raw = env[name]?.trim().toLowerCase();
-  if (raw === "0" || raw === "false" || raw === "off" || raw === "no") return false;
-  if (raw !== undefined && raw !== "" && raw !== "1" && raw !== "true" && raw !== "on" && raw !== "yes") {
-    throw new Error(`${name}=${env[name]}: expected 0/1/true/false/on/off`);
-  }
-  return true;
-}
-
 export function readMatmulConfig(env: Env = process.env): MatmulConfig {
-  const autotune = flag(env, "HELIOS_AUTOTUNE");
-  const aligned = flag(env, "HELIOS_MATMUL_ALIGNED");
+  const autotune = flag(env, "HELIOS_AUTOTUNE", true);
+  const aligned = flag(env, "HELIOS_MATMUL_ALIGNED", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
   if (store !== "wide" && store !== "coopmat" && store !== "staged4") {
     throw new Error(`HELIOS_MATMUL_STORE=${env.HELIOS_MATMUL_STORE}: expected wide, coopmat or staged4`);

@@ -89,10 +89,9 @@ export interface CoopConfig {
    */
   aligned?: boolean;
   /**
-   * f16 output, N % 8 == 0 (planner): full blocks leave through a per-subgroup 16×16 f16 tile in
-   * shared memory (u32x4 elements) and one 16-byte store per lane, instead of a coopmat store to
-   * global memory (H100: 16384×2304×768 0.318 → 0.258 ms with the f32 staging tile; the driver's
-   * global coopmat stores are narrow).
+   * f16 output, N % 8 == 0, with directStore (planner): full blocks leave through a per-subgroup
+   * 16×16 f16 tile in shared memory (u32x4 elements) and one 16-byte store per lane, instead of a
+   * coopmat store to global memory (store-tile.ts; the driver's global coopmat stores are narrow).
    */
   halfOut?: boolean;
   /**
@@ -131,7 +130,7 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   // epilogue tiles per subgroup: 1 KB of f32 (edge blocks, staged paths; not needed when every
   // block is whole and leaves by a direct or f16 store), 512 B of f16 (halfOut)
   const f32Stage = c.aligned && c.directStore && !c.wideOut32 ? 0 : 1024;
-  const halfStage = c.halfOut && c.directStore ? 512 : 0;
+  const halfStage = c.halfOut ? 512 : 0;
   return copies * (c.stages ?? 2) * 2 * (a + b) + (f32Stage + halfStage) * c.wm * c.wn;
 }
 
@@ -168,7 +167,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it
   let stageArr: Shared | undefined;
   const stageF32 = (): Shared => (stageArr ??= k.shared("stage", "f32", 256 * nsg));
-  const stageH = c.halfOut && c.directStore ? k.shared("stageh", "u32x4", TILE_SLOT * nsg) : undefined;
+  const stageH = c.halfOut ? k.shared("stageh", "u32x4", TILE_SLOT * nsg) : undefined;
 
   const wg = k.let(k.workgroupId, "wg");
   const lid = k.let(k.localIndex, "lid");
@@ -258,7 +257,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     };
     const storeWhole = (x: Expr) => {
       if (stageH) storeTileF16(k, C, stageH, k.let(sg.mul(TILE_SLOT), "hs"), lane, x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n);
-      else if (c.wideOut32 && outElem === "f32") stagedVec(x);
+      else if (c.wideOut32) stagedVec(x);
       else C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
     };
     // aligned: every block is full, so the bounds test and the edge path are not generated

@@ -250,12 +250,13 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     if (v.cfg.wide && p.dtype !== "f32" && contig % 8 === 0 && p.k % 8 === 0) return 8;
     return contig % 4 === 0 && p.k % 4 === 0 ? 4 : 1;
   };
+  const directStore = split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16") && outStore !== "staged4");
   const cfg: CoopConfig = {
     ...v.cfg,
     vecA: width(contigA),
     vecB: width(contigB),
-    directStore: split || p.outDtype === "f32" || (p.outDtype === "f16" && hasShape(caps, "f16", "f16") && outStore !== "staged4"),
-    halfOut: !split && p.outDtype === "f16" && p.n % 8 === 0 && outStore === "wide",
+    directStore,
+    halfOut: directStore && !split && p.outDtype === "f16" && p.n % 8 === 0 && outStore === "wide",
     wideOut32: (split || p.outDtype === "f32") && p.n % 4 === 0 && outStore === "wide",
     vecOut: p.n % 4 === 0,
     aligned: allowAligned && isAligned(p, v),
