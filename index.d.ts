@@ -35,6 +35,14 @@ export declare function captureBatch(): number
  */
 export declare function compileKernel(desc: string | object): number
 
+/**
+ * Validates, assembles and creates pipelines for many descriptions at once: assembly and the
+ * driver's pipeline compiles run on up to `threads` threads (default: the host's cores, at most
+ * 16). Returns the handles in order, the same (memoized) handles compileKernel returns. If any
+ * description fails, the call throws naming its index (the others are compiled and memoized).
+ */
+export declare function compileKernels(descs: string[], threads?: number): Array<number>
+
 export interface CoopMatShape {
   m: number
   n: number

@@ -297,6 +297,44 @@ test("compileKernel memoizes by content", { skip }, () => {
   assert.equal(native.compileKernel(mk()), native.compileKernel(JSON.stringify(mk())));
 });
 
+test("compileKernels: many descriptions on several threads, the same memoized handles, errors by index", { skip }, () => {
+  const mk = (c: number) => {
+    const k = kernel(`t_many_${c}`, { workgroup: [WG] });
+    const o = k.buffer("o", f32, "write");
+    const i = k.let(k.globalId.x, "i");
+    o.store(i, i.cast(f32).mul(c).add(0.5));
+    return k.finish();
+  };
+  const consts = [3, 5, 7, 11, 13, 17, 19];
+  // a repeated description and one compileKernel compiled first share handles
+  const first = native.compileKernel(mk(3));
+  const jsons = [...consts, 5].map((c) => JSON.stringify(mk(c)));
+  const handles: number[] = native.compileKernels(jsons, 4);
+  assert.equal(handles.length, jsons.length);
+  assert.equal(handles[0], first);
+  assert.equal(handles[7], handles[1]);
+  assert.equal(new Set(handles).size, consts.length);
+  assert.deepEqual(native.compileKernels(jsons), handles);
+  const buf = native.createBuffer(WG * 4);
+  try {
+    consts.forEach((c, j) => {
+      native.beginBatch();
+      native.recordDispatch(handles[j], [buf], [1]);
+      native.waitTimeline(native.submitBatch());
+      const got = new Float32Array(native.readBuffer(buf));
+      assert.deepEqual([...got.slice(0, 3)], [0.5, c + 0.5, 2 * c + 0.5], `kernel ${c}`);
+    });
+  } finally {
+    native.destroyBuffer(buf);
+  }
+  const code = (c: string, msg: RegExp) => (e: Error & { code?: string }) => e.code === c && msg.test(e.message);
+  assert.throws(() => native.compileKernels([jsons[0], jsons[1], "{\"name\": 1}"]), code("ERR_HELIOS_INVALID_KERNEL", /compileKernels: descs\[2\]/));
+  assert.throws(() => native.compileKernels([jsons[0], 42]), code("ERR_HELIOS_INVALID_ARGUMENT", /descs\[1\] must be a string/));
+  assert.throws(() => native.compileKernels("x"), code("ERR_HELIOS_INVALID_ARGUMENT", /descs must be an array/));
+  assert.throws(() => native.compileKernels(jsons, 0), code("ERR_HELIOS_INVALID_ARGUMENT", /threads = 0/));
+  assert.deepEqual(native.compileKernels([]), []);
+});
+
 after(() => {
   // With HELIOS_VALIDATION=1 any validation-layer message is a failure.
   if (skip || typeof native.takeValidationMessages !== "function") return;

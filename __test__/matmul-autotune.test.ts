@@ -69,6 +69,9 @@ test("HELIOS_MATMUL_VARIANT forces, HELIOS_AUTOTUNE=0 uses the default", () => {
   assert.equal(readMatmulConfig({}).outStore, "wide");
   assert.equal(readMatmulConfig({ HELIOS_MATMUL_STORE: "coopmat", HELIOS_MATMUL_ALIGNED: "0" }).outStore, "coopmat");
   assert.equal(readMatmulConfig({ HELIOS_MATMUL_ALIGNED: "0" }).aligned, false);
+  assert.equal(readMatmulConfig({}).presplit, true);
+  assert.equal(readMatmulConfig({ HELIOS_MATMUL_PRESPLIT: "0" }).presplit, false);
+  assert.throws(() => readMatmulConfig({ HELIOS_MATMUL_PRESPLIT: "yes please" }), /HELIOS_MATMUL_PRESPLIT/);
 });
 
 test("config defaults: XDG cache dir", () => {
@@ -92,4 +95,13 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   const dW = names({ m: 768, n: 768, k: 16384, dtype: "f16", transA: true });
   for (const v of ["cm_128x128x32_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_s1_sk4", "cm_128x128x32_w2x2_v128_s1_sk8"]) assert.ok(dW.includes(v), v);
   assert.ok(!names({ m: 4096, n: 4096, k: 4096, dtype: "f16" }).some((v) => v.includes("_sk")));
+  // f32: the presplit twins of the tuned bf16 tiles race SIMT and the in-kernel split (not the
+  // untuned tiles' twins); split-K is sized on the tripled K
+  const f32 = names({ m: 4096, n: 4096, k: 4096, dtype: "f32" });
+  for (const v of ["x3_cm_128x256x32_w2x4_v128_s1", "x3_cm_128x128x32_w2x2_v128_s1", "simt_128x128_8x8", "cm3_64x64x32_w2x2"]) assert.ok(f32.includes(v), v);
+  assert.ok(!f32.includes("x3_cm_128x256x16_w2x4_v128"));
+  assert.ok(!f32.some((v) => v.startsWith("cm_")), "no f16-tile (low-precision) f32 candidates");
+  assert.ok(names({ m: 768, n: 768, k: 16384, dtype: "f32", transA: true }).includes("x3_cm_128x128x32_w2x2_v128_s1_sk4"));
+  assert.ok(!candidateVariants(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps, { presplit: false }).some((v) => v.kind === "presplit"));
+  assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps).name, "x3_cm_128x256x32_w2x4_v128_s1");
 });

@@ -209,6 +209,11 @@ test("aligned problems: unchecked staging loads (_al), every layout, dtype, epil
   run(["cm_64x64x32_w2x2", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x64_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [
     { name: "TT_128x128x128", problem: { m: 128, n: 128, k: 128, transA: true, transB: true }, full: true },
   ]);
+  // the peeled 256×256 f16-accumulation tile on a whole tile (two k-tiles) and on edges
+  run(["cm_256x256x32_w4x2_v128_s1_pl"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NN_256x256x64", problem: { m: 256, n: 256, k: 64 }, full: true },
+    { name: "TN_bias_gelu_40x72x80", problem: { m: 40, n: 72, k: 80, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+  ]);
   // a peeled variant on an unaligned problem runs the checked loop
   run(["cm_128x256x32_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [{ name: "130x260x72", problem: { m: 130, n: 260, k: 72 }, full: true }]);
   run(["cm_64x64x32_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [
@@ -218,4 +223,42 @@ test("aligned problems: unchecked staging loads (_al), every layout, dtype, epil
   const f32 = run(["cm3_64x64x32_w2x2"], [{ name: "f32", dtype: "f32" }], [{ name: "64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true }]);
   assert.ok(f32.every((r) => (r.relErr as number) < 1e-4));
   assert.match(name("cm3_64x64x32_w2x2", { m: 64, n: 128, k: 64, dtype: "f32" }), /_al/);
+});
+
+// f32 on presplit bf16 operands (presplit.ts): the split kernels lay out A' = [hi|hi|lo] and
+// B' = [hi;lo;hi] along K for every layout (K contiguous or the row index; a broadcast B splits
+// once), then a bf16 tile runs over K' = 3K. Held to the exact-f32 gate (1e-4).
+test("presplit f32 (x3_*): every layout, batches, broadcast B, epilogues, edges, split-K", () => {
+  const cases: CheckCase[] = [
+    ...CASES,
+    { name: "aligned_NN_64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true },
+    { name: "TT_odd_k_scalar_split_33x20x7", problem: { m: 33, n: 20, k: 7, transA: true, transB: true }, full: true },
+  ];
+  const rows = run(["x3_cm_64x64x32_w2x2", "x3_cm_128x128x32_w2x2_v128_s1"], [{ name: "f32", dtype: "f32" }], cases);
+  for (const r of rows) {
+    assert.equal(r.tolerance, 1e-4, `${r.variant} ${r.case}`);
+    assert.ok(r.relErr !== null && r.relErr < 1e-4, `${r.variant} ${r.case}: ${r.relErr}`);
+  }
+  run(["x3_cm_64x64x32_w2x2_sk2"], [{ name: "f32", dtype: "f32" }], [
+    { name: "splitk_bias_silu_24x40x200", problem: { m: 24, n: 40, k: 200, epilogue: { bias: true, act: "silu" } }, full: true },
+  ]);
+});
+
+test("presplit f32: the plan (split steps, scratch, the inner bf16 problem) and when it is chosen", () => {
+  const caps = { ...new InterpRuntime().info };
+  const plan = planMatmul({ m: 64, n: 96, k: 40, dtype: "f32", batch: 2, transA: true }, caps, { variant: "x3_cm_64x64x32_w2x2" });
+  assert.deepEqual(plan.steps.map((s) => s.bindings.join(",")), ["A,splitA", "B,splitB", "splitA,splitB,C"]);
+  assert.deepEqual(plan.steps.slice(0, 2).map((s) => s.desc.name), ["mm_presplit_f32_bf16x4_lo2", "mm_presplit_f32_bf16x4_lo1"]);
+  // transposed A stacks whole [K, M] blocks (seg = K·M); row-major B too (seg = K·N), in x4 chunks
+  assert.deepEqual(plan.steps.slice(0, 2).map((s) => s.pushValues), [{ n: (2 * 40 * 64) / 4, seg: (40 * 64) / 4 }, { n: (2 * 40 * 96) / 4, seg: (40 * 96) / 4 }]);
+  assert.deepEqual(plan.scratch, { splitA: 2 * 64 * 120 * 2, splitB: 2 * 120 * 96 * 2 });
+  assert.equal(plan.steps[2].pushValues.k, 120);
+  assert.match(plan.steps[2].desc.name, /^mm_cm_bf16_acc32_f32_/);
+  assert.equal(plan.lowPrecision, false);
+  // default for f32 where bf16 tiles exist (the x3 twin of the bf16 default), SIMT without them
+  assert.match(planMatmul({ m: 256, n: 256, k: 256, dtype: "f32" }, caps).variant, /^x3_cm_/);
+  assert.match(planMatmul({ m: 256, n: 256, k: 256, dtype: "f32" }, caps, { presplit: false }).variant, /^simt_/);
+  const noBf16 = { ...caps, bf16Supported: false };
+  assert.match(planMatmul({ m: 256, n: 256, k: 256, dtype: "f32" }, noBf16).variant, /^simt_/);
+  assert.throws(() => planMatmul({ m: 8, n: 8, k: 8, dtype: "f16" }, caps, { variant: "x3_cm_64x64x32_w2x2" }), /for f32 inputs/);
 });

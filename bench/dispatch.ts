@@ -174,6 +174,17 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
       }),
     },
     {
+      // the packed form of the same 1000 dispatches: one N-API crossing records them all
+      name: `batched end to end, ${n} independent (recordDispatchMany)`,
+      unit: us,
+      target: { kind: "max", value: 2 },
+      run: () => usPer(n, () => {
+        rt.beginBatch();
+        rt.recordDispatchMany(packedNoops, n);
+        rt.waitTimeline(rt.submitBatch());
+      }),
+    },
+    {
       name: `batched end to end, ${n} dependent (recordDispatch)`,
       unit: us,
       target: { kind: "max", value: 2 },

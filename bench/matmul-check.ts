@@ -5,7 +5,7 @@ import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { candidateVariants, isLowPrecision, planMatmul, unsupported, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
-import { runPlan } from "../ts/kernels/matmul/run.js";
+import { precompilePlans, runPlan } from "../ts/kernels/matmul/run.js";
 import { VARIANTS, type VariantSpec } from "../ts/kernels/matmul/variants.js";
 
 export interface CheckCase {
@@ -61,6 +61,29 @@ export function defaultCheckVariants(): VariantSpec[] {
   return [...VARIANTS.values()].filter((v) => v.splits === 1 || extra.has(v.name));
 }
 
+/** Variants whose kernels the check compiles together (see precompilePlans). */
+const PRECOMPILE = 8;
+
+function precompile(rt: MatmulRuntime, caps: MatmulCaps, variants: VariantSpec[], mode: DtypeMode, cases: CheckCase[]): void {
+  const plans = [];
+  for (const v of variants) {
+    for (const c of cases) {
+      const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
+      if (unsupported(v, normalize(prob), caps)) continue;
+      try {
+        plans.push(planMatmul(prob, caps, { variant: v.name }));
+      } catch {
+        // reported by the check itself
+      }
+    }
+  }
+  try {
+    precompilePlans(rt, plans);
+  } catch {
+    // a kernel that fails to compile fails its own check below
+  }
+}
+
 /** Runs `variants × modes × cases`; never throws (failures are rows). */
 export function checkVariants(
   rt: MatmulRuntime,
@@ -87,10 +110,14 @@ export function checkVariants(
   for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => v.kind !== "coop2" && pk.has(v.name))]); }
   for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => v.kind !== "coop2" && !pk.has(v.name))]); }
   for (const mode of modes) passes.push([mode, variants.filter((v) => v.kind === "coop2")]);
+  const cases = opts.cases ?? CHECK_CASES;
   for (const [mode, group] of passes) {
     if (group.length === 0) continue;
-    for (const v of group) {
-      for (const c of opts.cases ?? CHECK_CASES) {
+    for (const [vi, v] of group.entries()) {
+      // the driver compile dominates a check (0.2-1 s per coopmat kernel): compile the next
+      // PRECOMPILE variants' kernels for every case at once, on several threads
+      if (vi % PRECOMPILE === 0 && performance.now() < deadline) precompile(rt, caps, group.slice(vi, vi + PRECOMPILE), mode, cases);
+      for (const c of cases) {
         const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
         const np = normalize(prob);
         const why = unsupported(v, np, caps);

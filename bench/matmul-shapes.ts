@@ -12,8 +12,10 @@
 // A/B control of the unchecked loads the planner uses when the tiles divide M, N and K);
 // --square=2048,4096 adds square NN products; --accF16=1 accumulates in f16 (the opt-in variant);
 // --training=0 leaves out the training products. A --variants name also selects its split-K forms.
+// --dtype=f32 times f32 inputs and output (exact-f32 variants: SIMT, cm3_*, x3_*; PyTorch with TF32
+// off and on), --dtype=bf16 bf16 ones.
 //
-//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--extra=MxNxK,...] [--outDtype=f16] [--out=perf/matmul-shapes.json]
+//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--extra=MxNxK,...] [--outDtype=f16] [--dtype=f16] [--out=perf/matmul-shapes.json]
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -21,7 +23,7 @@ import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { candidateVariants, planMatmul } from "../ts/kernels/matmul/plan.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
-import { runPlan, timePlan } from "../ts/kernels/matmul/run.js";
+import { precompilePlans, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { median } from "./stats.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
@@ -34,7 +36,9 @@ const scale = Number(arg("scale", "1"));
 const abChecked = arg("checked", "0") === "1";
 const abStores = arg("stores", "0") === "1";
 const accF16 = arg("accF16", "0") === "1";
-const outDtype = arg("outDtype", "f16") as "f16" | "f32";
+const dtype = arg("dtype", "f16") as "f16" | "bf16" | "f32";
+if (!["f16", "bf16", "f32"].includes(dtype)) throw new Error(`--dtype=${dtype}: expected f16, bf16 or f32`);
+const outDtype = (dtype === "f32" ? "f32" : arg("outDtype", dtype)) as "f16" | "bf16" | "f32";
 const squares = arg("square", "").split(",").filter(Boolean).map(Number);
 
 interface Shape { name: string; m: number; n: number; k: number; transA: boolean; transB: boolean }
@@ -60,7 +64,7 @@ const info = rt.initDevice();
 const caps = capsOf(info);
 const rows: Record<string, unknown>[] = [];
 for (const s of shapes) {
-  const prob: MatmulProblem = { m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB, dtype: "f16", outDtype, accF16 };
+  const prob: MatmulProblem = { m: s.m, n: s.n, k: s.k, transA: s.transA, transB: s.transB, dtype, outDtype, accF16 };
   const p = normalize(prob);
   const def = planMatmul(prob, caps).variant;
   const names = [...new Set([def, ...candidateVariants(p, caps).map((v) => v.name), ...only])].filter((v) => only.length === 0 || only.includes(v) || only.includes(variantByName(v).base) || v === def);
@@ -72,6 +76,11 @@ for (const s of shapes) {
       ...(abChecked ? [{ variant, aligned: false, outStore: "wide" as const, tag: "/checked" }] : []),
       ...(abStores ? (["coopmat", "staged4"] as const).map((outStore) => ({ variant, aligned: true, outStore, tag: `/${outStore}` })) : []),
     ]);
+    try {
+      precompilePlans(rt, runs.map((r) => planMatmul(prob, caps, { variant: r.variant, aligned: r.aligned, outStore: r.outStore })));
+    } catch {
+      // a plan or kernel that fails is reported on its own below
+    }
     for (const { variant, aligned, outStore, tag } of runs) {
       try {
         const plan = planMatmul(prob, caps, { variant, aligned, outStore });
@@ -106,16 +115,20 @@ try {
   const body = shapes.map((s, i) => {
     const a = s.transA ? `torch.randn(${s.k},${s.m},device=d,dtype=h).t()` : `torch.randn(${s.m},${s.k},device=d,dtype=h)`;
     const b = s.transB ? `torch.randn(${s.n},${s.k},device=d,dtype=h).t()` : `torch.randn(${s.k},${s.n},device=d,dtype=h)`;
-    return `a=${a};b=${b}\nres["${i}"]=bench(lambda: a@b)`;
+    const tf32 = dtype === "f32" ? `\ntorch.backends.cuda.matmul.allow_tf32=True\nres["${i}tf32"]=bench(lambda: a@b)\ntorch.backends.cuda.matmul.allow_tf32=False` : "";
+    return `a=${a};b=${b}\nres["${i}"]=bench(lambda: a@b)${tf32}`;
   }).join("\n");
-  const script = `import json, time, torch\nd="cuda";h=torch.float16;res={}\ndef bench(f):\n    t0=time.perf_counter()\n    while time.perf_counter()-t0<0.15:\n        [f() for _ in range(10)];torch.cuda.synchronize()\n    reps=[]\n    for _ in range(${repeats}):\n        s=torch.cuda.Event(enable_timing=True);e=torch.cuda.Event(enable_timing=True);s.record()\n        for _ in range(${iters}): f()\n        e.record();torch.cuda.synchronize();reps.append(s.elapsed_time(e)/${iters})\n    return sorted(reps)[len(reps)//2]\n${body}\nprint(json.dumps(res))`;
+  const script = `import json, time, torch\nd="cuda";h=torch.${dtype === "f32" ? "float32" : dtype === "bf16" ? "bfloat16" : "float16"};torch.backends.cuda.matmul.allow_tf32=False;res={}\ndef bench(f):\n    t0=time.perf_counter()\n    while time.perf_counter()-t0<0.15:\n        [f() for _ in range(10)];torch.cuda.synchronize()\n    reps=[]\n    for _ in range(${repeats}):\n        s=torch.cuda.Event(enable_timing=True);e=torch.cuda.Event(enable_timing=True);s.record()\n        for _ in range(${iters}): f()\n        e.record();torch.cuda.synchronize();reps.append(s.elapsed_time(e)/${iters})\n    return sorted(reps)[len(reps)//2]\n${body}\nprint(json.dumps(res))`;
   torch = JSON.parse(execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim().split("\n").pop() as string);
 } catch {
   torch = null;
 }
-rows.forEach((r, i) => (r.torchMs = torch ? torch[String(i)] ?? null : null));
+rows.forEach((r, i) => {
+  r.torchMs = torch ? torch[String(i)] ?? null : null;
+  if (dtype === "f32") r.torchTf32Ms = torch ? torch[`${i}tf32`] ?? null : null;
+});
 writeFileSync(out, JSON.stringify({ device: info.deviceName, iters, repeats, rows }, null, 1));
 const f = (x: unknown, d = 3) => (typeof x === "number" ? x.toFixed(d) : "-").padStart(8);
-console.log(`device ${info.deviceName}; f16 in/out, f32 accumulation; GPU timestamps, median of ${repeats} x ${iters}`);
-console.log(`${"product".padEnd(42)} ${"default".padStart(8)} ${"best".padStart(8)} ${"torch".padStart(8)}  best variant`);
-for (const r of rows) console.log(`${String(r.name).padEnd(42)} ${f(r.defaultMs)} ${f(r.bestMs)} ${f(r.torchMs)}  ${r.best}`);
+console.log(`device ${info.deviceName}; ${dtype} in, ${outDtype} out, ${accF16 ? "f16" : "f32"} accumulation; GPU timestamps, median of ${repeats} x ${iters}${dtype === "f32" ? "; torch = TF32 off, tf32 = on" : ""}`);
+console.log(`${"product".padEnd(42)} ${"default".padStart(8)} ${"best".padStart(8)} ${"torch".padStart(8)}${dtype === "f32" ? " " + "tf32".padStart(8) : ""}  best variant`);
+for (const r of rows) console.log(`${String(r.name).padEnd(42)} ${f(r.defaultMs)} ${f(r.bestMs)} ${f(r.torchMs)}${dtype === "f32" ? " " + f(r.torchTf32Ms) : ""}  ${r.best}`);

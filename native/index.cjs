@@ -839,6 +839,7 @@ module.exports.batchProfile = nativeBinding.batchProfile
 module.exports.beginBatch = nativeBinding.beginBatch
 module.exports.captureBatch = nativeBinding.captureBatch
 module.exports.compileKernel = nativeBinding.compileKernel
+module.exports.compileKernels = nativeBinding.compileKernels
 module.exports.copyBuffer = nativeBinding.copyBuffer
 module.exports.createBuffer = nativeBinding.createBuffer
 module.exports.createPipeline = nativeBinding.createPipeline

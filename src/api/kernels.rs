@@ -6,11 +6,12 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use napi::bindgen_prelude::{Either, JsObjectValue, Object, Uint32Array};
+use napi::bindgen_prelude::{Array, Either, FromNapiValue, JsObjectValue, Object, Uint32Array, Unknown};
 use napi::{Env, JsGlobal, JSON};
 use napi_derive::napi;
 
 use crate::caps::DeviceCaps;
+use crate::api::args::opt_num;
 use crate::api::guard;
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
 use crate::runtime::global as runtime;
@@ -46,12 +47,17 @@ fn caps_or_permissive() -> DeviceCaps {
     }
 }
 
+/// Pipeline handles by (content hash, device instance).
+fn pipeline_memo() -> &'static Mutex<HashMap<(u64, u64), f64>> {
+    static PIPELINES: OnceLock<Mutex<HashMap<(u64, u64), f64>>> = OnceLock::new();
+    PIPELINES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 /// The pipeline for a compiled kernel, created once per (content hash, device instance): a
 /// re-initialized device gets new pipelines, never another device's handles.
 fn pipeline_for(key: u64, k: &CompiledKernel) -> HeliosResult<f64> {
-    static PIPELINES: OnceLock<Mutex<HashMap<(u64, u64), f64>>> = OnceLock::new();
     let device = runtime::device()?.1;
-    let map = PIPELINES.get_or_init(|| Mutex::new(HashMap::new()));
+    let map = pipeline_memo();
     if let Some(&h) = map.lock().get(&(key, device)) {
         return Ok(h);
     }
@@ -85,6 +91,73 @@ pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f6
         let (key, k) = cache().get_or_compile(&json, &caps, true)?;
         pipeline_for(key, &k)
     })
+}
+
+/// Validates, assembles and creates pipelines for many descriptions at once: assembly and the
+/// driver's pipeline compiles run on up to `threads` threads (default: the host's cores, at most
+/// 16). Returns the handles in order, the same (memoized) handles compileKernel returns. If any
+/// description fails, the call throws naming its index (the others are compiled and memoized).
+#[napi(ts_args_type = "descs: string[], threads?: number")]
+pub fn compile_kernels(descs: Unknown<'_>, threads: Option<Unknown<'_>>) -> napi::Result<Vec<f64>, ErrorCode> {
+    guard("compileKernels", || {
+        let jsons = strings(descs, "descs")?;
+        let threads = match opt_num(threads, "threads")? {
+            None => std::thread::available_parallelism().map_or(4, |n| n.get()).min(16),
+            Some(t) if t.fract() == 0.0 && (1.0..=256.0).contains(&t) => t as usize,
+            Some(t) => return Err(HeliosError::invalid_argument(format!("threads = {t} must be an integer from 1 to 256"))),
+        };
+        compile_many(&jsons, threads)
+    })
+}
+
+fn strings(v: Unknown<'_>, what: &str) -> HeliosResult<Vec<String>> {
+    let arr = Array::from_unknown(v).map_err(|_| HeliosError::invalid_argument(format!("{what} must be an array of strings")))?;
+    (0..arr.len())
+        .map(|i| match arr.get::<String>(i) {
+            Ok(Some(s)) => Ok(s),
+            _ => Err(HeliosError::invalid_argument(format!("{what}[{i}] must be a string (a JSON kernel description)"))),
+        })
+        .collect()
+}
+
+/// Assembles every description, then builds the pipelines not yet memoized, all in parallel.
+fn compile_many(jsons: &[String], threads: usize) -> HeliosResult<Vec<f64>> {
+    let caps = runtime::device_caps()?;
+    let device = runtime::device()?.1;
+    let assembled = crate::runtime::parallel::map(jsons, threads, |j| cache().get_or_compile(j, &caps, true));
+    let mut kernels = Vec::with_capacity(jsons.len());
+    for (i, a) in assembled.into_iter().enumerate() {
+        kernels.push(a.map_err(|e| HeliosError::new(e.code, format!("descs[{i}]: {}", e.message)))?);
+    }
+    // one build per distinct kernel missing from the memo
+    let map = pipeline_memo();
+    let mut todo: Vec<(u64, &CompiledKernel)> = Vec::new();
+    {
+        let memo = map.lock();
+        for (key, k) in &kernels {
+            if !memo.contains_key(&(*key, device)) && !todo.iter().any(|(t, _)| t == key) {
+                todo.push((*key, k));
+            }
+        }
+    }
+    let jobs: Vec<(&[u32], &crate::caps::PipelineLayoutDesc)> = todo.iter().map(|(_, k)| (k.words.as_slice(), &k.layout)).collect();
+    let built = runtime::create_pipelines(&jobs, threads)?;
+    {
+        let mut memo = map.lock();
+        memo.retain(|(_, d), _| *d == device);
+        for ((key, _), h) in todo.iter().zip(built) {
+            let h = h.map_err(|e| {
+                let i = kernels.iter().position(|(k, _)| k == key).unwrap_or(0);
+                HeliosError::new(e.code, format!("descs[{i}]: {}", e.message))
+            })?;
+            memo.insert((*key, device), h);
+        }
+    }
+    let memo = map.lock();
+    kernels
+        .iter()
+        .map(|(key, _)| memo.get(&(*key, device)).copied().ok_or_else(|| HeliosError::internal("compiled pipeline missing from the memo")))
+        .collect()
 }
 
 /// SPIR-V words of a description (validated against the device, or permissive caps without one).

@@ -189,6 +189,16 @@ impl Runtime {
     /// Creates a pipeline (shared by the JS export and the kernel assembler's entry point).
     pub fn create_pipeline(&mut self, spirv: &[u32], layout: &crate::caps::PipelineLayoutDesc) -> HeliosResult<f64> {
         let obj = pipelines::build(&self.dev, self.cache.raw, spirv, layout, self.use_push_descriptors)?;
+        self.insert_pipeline(obj)
+    }
+
+    /// What building a pipeline off the lock needs (see `global::create_pipelines`).
+    pub fn pipeline_builder(&self) -> pipelines::Builder {
+        pipelines::Builder { device: self.dev.clone(), cache: self.cache.raw, push_descriptors: self.use_push_descriptors }
+    }
+
+    /// Registers a pipeline built by `pipelines::build`; returns its JS handle.
+    pub fn insert_pipeline(&mut self, obj: pipelines::PipelineObj) -> HeliosResult<f64> {
         self.cache.dirty = true;
         self.save_cache_debounced();
         self.pipelines.insert(Arc::new(obj))

@@ -120,3 +120,13 @@ pub fn pipeline_statistics(handle: f64) -> HeliosResult<Vec<(String, f64)>> {
 pub fn create_pipeline(spirv: &[u32], layout: &PipelineLayoutDesc) -> HeliosResult<f64> {
     with(|rt| rt.create_pipeline(spirv, layout))
 }
+
+/// Builds pipelines for `jobs` on up to `threads` threads without holding the runtime lock (the
+/// driver's compile of a large kernel takes 0.2-1 s), then registers them. Called from the JS
+/// thread, which stays inside this call, so the device cannot be destroyed meanwhile. Returns one
+/// handle or error per job, in order.
+pub fn create_pipelines(jobs: &[(&[u32], &PipelineLayoutDesc)], threads: usize) -> HeliosResult<Vec<HeliosResult<f64>>> {
+    let builder = with(|rt| Ok(rt.pipeline_builder()))?;
+    let built = crate::runtime::parallel::map(jobs, threads, |(spirv, layout)| builder.build(spirv, layout));
+    with(|rt| Ok(built.into_iter().map(|b| b.and_then(|obj| rt.insert_pipeline(obj))).collect()))
+}

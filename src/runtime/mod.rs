@@ -10,6 +10,7 @@ pub mod context;
 pub mod global;
 pub mod handles;
 pub mod lane;
+pub mod parallel;
 pub mod pipelines;
 pub mod pool;
 pub mod profile;
@@ -21,4 +22,4 @@ pub mod timeline;
 pub mod tracker;
 pub mod transfer;
 
-pub use global::{create_pipeline, device_caps};
+pub use global::{create_pipeline, create_pipelines, device_caps};

@@ -50,6 +50,21 @@ pub fn validate_layout(device: &Device, desc: &PipelineLayoutDesc) -> HeliosResu
     Ok(())
 }
 
+/// The device, pipeline cache and descriptor mode a pipeline is built with: cloned out of the
+/// runtime so that several threads can build pipelines without holding the runtime lock
+/// (vkCreateComputePipelines and the pipeline cache are internally synchronized).
+pub struct Builder {
+    pub device: Arc<Device>,
+    pub cache: crate::vk::raw::PipelineCache,
+    pub push_descriptors: bool,
+}
+
+impl Builder {
+    pub fn build(&self, spirv: &[u32], desc: &PipelineLayoutDesc) -> HeliosResult<PipelineObj> {
+        build(&self.device, self.cache, spirv, desc, self.push_descriptors)
+    }
+}
+
 pub fn build(
     device: &Arc<Device>,
     cache: crate::vk::raw::PipelineCache,

@@ -7,7 +7,7 @@ import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, matmulGeometry, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
-import { chooseMatmul, planMatmul, PUSH_FIELDS, type MatmulCaps, type MatmulDtype, type BindingRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
+import { chooseMatmul, planMatmul, type MatmulCaps, type MatmulDtype, type BindingRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
 import type { MatmulRuntime } from "../kernels/matmul/device.js";
 import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
@@ -116,16 +116,16 @@ export function planned(
   const plan = choosePlan(E, { m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue });
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   E.withInputs(op, [A, B], ([la, lb]) => {
-    const ws: Lease | null = plan.workspaceBytes > 0 ? E.pool.lease(plan.workspaceBytes) : null;
+    const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][]).map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
     try {
-      const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, workspace: ws };
+      const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, ...Object.fromEntries(scratch) };
       plan.steps.forEach((s, i) => {
         const bufs = s.bindings.map((r) => roles[r] ?? null);
-        E.dispatch(pipes[i], bufs, s.groups, PUSH_FIELDS, s.pushValues as unknown as Record<string, number>, [out]);
+        E.dispatch(pipes[i], bufs, s.groups, s.pushFields, s.pushValues, [out]);
       });
     } finally {
       // the runtime keeps a released buffer out of circulation until the GPU is done with it
-      ws?.release();
+      for (const [, lease] of scratch) lease.release();
     }
   });
   return true;

@@ -11,7 +11,7 @@ import { candidateVariants, planMatmul, unsupported, type MatmulCaps, type Matmu
 import { variantByName } from "./variants.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { tolerance } from "./reference.js";
-import { runPlan, timePlan } from "./run.js";
+import { precompilePlans, runPlan, timePlan } from "./run.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
 
@@ -141,6 +141,11 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
   const fx = new MatmulFixture(rt, p, 11);
   const results: TuneRecord["candidates"] = [];
   try {
+    try {
+      precompilePlans(rt, cands.map((v) => planMatmul(p, caps, { variant: v.name })));
+    } catch {
+      // a candidate that does not compile fails below, on its own
+    }
     for (const v of cands) {
       try {
         const plan = planMatmul(p, caps, { variant: v.name });

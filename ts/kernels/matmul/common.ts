@@ -49,7 +49,13 @@ export function pushValues(p: NormalizedProblem, splits: number, kChunk: number)
 }
 
 /** What the caller binds at each binding index of a step. */
-export type BindingRole = "A" | "B" | "C" | "bias" | "residual" | "workspace";
+export type BindingRole = "A" | "B" | "C" | "bias" | "residual" | ScratchRole;
+
+/**
+ * Scratch buffers a plan needs beside the caller's tensors (MatmulPlan.scratch): the split-K
+ * partials (f32) and the presplit bf16 operands. Fully written before they are read.
+ */
+export type ScratchRole = "workspace" | "splitA" | "splitB";
 
 /** The IR element type a buffer of `d` is declared with. */
 export function irElem(d: MatmulDtype): "f32" | "f16" | "bf16" {

@@ -4,6 +4,7 @@
 //   HELIOS_CACHE_DIR       XDG     tuning cache dir ($XDG_CACHE_HOME/helios or ~/.cache/helios)
 //   HELIOS_MATMUL_ALIGNED  1       0 = bounds-checked staging loads even when the tiles divide M, N, K
 //   HELIOS_MATMUL_STORE    wide    how whole output blocks leave: wide | coopmat | staged4 (plan.ts)
+//   HELIOS_MATMUL_PRESPLIT 1       0 = no x3_* variants (f32 on presplit bf16 operands, presplit.ts)
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { flag } from "../../config.js";
@@ -16,6 +17,8 @@ export interface MatmulConfig {
   aligned: boolean;
   /** How whole output blocks reach global memory (PlanOptions.outStore). */
   outStore: "wide" | "coopmat" | "staged4";
+  /** f32 products may run as bf16 products over presplit hi/lo operands (presplit.ts). */
+  presplit: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -23,6 +26,7 @@ type Env = Record<string, string | undefined>;
 export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const autotune = flag(env, "HELIOS_AUTOTUNE", true);
   const aligned = flag(env, "HELIOS_MATMUL_ALIGNED", true);
+  const presplit = flag(env, "HELIOS_MATMUL_PRESPLIT", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
   if (store !== "wide" && store !== "coopmat" && store !== "staged4") {
     throw new Error(`HELIOS_MATMUL_STORE=${env.HELIOS_MATMUL_STORE}: expected wide, coopmat or staged4`);
@@ -30,5 +34,5 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, cacheDir, aligned, outStore: store };
+  return { variant, autotune, cacheDir, aligned, outStore: store, presplit };
 }

@@ -33,6 +33,8 @@ export interface MatmulRuntime {
   readBuffer(handle: number, byteOffset?: number, byteLength?: number): ArrayBuffer;
   destroyBuffer(handle: number): void;
   compileKernel(desc: string | KernelDesc): number;
+  /** Many descriptions (JSON) at once, compiled on several threads (the native addon has it). */
+  compileKernels?(descs: string[], threads?: number): number[];
   beginBatch(opts?: { profile?: boolean }): void;
   recordDispatch(pipeline: number, buffers: number[], groups: number[], pushConstants?: ArrayBufferView): void;
   submitBatch(): number;

@@ -6,6 +6,7 @@ import type { MatmulPlan } from "./plan.js";
 import { bytesOf, type MatmulDtype, type NormalizedProblem } from "./problem.js";
 import { activate, decode, randomTensor, relFrobenius, rng } from "./reference.js";
 import type { PlanBuffers } from "./run.js";
+import type { ScratchRole } from "./common.js";
 
 const BLOCK = (1 << 20) + 7;
 
@@ -42,7 +43,8 @@ export class MatmulFixture {
   readonly c: number;
   readonly bias?: Operand;
   readonly residual?: Operand;
-  private workspace?: { handle: number; bytes: number };
+  /** Scratch buffers (split-K partials, presplit operands), grown to the largest plan's need. */
+  private readonly scratch = new Map<ScratchRole, { handle: number; bytes: number }>();
   private readonly cBytes: number;
 
   constructor(private readonly rt: MatmulRuntime, readonly p: NormalizedProblem, seed = 1) {
@@ -56,18 +58,23 @@ export class MatmulFixture {
   }
 
   buffers(plan: MatmulPlan): PlanBuffers {
-    if (plan.workspaceBytes > (this.workspace?.bytes ?? 0)) {
-      if (this.workspace) this.rt.destroyBuffer(this.workspace.handle);
-      this.workspace = { handle: this.rt.createBuffer(plan.workspaceBytes), bytes: plan.workspaceBytes };
-    }
-    return {
+    const out: PlanBuffers = {
       A: this.a.handle,
       B: this.b.handle,
       C: this.c,
       bias: this.bias?.handle,
       residual: this.residual?.handle,
-      workspace: this.workspace?.handle,
     };
+    for (const [role, bytes] of Object.entries(plan.scratch) as [ScratchRole, number][]) {
+      let s = this.scratch.get(role);
+      if (!s || s.bytes < bytes) {
+        if (s) this.rt.destroyBuffer(s.handle);
+        s = { handle: this.rt.createBuffer(bytes), bytes };
+        this.scratch.set(role, s);
+      }
+      out[role] = s.handle;
+    }
+    return out;
   }
 
   /** fp64 C[bt, i, j] with the epilogue, from the same data the GPU saw. */
@@ -141,7 +148,7 @@ export class MatmulFixture {
   }
 
   destroy(): void {
-    for (const h of [this.a.handle, this.b.handle, this.c, this.bias?.handle, this.residual?.handle, this.workspace?.handle]) {
+    for (const h of [this.a.handle, this.b.handle, this.c, this.bias?.handle, this.residual?.handle, ...[...this.scratch.values()].map((s) => s.handle)]) {
       if (h !== undefined) this.rt.destroyBuffer(h);
     }
   }

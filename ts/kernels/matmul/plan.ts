@@ -14,23 +14,27 @@
 //   - plan.steps: dispatch each in order in one batch: compileKernel(step.desc) (memoize the
 //     handle), buffers = step.bindings.map(role => yours[role]) with roles A, B, C, bias, residual,
 //     workspace, groups = step.groups, push = step.push (40 bytes).
-//   - plan.workspaceBytes > 0 (split-K): bind a scratch buffer of that size as `workspace` (f32,
-//     fully overwritten, may be leased and released after the batch).
+//   - plan.scratch: for each role there (workspace: split-K partials; splitA/splitB: presplit bf16
+//     operands), bind a scratch buffer of at least that many bytes (fully overwritten before it is
+//     read; may be leased and released after the batch).
+//   - each step's push constants: step.push (packed), or step.pushFields + step.pushValues.
 //   - C is fully overwritten (no read of C). plan.variant names the choice (bench rows, tuning
 //     cache, HELIOS_MATMUL_VARIANT).
-//   - bf16 needs a device with bf16 cooperative matrices; f32 is exact (SIMT or bf16x3 split)
-//     unless allowLowPrecisionF32 / a forced cm_* variant computes it on f16 tiles.
+//   - bf16 needs a device with bf16 cooperative matrices; f32 is exact (SIMT, the in-kernel bf16x3
+//     split cm3_*, or a bf16 tile over presplit hi/lo operands x3_*) unless allowLowPrecisionF32 /
+//     a forced cm_* variant computes it on f16 tiles.
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
-import { ceilDiv, packPush, pushValues, type BindingRole, type PushValues } from "./common.js";
+import { ceilDiv, packPush, PUSH_FIELDS, pushValues, type BindingRole, type ScratchRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
 import { readMatmulConfig } from "./config.js";
+import { presplitKernel, presplitLimit, SPLIT_PUSH, splitJobs, type SplitJob } from "./presplit.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
-import { UNTUNED, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
+import { isUntuned, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
 
 /** The device facts the planner needs (a subset of the native DeviceInfo). */
 export interface MatmulCaps {
@@ -50,8 +54,9 @@ export interface MatmulStep {
   /** Workgroup counts. */
   groups: [number, number, number];
   push: ArrayBuffer;
-  /** The same push constants as a record for PUSH_FIELDS (for callers with their own packing). */
-  pushValues: PushValues;
+  /** The same push constants as a record over `pushFields` (for callers with their own packing). */
+  pushFields: Readonly<Record<string, "u32" | "f32">>;
+  pushValues: Readonly<Record<string, number>>;
   /** What to bind at each binding index. */
   bindings: BindingRole[];
 }
@@ -62,8 +67,8 @@ export interface MatmulPlan {
   spec: VariantSpec;
   problem: NormalizedProblem;
   steps: MatmulStep[];
-  /** Bytes of f32 scratch the caller binds as `workspace` (0 without split-K). */
-  workspaceBytes: number;
+  /** Bytes of each scratch buffer the caller binds (absent roles: none). */
+  scratch: Partial<Record<ScratchRole, number>>;
   /** f32 inputs computed through f16 tensor-core tiles (not exact f32: ~5e-4 relative). */
   lowPrecision: boolean;
 }
@@ -91,10 +96,15 @@ export interface PlanOptions {
    * Default: HELIOS_MATMUL_STORE (wide).
    */
   outStore?: "wide" | "coopmat" | "staged4";
+  /**
+   * Offer and default to the presplit variants (x3_*) for f32 inputs on devices with bf16
+   * cooperative matrices. Default: HELIOS_MATMUL_PRESPLIT (on).
+   */
+  presplit?: boolean;
 }
 
-let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]> } | undefined;
-/** HELIOS_MATMUL_ALIGNED and HELIOS_MATMUL_STORE, read once. */
+let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean } | undefined;
+/** HELIOS_MATMUL_ALIGNED, HELIOS_MATMUL_STORE and HELIOS_MATMUL_PRESPLIT, read once. */
 function envDefaults(): NonNullable<typeof fromEnv> {
   fromEnv ??= readMatmulConfig();
   return fromEnv;
@@ -121,7 +131,17 @@ function hasShape(caps: MatmulCaps, elem: string, acc: string): boolean {
 
 /** Whether `v` computes f32 inputs through f16 tiles (gate 1e-2 instead of 1e-4). */
 export function isLowPrecision(v: VariantSpec, p: NormalizedProblem): boolean {
-  return p.dtype === "f32" && v.kind !== "simt" && !(v.kind === "coop" && v.cfg.split3);
+  return p.dtype === "f32" && v.kind !== "simt" && v.kind !== "presplit" && !(v.kind === "coop" && v.cfg.split3);
+}
+
+/** The bf16 product a presplit variant runs for f32 problem p: K' = 3K over hi/lo operands. */
+export function presplitProblem(p: NormalizedProblem): NormalizedProblem {
+  return normalize({ ...p, k: 3 * p.k, dtype: "bf16" });
+}
+
+/** The problem whose K the variant's kernel loops over (split-K and tile choices use it). */
+function loopProblem(v: VariantSpec, p: NormalizedProblem): NormalizedProblem {
+  return v.kind === "presplit" && p.dtype === "f32" ? presplitProblem(p) : p;
 }
 
 /** Why `v` cannot run `p` on this device, or null when it can. */
@@ -129,6 +149,11 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
   if (v.kind === "simt") {
     if (p.dtype === "bf16") return "the SIMT path does not read bf16";
     return null;
+  }
+  if (v.kind === "presplit") {
+    if (p.dtype !== "f32") return "the presplit variants are for f32 inputs";
+    if (p.outDtype !== "f32") return "the presplit variants write f32";
+    return presplitLimit(p) ?? unsupported(v.inner, presplitProblem(p), caps);
   }
   if (v.kind === "coop2") {
     if (!caps.coopMat2Supported) return "no VK_NV_cooperative_matrix2 on this device";
@@ -153,6 +178,7 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
 }
 
 function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
+  if (v.kind === "presplit") return tileOf(v.inner);
   if (v.kind === "coop2") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: v.cfg.bk };
   if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk({ ...v.cfg, vecA: false, vecB: false, vecOut: false }) };
   const t = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
@@ -160,7 +186,8 @@ function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
 }
 
 /** Split-K factor for small M·N with long K: fill about two waves of workgroups. */
-export function defaultSplits(p: NormalizedProblem, v: VariantSpec, units: number): number {
+export function defaultSplits(problem: NormalizedProblem, v: VariantSpec, units: number): number {
+  const p = loopProblem(v, problem);
   const { bm, bn, bk } = tileOf(v);
   const wgs = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
   let s = 1;
@@ -172,6 +199,12 @@ export function defaultSplits(p: NormalizedProblem, v: VariantSpec, units: numbe
 export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: PlanOptions = {}): VariantSpec {
   const units = caps.computeUnits ?? 132;
   const coopOk = (name: string) => unsupported(variantByName(name), p, caps) === null;
+  if (p.dtype === "f32" && !opts.allowLowPrecisionF32 && (opts.presplit ?? envDefaults().presplit) && coopOk("x3_cm_64x64x32_w2x2")) {
+    // the bf16 tile the planner would pick for the tripled-K product, over presplit operands
+    const inner = defaultVariant(presplitProblem(p), caps, opts);
+    const twin = variantByName(`x3_${inner.name}`);
+    if (unsupported(twin, p, caps) === null) return twin;
+  }
   const useCoop = (p.dtype !== "f32" || opts.allowLowPrecisionF32) && coopOk("cm_64x64x32_w2x2");
   if (p.dtype === "bf16" && !useCoop) {
     throw new Error(`bf16 matmul needs bf16 cooperative matrices (${unsupported(variantByName("cm_64x64x32_w2x2"), p, caps)}); convert to f16 or f32 on this device`);
@@ -204,24 +237,28 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   const units = caps.computeUnits ?? 132;
   const out: VariantSpec[] = [];
   const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
+  const presplit = opts.presplit ?? envDefaults().presplit;
   for (const v of VARIANTS.values()) {
-    if (v.splits !== 1 || UNTUNED.has(v.base)) continue;
-    // f32 inputs: SIMT and the accurate bf16x3 split always; f16 tiles only when allowed
-    const accurateF32 = v.kind === "coop" && !!v.cfg.split3;
+    if (v.splits !== 1 || isUntuned(v)) continue;
+    // f32 inputs: SIMT and the accurate bf16x3 forms always; f16 tiles only when allowed
+    const accurateF32 = (v.kind === "coop" && !!v.cfg.split3) || v.kind === "presplit";
     if (v.kind === "coop2" && !opts.includeCoop2) continue;
+    if (v.kind === "presplit" && !presplit) continue;
     if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
     // more than 16 f32 accumulators per subgroup spill (see variants.ts)
-    if (v.kind === "coop" && v.cfg.sm * v.cfg.sn > 16 && !p.accF16) continue;
+    const cfg = v.kind === "presplit" ? v.inner.cfg : v.kind === "coop" ? v.cfg : undefined;
+    if (cfg && cfg.sm * cfg.sn > 16 && !p.accF16) continue;
     const s = defaultSplits(p, v, units);
     out.push(v);
     if (s > 1) out.push(withSplits(v, s));
     // deeper splits while the grid stays within about two waves of two workgroups per SM: the
     // weight-gradient products (M·N of one wave or less, K = tokens) gain from them on the H100
+    const lp = loopProblem(v, p);
     const { bm, bn, bk } = tileOf(v);
-    const wgs = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+    const wgs = ceilDiv(lp.m, bm) * ceilDiv(lp.n, bn) * lp.batch;
     for (const d of [2 * s, 4 * s]) {
-      if (d <= 16 && p.k >= 1024 && p.k / d >= 4 * bk && wgs * d <= 4 * units) out.push(withSplits(v, d));
+      if (d <= 16 && lp.k >= 1024 && lp.k / d >= 4 * bk && wgs * d <= 4 * units) out.push(withSplits(v, d));
     }
   }
   return out;
@@ -286,6 +323,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   const spec = opts.variant ? variantByName(opts.variant) : defaultVariant(p, caps, opts);
   const why = unsupported(spec, p, caps);
   if (why) throw new Error(`matmul variant ${spec.name}: ${why}`);
+  if (spec.kind === "presplit") return planPresplit(p, spec, caps, opts);
   const { bm, bn, bk } = tileOf(spec);
   const kChunk = Math.max(bk, ceilDiv(ceilDiv(p.k, spec.splits), bk) * bk);
   const splits = ceilDiv(p.k, kChunk);
@@ -307,7 +345,8 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     desc,
     groups: [ceilDiv(p.n, bn), ceilDiv(p.m, bm), p.batch * splits],
     push,
-    pushValues: pv,
+    pushFields: PUSH_FIELDS,
+    pushValues: { ...pv },
     bindings: split
       ? ["A", "B", "workspace"]
       : ["A", "B", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
@@ -320,7 +359,8 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       desc: memo(`reduce|${problemKey(p)}`, () => reduceKernel(p)),
       groups: [Math.min(65535, ceilDiv(total, REDUCE_THREADS)), 1, 1],
       push,
-      pushValues: pv,
+      pushFields: PUSH_FIELDS,
+      pushValues: { ...pv },
       bindings: ["workspace", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
     });
   }
@@ -329,7 +369,38 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     spec,
     problem: p,
     steps,
-    workspaceBytes: split ? splits * p.batch * p.m * p.n * 4 : 0,
+    scratch: split ? { workspace: splits * p.batch * p.m * p.n * 4 } : {},
     lowPrecision: isLowPrecision(spec, p),
+  };
+}
+
+/** Split A and B into bf16 hi/lo operands (two small dispatches), then the inner bf16 plan. */
+function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "presplit" }>, caps: MatmulCaps, opts: PlanOptions): MatmulPlan {
+  const inner = planMatmul(presplitProblem(p), caps, { ...opts, variant: spec.inner.name });
+  const jobs = splitJobs(p);
+  const splitStep = (job: SplitJob, from: BindingRole, to: BindingRole): MatmulStep => {
+    const buf = new ArrayBuffer(8);
+    new Uint32Array(buf).set([job.push.n, job.push.seg]);
+    return {
+      desc: memo(`presplit|${job.vec4}|${job.lo}`, () => presplitKernel(job.vec4, job.lo)),
+      groups: job.groups,
+      push: buf,
+      pushFields: SPLIT_PUSH,
+      pushValues: { ...job.push },
+      bindings: [from, to],
+    };
+  };
+  const rename = (r: BindingRole): BindingRole => (r === "A" ? "splitA" : r === "B" ? "splitB" : r);
+  return {
+    variant: spec.name,
+    spec,
+    problem: p,
+    steps: [
+      splitStep(jobs.a, "A", "splitA"),
+      splitStep(jobs.b, "B", "splitB"),
+      ...inner.steps.map((st) => ({ ...st, bindings: st.bindings.map(rename) })),
+    ],
+    scratch: { ...inner.scratch, splitA: jobs.a.bytes, splitB: jobs.b.bytes },
+    lowPrecision: false,
   };
 }

@@ -15,6 +15,7 @@ const CAPS: MatmulCaps = {
 };
 
 const WIDE_REP = "cm_128x128x32_w2x4_v128_pf2";
+const PRESPLIT_REPS = new Set(["cm_64x64x32_w2x2", "cm_128x256x32_w2x4_v128_s1"]);
 
 function problems(): MatmulProblem[] {
   const out: MatmulProblem[] = [];
@@ -43,6 +44,8 @@ export function matmulKernelVariants(): KernelVariant[] {
       // chunks, as the older tiles) are covered by one of them, to keep CI's sweep short
       if (v.kind === "coop" && v.cfg.wide && (v.splits > 1 || p.dtype === "f32") && v.base !== WIDE_REP) continue;
       if (v.kind === "simt" && p.dtype === "bf16") continue;
+      // presplit f32: the split kernels plus two representative inner tiles
+      if (v.kind === "presplit" && (v.splits > 1 || !PRESPLIT_REPS.has(v.inner.base))) continue;
       let plan;
       try {
         plan = planMatmul(p, CAPS, { variant: v.name });
@@ -54,9 +57,11 @@ export function matmulKernelVariants(): KernelVariant[] {
         seen.add(s.desc.name);
         const needs: KernelNeed[] = [];
         const split3 = v.kind === "coop" && !!v.cfg.split3;
+        const presplit = v.kind === "presplit";
+        const splitKernel = s.desc.name.startsWith("mm_presplit");
         if (p.dtype === "f16" || p.outDtype === "f16" || (v.kind === "coop" && p.dtype === "f32" && !split3)) needs.push("f16");
-        if (p.dtype === "bf16" || p.outDtype === "bf16" || split3) needs.push("bf16");
-        if (v.kind === "coop" && !s.desc.name.includes("reduce")) needs.push("coopmat", "subgroup");
+        if (p.dtype === "bf16" || p.outDtype === "bf16" || split3 || presplit) needs.push("bf16");
+        if ((v.kind === "coop" || presplit) && !s.desc.name.includes("reduce") && !splitKernel) needs.push("coopmat", "subgroup");
         if (v.kind === "coop2" && !s.desc.name.includes("reduce")) needs.push("coopmat2");
         const desc = s.desc;
         out.push({ id: desc.name, needs, build: () => desc });

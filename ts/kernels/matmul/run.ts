@@ -22,13 +22,45 @@ const pipelines = new WeakMap<object, PipelineCache>();
  * WeakMap lookup: serializing a coopmat description (~200 KB of JSON, ~1 ms) on every record
  * left the GPU idle most of the tuner's and bench's warm-up, and its clocks fell (RESULTS.md).
  */
-export function pipelinesOf(rt: MatmulRuntime, plan: MatmulPlan): number[] {
+function cacheOf(rt: MatmulRuntime): PipelineCache {
   let cache = pipelines.get(rt);
   if (!cache) {
     cache = { byDesc: new WeakMap(), byJson: new Map() };
     pipelines.set(rt, cache);
   }
-  const c = cache;
+  return cache;
+}
+
+/**
+ * Compiles the pipelines of many plans in one compileKernels call (the driver builds them on
+ * several threads: a coopmat tile takes 0.2-1 s alone, and the tuner and the check phase need
+ * dozens). Without compileKernels (the test interpreter) it does nothing: pipelinesOf compiles
+ * each on first use. Throws if any description fails to compile.
+ */
+export function precompilePlans(rt: MatmulRuntime, plans: MatmulPlan[]): void {
+  if (!rt.compileKernels) return;
+  const c = cacheOf(rt);
+  const pending = new Map<string, KernelDesc[]>();
+  for (const plan of plans) {
+    for (const s of plan.steps) {
+      if (c.byDesc.has(s.desc)) continue;
+      const json = JSON.stringify(s.desc);
+      const h = c.byJson.get(json);
+      if (h !== undefined) c.byDesc.set(s.desc, h);
+      else pending.set(json, [...(pending.get(json) ?? []), s.desc]);
+    }
+  }
+  if (pending.size === 0) return;
+  const jsons = [...pending.keys()];
+  const handles = rt.compileKernels(jsons);
+  jsons.forEach((json, i) => {
+    c.byJson.set(json, handles[i]);
+    for (const d of pending.get(json) ?? []) c.byDesc.set(d, handles[i]);
+  });
+}
+
+export function pipelinesOf(rt: MatmulRuntime, plan: MatmulPlan): number[] {
+  const c = cacheOf(rt);
   return plan.steps.map((s) => {
     let h = c.byDesc.get(s.desc);
     if (h !== undefined) return h;

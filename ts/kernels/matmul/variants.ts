@@ -5,10 +5,15 @@ import type { CoopConfig } from "./coopmat.js";
 import type { Coop2Config } from "./coopmat2.js";
 import type { SimtConfig } from "./simt.js";
 
+export type CoopSpec = { kind: "coop"; name: string; base: string; cfg: Omit<CoopConfig, "vecA" | "vecB">; splits: number };
+
 export type VariantSpec =
   | { kind: "simt"; name: string; base: string; cfg: Omit<SimtConfig, "vecA" | "vecB" | "vecOut">; splits: number }
-  | { kind: "coop"; name: string; base: string; cfg: Omit<CoopConfig, "vecA" | "vecB">; splits: number }
-  | { kind: "coop2"; name: string; base: string; cfg: Coop2Config; splits: number };
+  | CoopSpec
+  | { kind: "coop2"; name: string; base: string; cfg: Coop2Config; splits: number }
+  // f32 inputs split once into bf16 hi/lo operands, then `inner` (a bf16 tile) over K' = 3K
+  // (presplit.ts); the split factor is the inner kernel's
+  | { kind: "presplit"; name: string; base: string; inner: CoopSpec; splits: number };
 
 const SIMT_BASES: [string, Omit<SimtConfig, "vecA" | "vecB" | "vecOut">][] = [
   ["simt_128x128_8x8", { bm: 128, bn: 128, tm: 8, tn: 8 }],
@@ -79,6 +84,8 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_128x128x32_w2x2_v128_s1_pl", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, peel: true }], // 23040
   ["cm_128x256x32_w2x4_v128_s1_pl", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, peel: true }], // 35328
   ["cm_128x128x64_w2x4_v128_s1_pl", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 64, wide: true, stages: 1, loopK: true, peel: true }], // 44032
+  // the f16-accumulation 256×256 tile (H100 session 6: 394 TF/s at 8192³, the fastest there), peeled
+  ["cm_256x256x32_w4x2_v128_s1_pl", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true, peel: true }], // 45568
   // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
   ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
   ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
@@ -137,6 +144,11 @@ function build(): Map<string, VariantSpec> {
     for (const [n, cfg] of COOP_BASES) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
     for (const [n, cfg] of COOP2_BASES) m.set(n + suffix, { kind: "coop2", name: n + suffix, base: n, cfg, splits: s });
   }
+  // x3_<tile>: the presplit twin of every staged 16-bit tile
+  for (const [name, v] of [...m]) {
+    if (v.kind !== "coop" || v.cfg.split3 || v.cfg.direct) continue;
+    m.set(`x3_${name}`, { kind: "presplit", name: `x3_${name}`, base: `x3_${v.base}`, inner: v, splits: v.splits });
+  }
   return m;
 }
 
@@ -145,9 +157,14 @@ export const VARIANTS: ReadonlyMap<string, VariantSpec> = build();
 export function variantByName(name: string): VariantSpec {
   const v = VARIANTS.get(name);
   if (!v) {
-    throw new Error(`matmul variant '${name}' is unknown; known: ${[...VARIANTS.keys()].filter((k) => !k.includes("_sk")).join(", ")} (+ _sk2/_sk4/_sk8/_sk16 split-K)`);
+    throw new Error(`matmul variant '${name}' is unknown; known: ${[...VARIANTS.keys()].filter((k) => !k.includes("_sk") && !k.startsWith("x3_")).join(", ")} (+ _sk2/_sk4/_sk8/_sk16 split-K; x3_<staged cm tile> for f32 on presplit bf16 operands)`);
   }
   return v;
+}
+
+/** Whether the tuner skips `v` (its tile is in UNTUNED). */
+export function isUntuned(v: VariantSpec): boolean {
+  return UNTUNED.has(v.kind === "presplit" ? v.inner.base : v.base);
 }
 
 export function withSplits(v: VariantSpec, splits: number): VariantSpec {
