@@ -4,7 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
-import { planMatmul } from "../ts/kernels/matmul/plan.js";
+import { planMatmul, unsupported } from "../ts/kernels/matmul/plan.js";
+import { normalize } from "../ts/kernels/matmul/problem.js";
 import type { MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
@@ -195,6 +196,11 @@ test("aligned problems: unchecked staging loads (_al), every layout, dtype, epil
   assert.match(store({ m: 128, n: 256, k: 4096, dtype: "f16" }, "wide", "cm_128x128x32_w2x2_v128_s1_sk2"), /_so4_split$/);
   assert.match(store({ m: 128, n: 256, k: 64, dtype: "f16" }, "coopmat"), /_al$/);
   assert.match(store({ m: 128, n: 256, k: 64, dtype: "f16" }, "staged4"), /_al_staged4$/);
+  // bf16 output (no bf16 accumulator type): 16-byte stores from the f32 tile where N % 8 == 0
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "bf16" }), /_al_staged8$/);
+  assert.match(store({ m: 128, n: 260, k: 64, dtype: "bf16" }), /_staged4$/);
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "bf16", epilogue: { bias: true } }), /_al_staged4_bias$/);
+  assert.match(store({ m: 128, n: 256, k: 64, dtype: "bf16" }, "staged4"), /_al_staged4$/);
   assert.doesNotMatch(name("cm_128x128x32_w2x2_v128_s1_pl", { m: 120, n: 256, k: 64, dtype: "f16" }), /_al/);
   const cases: CheckCase[] = [
     { name: "NN_128x256x96", problem: { m: 128, n: 256, k: 96 }, full: true },
@@ -209,11 +215,25 @@ test("aligned problems: unchecked staging loads (_al), every layout, dtype, epil
   run(["cm_64x64x32_w2x2", "cm_128x128x32_w2x2_v128_lk", "cm_128x128x64_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [
     { name: "TT_128x128x128", problem: { m: 128, n: 128, k: 128, transA: true, transB: true }, full: true },
   ]);
+  // bf16 out through the 16-byte path, on edge tiles too (N % 8 == 0: full blocks take it) and
+  // batched; f16 accumulation writes through the same path where halfOut is off (staged4 control)
+  const bf = run(["cm_128x128x32_w2x2_v128_s1"], [{ name: "bf16", dtype: "bf16" }], [
+    { name: "edges_NT_batched_136x264x40", problem: { m: 136, n: 264, k: 40, batch: 2, transB: true }, full: true },
+  ]);
+  for (const r of bf) assert.ok(r.relErr !== null && r.relErr < 5e-3, `${r.variant} ${r.case}: ${r.relErr}`);
   // the peeled 256×256 f16-accumulation tile on a whole tile (two k-tiles) and on edges
-  run(["cm_256x256x32_w4x2_v128_s1_pl"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+  // and the two-stage 256×256×16 tile, which fits the shared limit only on whole tiles
+  const big = run(["cm_256x256x32_w4x2_v128_s1_pl", "cm_256x256x16_w4x2_v128"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
     { name: "NN_256x256x64", problem: { m: 256, n: 256, k: 64 }, full: true },
     { name: "TN_bias_gelu_40x72x80", problem: { m: 40, n: 72, k: 80, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
   ]);
+  assert.ok(big.every((r) => !r.skipped));
+  // on a 48 KiB device that tile needs whole tiles (no f32 edge tile beside its two stages)
+  const caps48 = { ...caps, maxSharedMemoryBytes: 49152 };
+  const two = variantByName("cm_256x256x16_w4x2_v128");
+  assert.equal(unsupported(two, normalize({ m: 512, n: 512, k: 64, dtype: "f16", accF16: true }), caps48), null);
+  assert.match(unsupported(two, normalize({ m: 500, n: 512, k: 64, dtype: "f16", accF16: true }), caps48) ?? "", /needs 49664 B shared memory/);
+  assert.throws(() => planMatmul({ m: 512, n: 512, k: 64, dtype: "f16", accF16: true }, caps48, { variant: two.name, aligned: false }), /needs 49664 B shared memory here/);
   // a peeled variant on an unaligned problem runs the checked loop
   run(["cm_128x256x32_w2x4_v128_s1_pl"], [{ name: "f16", dtype: "f16" }], [{ name: "130x260x72", problem: { m: 130, n: 260, k: 72 }, full: true }]);
   run(["cm_64x64x32_w2x2_sk2"], [{ name: "f16", dtype: "f16" }], [

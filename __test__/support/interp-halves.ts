@@ -48,3 +48,26 @@ export function storePackedHalf(arr: (number[] | undefined)[], w: number, h: num
   words[q] = (h & 1 ? (words[q] & 0xffff) | (bits << 16) : (words[q] & 0xffff0000) | bits) >>> 0;
   arr[at] = words;
 }
+
+/** OpBitcast between equal-width types (e.g. bf16x2 -> u32, u32x4 -> f32x4), through the bytes. */
+export function bitcastValue(from: string, to: string, v: number | number[]): number | number[] {
+  const src = Array.isArray(v) ? v : [v];
+  const fromBytes = from === "f16" || from === "bf16" ? 2 : 4;
+  const toBytes = to === "f16" || to === "bf16" ? 2 : 4;
+  const view = new DataView(new ArrayBuffer(src.length * fromBytes));
+  src.forEach((x, i) => {
+    if (fromBytes === 2) view.setUint16(2 * i, halfBits(from, x), true);
+    else if (from === "f32") view.setFloat32(4 * i, x, true);
+    else if (from === "i32") view.setInt32(4 * i, x, true);
+    else view.setUint32(4 * i, x, true);
+  });
+  const n = view.byteLength / toBytes;
+  if (!Number.isInteger(n)) throw new Error(`interp: bitcast ${from} -> ${to} of unequal widths`);
+  const out = Array.from({ length: n }, (_, i) => {
+    if (toBytes === 2) return bitsHalf(to, view.getUint16(2 * i, true));
+    if (to === "f32") return view.getFloat32(4 * i, true);
+    if (to === "i32") return view.getInt32(4 * i, true);
+    return view.getUint32(4 * i, true);
+  });
+  return n === 1 ? out[0] : out;
+}

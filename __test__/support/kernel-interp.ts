@@ -7,7 +7,7 @@
 // issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
 import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
 import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
-import { packedHalf, packedWords, storePackedHalf, unpackWords } from "./interp-halves.js";
+import { bitcastValue, packedHalf, packedWords, storePackedHalf, unpackWords } from "./interp-halves.js";
 
 type Scalar = number | boolean;
 type Value = Scalar | Scalar[] | CoopVal;
@@ -238,6 +238,11 @@ export class Interp {
         if (isCoopMat(n.t)) { const ct = n.t; return (env, ctx) => { const v = a(env, ctx) as CoopVal; return { t: ct, d: v.d.map((x) => roundTo(ct.elem, x)) }; }; }
         const s = scalarOf(t);
         return (env, ctx) => { const v = a(env, ctx) as Value; return Array.isArray(v) ? v.map((x) => convert(s, x)) : convert(s, v as Scalar); };
+      }
+      case "bitcast": {
+        const a = this.expr(n.a);
+        const from = scalarOf(this.typeOf(n.a)), to = scalarOf(t);
+        return (env, ctx) => bitcastValue(from, to, a(env, ctx) as number | number[]) as Value;
       }
       case "cmlen": { const ct = n.t; return () => ct.rows * ct.cols; }
       case "cmfill": {

@@ -19,7 +19,7 @@
 // when staged ("tc-f16" path): relative Frobenius error ~5e-4 on unit-scale data, so it is not the
 // default f32 path (the gate for exact f32 is 1e-4); values beyond ±65504 overflow.
 import {
-  coopmat, kernel, lit, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
+  coopmat, kernel, lit, packHalves, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
@@ -84,6 +84,13 @@ export interface CoopConfig {
    */
   vecOut?: boolean;
   /**
+   * 16-bit output (bf16) with vecOut, N % 8 == 0 (planner): those blocks leave as one 16-byte store
+   * per lane — the lane's 8 f32 values from the staging tile converted and packed into a u32x4 —
+   * instead of two 8-byte stores (the same change as halfOut for f16, where no accumulator of the
+   * output type exists). Kernel name tag `_staged8`.
+   */
+  wideOut16?: boolean;
+  /**
    * Set by the planner when M, N and K are multiples of the tile (bm, bn, bk): staging loads skip
    * their bounds checks and every output block is stored as a full block. Kernel name tag `_al`.
    */
@@ -115,7 +122,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const e = p.epilogue;
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
-  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? "_staged4" : "_staged"}`;
+  const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
   const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
@@ -248,6 +255,15 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       const r = k.let(lane.shr(1), "vr");
       const cc = k.let(lane.band(1).mul(8), "vc");
+      if (c.wideOut16 && outElem !== "f32") {
+        const at = k.let(stOff.add(r.mul(CM)).add(cc).div(4), "va");
+        const halves = [0, 1].map((h) => k.let(stage.vec(4).load(at.add(h)).cast(`${outElem}x4` as ValueType), "vh"));
+        const packed = packHalves(halves.flatMap((x) => [x.swz("xy"), x.swz("zw")]));
+        const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc), "oi");
+        C.as("u32", 4).store(oi.div(8), packed);
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        return;
+      }
       for (let h = 0; h < 2; h++) {
         const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
         const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");

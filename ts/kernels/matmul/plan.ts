@@ -172,7 +172,9 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
     if (p.m % 16 || p.n % 16 || p.k % 16) return "direct fragment loads need M, N, K multiples of 16";
   }
   if (caps.subgroupSize !== 32) return `cooperative-matrix kernels assume subgroup size 32 (device: ${caps.subgroupSize})`;
-  const bytes = coopSharedBytes(p, { ...v.cfg, vecA: 1, vecB: 1 });
+  // with the output path the planner would choose (aligned problems need no f32 edge tile)
+  const cfg = coopConfig(p, v, caps, v.splits > 1, envDefaults().aligned, envDefaults().outStore);
+  const bytes = coopSharedBytes(p, cfg);
   if (bytes > caps.maxSharedMemoryBytes) return `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})`;
   return null;
 }
@@ -298,6 +300,11 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
     vecOut: p.n % 4 === 0,
     aligned: allowAligned && isAligned(p, v),
   };
+  // 16-bit outputs without an accumulator of their type (bf16): 16-byte stores from the f32 tile
+  // (plain epilogue only: that is the path which stores whole blocks from the tile, vecStaged)
+  const e = p.epilogue;
+  const plainEpi = e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
+  cfg.wideOut16 = !directStore && !split && plainEpi && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
@@ -339,6 +346,8 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
     const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? envDefaults().aligned, opts.outStore ?? envDefaults().outStore);
+    const bytes = coopSharedBytes(p, cfg);
+    if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
   }
   const main: MatmulStep = {

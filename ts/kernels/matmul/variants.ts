@@ -65,6 +65,9 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // 256×256 with 8 subgroups of 4×8 f16 accumulators: half the L2 traffic per flop of 128×256
   // (the f16-acc 420 TF/s target needs it); one shared buffer so it fits (2 stages: 49664 B)
   ["cm_256x256x16_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 16, wide: true, stages: 1 }], // 28928
+  // two stages (one barrier per k-tile): fits only where the tiles divide M, N, K and f16 blocks
+  // leave through the 4 KB f16 tile (no f32 edge tile): 41472 + 4096
+  ["cm_256x256x16_w4x2_v128", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 16, wide: true }], // 45568
   ["cm_256x256x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
   // Two (or three) workgroups per SM: every tile above runs one 256-thread workgroup per SM (H100
   // run 15: 188-255 registers × 256 threads fill the 64K register file), so its 8 warps all wait at
@@ -124,6 +127,8 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_128x128x32_w2x4_v128", "cm_256x128x16_w4x2_v128",
   "cm_128x128x16_w2x4_v128", "cm_128x128x16_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128", "cm_128x256x32_w2x2_v128_s1",
   "cm_256x256x16_w4x2_v128_s1",
+  // session 6, run 5: the two-stage 256×256×16 f16-acc tile, 327 TF/s at 8192³ against 380 (`_s1`, bk 32)
+  "cm_256x256x16_w4x2_v128",
   // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
   // (4 subgroups, 244 registers, 23 KB shared: 249 TF/s f16 at 8192³, 256 with f16 accumulation,
   // 236 at 4096³ f16-acc); the others lost to it
