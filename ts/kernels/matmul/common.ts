@@ -134,15 +134,15 @@ export const GROUP_ROWS = 8;
  * A row-panels and B column-panels in L2 instead of streaming all of B (row-major order does that
  * once the grid is wider than a wave). A bijection on the [nx, ny] grid, partial last band included.
  */
-export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number): { row0: Expr; col0: Expr } {
+export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number, groupRows = GROUP_ROWS): { row0: Expr; col0: Expr } {
   const nwg = k.let(k.numWorkgroups, "nwg");
   const nx = k.let(nwg.x, "nx");
   const ny = k.let(nwg.y, "ny");
   const pid = k.let(wg.y.mul(nx).add(wg.x), "pid");
-  const perBand = k.let(nx.mul(GROUP_ROWS), "perband");
+  const perBand = k.let(nx.mul(groupRows), "perband");
   const band = k.let(pid.div(perBand), "band");
-  const firstRow = k.let(band.mul(GROUP_ROWS), "firstrow");
-  const rows = k.let(ny.sub(firstRow).min(GROUP_ROWS), "bandrows");
+  const firstRow = k.let(band.mul(groupRows), "firstrow");
+  const rows = k.let(ny.sub(firstRow).min(groupRows), "bandrows");
   const inBand = k.let(pid.rem(perBand), "inband");
   const ty = k.let(firstRow.add(inBand.rem(rows)), "tiley");
   const tx = k.let(inBand.div(rows), "tilex");

@@ -108,6 +108,8 @@ export interface CoopConfig {
   wideOut32?: boolean;
   /** Where aligned: the last k-tile's multiply peeled out of the loop (no clamped prefetch). */
   peel?: boolean;
+  /** Tile rows per band of the workgroup order (tileOrigin; default GROUP_ROWS). Name tag `_gN`. */
+  groupRows?: number;
 }
 
 export const CM = 16;
@@ -123,7 +125,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
 }
 
@@ -185,7 +187,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const sp = k.let(z.rem(pc.splits), "sp");
   const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
   const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
-  const { row0, col0 } = tileOrigin(k, wg, bm, bn);
+  const { row0, col0 } = tileOrigin(k, wg, bm, bn, c.groupRows);
   const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(c.bk - 1).div(c.bk), "nt");
 
   const aBase = k.let(bt.mul(pc.strideA), "abase");

@@ -89,6 +89,9 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cm_128x128x64_w2x4_v128_s1_pl", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 64, wide: true, stages: 1, loopK: true, peel: true }], // 44032
   // the f16-accumulation 256×256 tile (H100 session 6: 394 TF/s at 8192³, the fastest there), peeled
   ["cm_256x256x32_w4x2_v128_s1_pl", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true, peel: true }], // 45568
+  // workgroup-order probes of that tile: bands of 4 / 16 tile rows instead of 8 (L2 reuse per wave)
+  ["cm_256x256x32_w4x2_v128_s1_g4", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true, groupRows: 4 }], // 45568
+  ["cm_256x256x32_w4x2_v128_s1_g16", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true, groupRows: 16 }], // 45568
   // f32 inputs as bf16 hi+lo on tensor cores (3 MMAs; twice the shared memory, so smaller tiles).
   ["cm3_64x64x32_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, split3: true }],
   ["cm3_128x64x16_w2x2", { wm: 2, wn: 2, sm: 4, sn: 2, bk: 16, split3: true }],
@@ -129,6 +132,7 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_256x256x16_w4x2_v128_s1",
   // session 6, run 5: the two-stage 256×256×16 f16-acc tile, 327 TF/s at 8192³ against 380 (`_s1`, bk 32)
   "cm_256x256x16_w4x2_v128",
+  "cm_256x256x32_w4x2_v128_s1_g4", "cm_256x256x32_w4x2_v128_s1_g16",
   // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
   // (4 subgroups, 244 registers, 23 KB shared: 249 TF/s f16 at 8192³, 256 with f16 accumulation,
   // 236 at 4096³ f16-acc); the others lost to it
