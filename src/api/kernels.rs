@@ -142,16 +142,26 @@ fn compile_many(jsons: &[String], threads: usize) -> HeliosResult<Vec<f64>> {
     }
     let jobs: Vec<(&[u32], &crate::caps::PipelineLayoutDesc)> = todo.iter().map(|(_, k)| (k.words.as_slice(), &k.layout)).collect();
     let built = runtime::create_pipelines(&jobs, threads)?;
+    // memoize every pipeline that was built before reporting the first one that was not
+    let mut first_error = None;
     {
         let mut memo = map.lock();
         memo.retain(|(_, d), _| *d == device);
         for ((key, _), h) in todo.iter().zip(built) {
-            let h = h.map_err(|e| {
-                let i = kernels.iter().position(|(k, _)| k == key).unwrap_or(0);
-                HeliosError::new(e.code, format!("descs[{i}]: {}", e.message))
-            })?;
-            memo.insert((*key, device), h);
+            match h {
+                Ok(h) => {
+                    memo.insert((*key, device), h);
+                }
+                Err(e) if first_error.is_none() => {
+                    let i = kernels.iter().position(|(k, _)| k == key).unwrap_or(0);
+                    first_error = Some(HeliosError::new(e.code, format!("descs[{i}]: {}", e.message)));
+                }
+                Err(_) => {}
+            }
         }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
     }
     let memo = map.lock();
     kernels
