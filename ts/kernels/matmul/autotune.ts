@@ -140,6 +140,7 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
   if (cands.length <= 1) return null;
   const fx = new MatmulFixture(rt, p, 11);
   const results: TuneRecord["candidates"] = [];
+  let warmed = false;
   try {
     try {
       precompilePlans(rt, cands.map((v) => planMatmul(p, caps, { variant: v.name })));
@@ -159,8 +160,11 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
           continue;
         }
         // median over 3 batches: one batch of 10 was noisy enough on the H100 to pick a 10% slower tile
-        // 100 ms of load first: a candidate timed right after an idle gap runs at idle clocks
-        const t = timePlan(rt, plan, bufs, { warmup: opts.warmup ?? 3, iters: opts.iters ?? 10, repeats: 3, warmMs: 100 }).flat();
+        // 100 ms of load before the first candidate: one timed right after an idle gap runs at idle
+        // clocks; the later ones follow within milliseconds and need only 20 (tuning time per shape
+        // class was mostly these warm-ups)
+        const t = timePlan(rt, plan, bufs, { warmup: opts.warmup ?? 3, iters: opts.iters ?? 10, repeats: 3, warmMs: warmed ? 20 : 100 }).flat();
+        warmed = true;
         const ms = [...t].sort((a, b) => a - b)[t.length >> 1];
         results.push({ variant: v.name, ms, relErr });
         opts.onProgress?.(`tune ${p.m}x${p.n}x${p.k} ${v.name}: ${ms.toFixed(4)} ms`);
