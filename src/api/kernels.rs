@@ -1,7 +1,7 @@
 //! Kernel IR exports: compileKernel, kernelSpirv, kernelDisassembly, kernelLayout.
 //! Each parses the description (string, or object via JSON.stringify), then calls `crate::spirv`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -134,8 +134,9 @@ fn compile_many(jsons: &[String], threads: usize) -> HeliosResult<Vec<f64>> {
     let mut todo: Vec<(u64, &CompiledKernel)> = Vec::new();
     {
         let memo = map.lock();
+        let mut queued = HashSet::new();
         for (key, k) in &kernels {
-            if !memo.contains_key(&(*key, device)) && !todo.iter().any(|(t, _)| t == key) {
+            if !memo.contains_key(&(*key, device)) && queued.insert(*key) {
                 todo.push((*key, k));
             }
         }

@@ -142,14 +142,22 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
   const results: TuneRecord["candidates"] = [];
   let warmed = false;
   try {
+    const plans = cands.map((v) => {
+      try {
+        return planMatmul(p, caps, { variant: v.name });
+      } catch (err) {
+        return err instanceof Error ? err : new Error(String(err));
+      }
+    });
     try {
-      precompilePlans(rt, cands.map((v) => planMatmul(p, caps, { variant: v.name })));
+      precompilePlans(rt, plans.filter((x): x is MatmulPlan => !(x instanceof Error)));
     } catch {
       // a candidate that does not compile fails below, on its own
     }
-    for (const v of cands) {
+    for (const [i, v] of cands.entries()) {
       try {
-        const plan = planMatmul(p, caps, { variant: v.name });
+        const plan = plans[i];
+        if (plan instanceof Error) throw plan;
         const bufs = fx.buffers(plan);
         fx.poisonC();
         runPlan(rt, plan, bufs);

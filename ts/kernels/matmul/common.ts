@@ -22,11 +22,11 @@ export const PUSH_FIELDS = {
 
 export const PUSH_BYTES = 40;
 
-export interface PushValues {
+export type PushValues = {
   m: number; n: number; k: number; kChunk: number;
   strideA: number; strideB: number; strideC: number; splits: number;
   batch: number; scale: number;
-}
+};
 
 export function packPush(v: PushValues): ArrayBuffer {
   const buf = new ArrayBuffer(PUSH_BYTES);
@@ -147,6 +147,11 @@ export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number, g
   const ty = k.let(firstRow.add(inBand.rem(rows)), "tiley");
   const tx = k.let(inBand.div(rows), "tilex");
   return { row0: k.let(ty.mul(bm), "row0"), col0: k.let(tx.mul(bn), "col0") };
+}
+
+/** No scale, bias, activation or residual: the accumulator is the output. */
+export function isPlainEpilogue(e: NormalizedProblem["epilogue"]): boolean {
+  return e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
 }
 
 /** The epilogue part of a kernel name; every code-changing epilogue choice appears in it. */

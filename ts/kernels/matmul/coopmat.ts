@@ -22,7 +22,7 @@ import {
   coopmat, kernel, lit, packHalves, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
-import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
+import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import {
   chunkRegs, chunkSlots, fragLoad, PAD, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
@@ -210,13 +210,13 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
 
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
-  const plain = (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual)) && !!c.directStore;
+  const plainEpi = isPlainEpilogue(e);
+  const plain = (split || plainEpi) && !!c.directStore;
   // Full blocks with an epilogue apply it on the accumulator fragment (no staging round trip, no
   // per-element bounds checks): scale as a coopmat×scalar, bias as a coopmat loaded with stride 0
   // (every row reads the same 16 bias values), the activation element-wise over the invocation's
   // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
   const fragEpi = !split && !plain && !!c.directStore;
-  const plainEpi = e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
   const vecStaged = !split && !c.directStore && plainEpi && !!c.vecOut;
   const stOff = k.let(sg.mul(256), "stoff");
   const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);

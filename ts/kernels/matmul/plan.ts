@@ -25,7 +25,7 @@
 //     a forced cm_* variant computes it on f16 tiles.
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
-import { ceilDiv, packPush, PUSH_FIELDS, pushValues, type BindingRole, type ScratchRole } from "./common.js";
+import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type ScratchRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
@@ -302,9 +302,7 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   };
   // 16-bit outputs without an accumulator of their type (bf16): 16-byte stores from the f32 tile
   // (plain epilogue only: that is the path which stores whole blocks from the tile, vecStaged)
-  const e = p.epilogue;
-  const plainEpi = e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
-  cfg.wideOut16 = !directStore && !split && plainEpi && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
+  cfg.wideOut16 = !directStore && !split && isPlainEpilogue(p.epilogue) && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
@@ -355,7 +353,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     groups: [ceilDiv(p.n, bn), ceilDiv(p.m, bm), p.batch * splits],
     push,
     pushFields: PUSH_FIELDS,
-    pushValues: { ...pv },
+    pushValues: pv,
     bindings: split
       ? ["A", "B", "workspace"]
       : ["A", "B", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
@@ -369,7 +367,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       groups: [Math.min(65535, ceilDiv(total, REDUCE_THREADS)), 1, 1],
       push,
       pushFields: PUSH_FIELDS,
-      pushValues: { ...pv },
+      pushValues: pv,
       bindings: ["workspace", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
     });
   }
@@ -395,7 +393,7 @@ function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "
       groups: job.groups,
       push: buf,
       pushFields: SPLIT_PUSH,
-      pushValues: { ...job.push },
+      pushValues: job.push,
       bindings: [from, to],
     };
   };

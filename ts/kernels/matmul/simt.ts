@@ -16,7 +16,7 @@ import {
   f32, fma, kernel, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc,
   type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag } from "./common.js";
+import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface SimtConfig {
@@ -180,7 +180,7 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
         const gcol = k.let(col0.add(tx.mul(4)).add(j * (c.bn / 2)), "gcol");
         const v = read(acc[i][j]);
         const rowBase = k.let(cBase.add(grow.mul(pc.n)), "rb");
-        if (c.vecOut && (split || (e.scale === 1 && !e.bias && e.act === "none" && !e.residual))) {
+        if (c.vecOut && (split || isPlainEpilogue(e))) {
           k.if(gcol.lt(pc.n), () => C.store(rowBase.add(gcol).div(4), v));
           continue;
         }
