@@ -129,7 +129,7 @@ test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls
   assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 32768 }, "f16", 1024, 64).name, "acc-w4s1-x", "the one-stage kernel (24 KiB) fits 32 KiB at D=64");
   assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 16384 }, "f16", 1024, 64).name, "simt", "no tensor-core kernel fits 16 KiB at D=64");
   assert.equal(pickFlashFwd("auto", dev, "f16", 1000, 64).name, "simt");
-  assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "simt");
+  assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "x3-w8s1-k32x", "f32 takes the split (x3) kernels");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");
   for (const c of Object.values(FLASH_FWD)) assert.ok(c.build("f16", 64, false).name.startsWith("flash_fwd"));
   assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 1024, 64).name, "acc-w4s2-r2");

@@ -16,9 +16,12 @@ function randHalves(n: number, seed: number): Uint16Array {
   return Uint16Array.from({ length: n }, () => f16Bits(-2 + 4 * rng.next()));
 }
 
-/** Causal attention in float64 on the f16 inputs: output rows and lse. */
-export function naive(q: Uint16Array, k: Uint16Array, v: Uint16Array, bh: number, t: number, d: number, scale: number, cap: number) {
-  const [Q, K, V] = [q, k, v].map((a) => Float64Array.from(a, f16Value));
+/** Causal attention in float64 on the inputs (f16 bits, or values): output rows and lse. */
+export function naive(
+  q: Uint16Array | Float64Array, k: Uint16Array | Float64Array, v: Uint16Array | Float64Array,
+  bh: number, t: number, d: number, scale: number, cap: number,
+) {
+  const [Q, K, V] = [q, k, v].map((a) => (a instanceof Float64Array ? a : Float64Array.from(a, f16Value)));
   const o = new Float64Array(bh * t * d), lse = new Float64Array(bh * t);
   const s = new Float64Array(t);
   for (let b = 0; b < bh; b++) {

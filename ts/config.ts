@@ -3,13 +3,14 @@
 
 /**
  * HELIOS_FLASH_VARIANT values (ts/kernels/attention-variants.ts): `auto` takes the first that
- * serves the problem of acc-w4s2, cm, simt; a named variant that cannot serve it falls back the
- * same way.
+ * serves the problem in FLASH_AUTO order (f16: acc-w4s1-x, f32: x3-w8s1-k32x, x3-w4s1-k32x, then cm, simt); a
+ * named variant that cannot serve it falls back the same way.
  */
 export const FLASH_VARIANTS = [
   "auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-r2", "acc-w4s2-k32", "acc-w4s2-r2k32", "acc-w8s2-k32",
   "acc-w4s2-psh", "acc-w4s1-k32", "acc-w4s1-r2k32", "acc-w8s1-k32", "acc-w4s1-v128", "acc-w4s1-skip", "acc-w4s1-lpt",
-  "acc-w4s1-x", "acc-w8s1-x", "acc-w4s1-r2x", "acc-w4s1-r2k32x", "cm", "simt",
+  "acc-w4s1-x", "acc-w8s1-x", "acc-w4s1-r2x", "acc-w4s1-r2k32x", "x3-w4s1-x", "x3-w4s1-k32x", "x3-w4s2-k32x", "x3-w8s1-k32x",
+  "cm", "simt",
 ] as const;
 export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
 
@@ -25,8 +26,8 @@ export interface HeliosConfig {
   /** HELIOS_FLASH_VARIANT: flash attention forward kernel (FLASH_VARIANTS). Default auto. */
   readonly flashVariant: FlashVariantName;
   /**
-   * HELIOS_ATTN_BWD: attention backward for f16 tensors. "auto" (default): the tensor-core flash
-   * kernels (flash_bwd_*_cm) where they serve, else batched tensor-core matmuls over dense scores
+   * HELIOS_ATTN_BWD: attention backward. "auto" (default): the tensor-core flash kernels
+   * (flash_bwd_*_cm; for f32 their split bf16 hi/lo form at f32 accuracy) where they serve, else batched tensor-core matmuls over dense scores
    * on devices with cooperative matrices, else the fused SIMT flash kernels; "cm" is auto without
    * the dense path; "dense" forces the dense path (any device); "flash" forces the SIMT kernels.
    */

@@ -32,7 +32,9 @@ import {
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
 import { FA_PUSH } from "./attention.js";
-import { CM, causalTriangle, elements, laneLayout, streamTiles, tileStager } from "./attention-cm-parts.js";
+import {
+  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, streamTiles, tileStager, type HalfType,
+} from "./attention-cm-parts.js";
 /** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
 const TAU = 8;
 const LOG2E = Math.LOG2E;
@@ -61,9 +63,15 @@ export interface FlashCmAccVariant {
    * it the order is longest-first within each head only.
    */
   readonly lpt?: boolean;
+  /**
+   * f32 attention at f32 accuracy (x3): q, k, v arrive split into bf16 high and low parts (one
+   * binding each: the high parts of all heads, then the low parts; ts/ops/attention.ts splits),
+   * every product runs as hi·hi + hi·lo + lo·hi (P split the same way in registers), and o is f32.
+   */
+  readonly split?: boolean;
 }
 
-type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "stages" | "rb" | "bc" | "v128">;
+type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "stages" | "rb" | "bc" | "v128" | "split">;
 
 export const DEFAULT_FLASH_CM_ACC: Pick<FlashCmAccVariant, "nsg" | "stages"> = { nsg: 4, stages: 2 };
 
@@ -71,9 +79,9 @@ export function flashCmAccRows(v: Pick<FlashCmAccVariant, "nsg" | "rb">): number
   return CM * (v.rb ?? 1) * v.nsg;
 }
 
-/** Shared bytes: K and V stages (f16, padded rows), per-subgroup f32 stage and f16 P tile. */
+/** Shared bytes: K and V stages (16-bit, padded rows; hi and lo when split), per-subgroup f32 stage and 16-bit P tile. */
 export function flashCmAccSharedBytes(v: Shape): number {
-  return 2 * v.stages * (v.bc ?? 64) * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2;
+  return (v.split ? 2 : 1) * 2 * v.stages * (v.bc ?? 64) * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2;
 }
 
 /** Whether this kernel serves the problem on this device. */
@@ -81,14 +89,14 @@ export function flashCmAccApplies(
   info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
   v: Shape, dtype: string, T: number,
 ): boolean {
-  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === "f16" &&
+  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === (v.split ? "f32" : "f16") &&
     (info.maxSharedMemoryBytes ?? 49152) >= flashCmAccSharedBytes(v) &&
     T % flashCmAccRows(v) === 0 && v.D % CM === 0 && v.D <= 64;
 }
 
 export function flashCmAccName(v: FlashCmAccVariant): string {
   const opts = `${v.pShared ? "_psh" : ""}${v.v128 ? "_v128" : ""}${v.skipMasked ? "_skip" : ""}${v.lpt ? "_lpt" : ""}`;
-  return `flash_fwd_cmacc_f16_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${opts}${v.softCap ? "_cap" : ""}`;
+  return `flash_fwd_cmacc_${v.split ? "x3" : "f16"}_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${opts}${v.softCap ? "_cap" : ""}`;
 }
 
 
@@ -103,22 +111,27 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const VW = v.v128 ? 8 : 4;
   const blocks = Array.from({ length: RB }, (_, b) => b);
   const frags = Array.from({ length: NF }, (_, j) => j);
-  const tA: CoopMatType = coopmat("a", "f16", CM, CM);
-  const tB: CoopMatType = coopmat("b", "f16", CM, CM);
+  const split = !!v.split;
+  const el: HalfType = split ? "bf16" : "f16";
+  const tA: CoopMatType = coopmat("a", el, CM, CM);
+  const tB: CoopMatType = coopmat("b", el, CM, CM);
   const tC: CoopMatType = coopmat("acc", "f32", CM, CM);
   const tC16: CoopMatType = coopmat("acc", "f16", CM, CM);
   const k = kernel(flashCmAccName(v), { workgroup: [THREADS] });
-  const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
-  const O = k.buffer("o", f16, "write"), L = k.buffer("lse", f32, "write");
+  const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
+  const O = k.buffer("o", split ? f32 : f16, "write"), L = k.buffer("lse", f32, "write");
   const pc = k.push(FA_PUSH);
-  const Kg = v.v128 ? K.as("u32", 4) : K.as("f16", 4), Vg = v.v128 ? V.as("u32", 4) : V.as("f16", 4);
+  const Kg = v.v128 ? K.as("u32", 4) : K.as(el, 4), Vg = v.v128 ? V.as("u32", 4) : V.as(el, 4);
   // With 128-bit copies the tiles are u32x4 arrays (the IR loads fragments through an array's
   // widest view); offsets and strides below are in halves and divided by VW at each use.
-  const Ks = v.v128 ? k.shared("Ks", "u32x4", (stages * TILE) / 8) : k.shared("Ks", f16, stages * TILE);
-  const Vs = v.v128 ? k.shared("Vs", "u32x4", (stages * TILE) / 8) : k.shared("Vs", f16, stages * TILE);
+  const tile = (name: string) => (v.v128 ? k.shared(name, "u32x4", (stages * TILE) / 8) : k.shared(name, el, stages * TILE));
+  const Ks = tile("Ks"), Vs = tile("Vs");
   const KsV = v.v128 ? Ks : Ks.vec(4), VsV = v.v128 ? Vs : Vs.vec(4);
+  // split: the low parts' tiles (null otherwise)
+  const KsL = split ? tile("KsL") : null, VsL = split ? tile("VsL") : null;
+  const KsLV = KsL && (v.v128 ? KsL : KsL.vec(4)), VsLV = VsL && (v.v128 ? VsL : VsL.vec(4));
   const st = k.shared("st", f32, nsg * 256);
-  const pt = k.shared("pt", f16, nsg * 256);
+  const pt = k.shared("pt", el, nsg * 256);
   const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
 
   const tid = k.let(k.localIndex, "tid");
@@ -145,10 +158,15 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const minusM = (x: Expr, m: Expr) => (v.softCap ? x.sub(m) : fma(x, c2, m.neg()));
   const capL = k.let(pc.cap.mul(LOG2E), "capl");
 
-  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared });
+  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
+  // split: the low parts start after the high parts of all BH heads
+  const loOff = split ? k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff") : null;
   const tri = causalTriangle(k, tC, idxC, "above");
 
-  const qa = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, base.add(rb0[b].mul(D)).add(d * CM), D, "row"), `qa${b}${d}`)));
+  const qFrags = (at: Expr, tag: string) =>
+    blocks.map((b) => Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, at.add(rb0[b].mul(D)).add(d * CM), D, "row"), `${tag}${b}${d}`)));
+  const qa = qFrags(base, "qa");
+  const qaL = loOff ? qFrags(base.add(loOff), "qal") : null;
   const o = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${b}${d}`)));
   const lsum = blocks.map((b) => k.var(tC, k.cmFill(tC, 0), `lsum${b}`));
   const mb = blocks.map((b) => k.var(tC, k.cmFill(tC, NEG_BIG), `mb${b}`));
@@ -156,9 +174,19 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const mrow = blocks.map((b) => k.var(f32, NEG_BIG, `mrow${b}`));
   const s = blocks.map((b) => frags.map((j) => k.var(tC, k.cmFill(tC, 0), `s${b}${j}`)));
   const pa = blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `p${b}${j}`)));
+  const paL = split ? blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `pl${b}${j}`))) : null;
 
   // K/V register prefetch (the next tile is loaded before the math, stored after it)
-  const { fetch, put } = tileStager(k, { srcs: [Kg, Vg], dsts: [KsV, VsV], base, D, ld: LD, rows: BC, v128: !!v.v128, tid, threads: THREADS });
+  const stager = (at: Expr, dsts: [typeof KsV, typeof VsV]) =>
+    tileStager(k, { srcs: [Kg, Vg], dsts, base: at, D, ld: LD, rows: BC, v128: !!v.v128, tid, threads: THREADS, el });
+  const stagers = [stager(base, [KsV, VsV]), ...(loOff && KsLV && VsLV ? [stager(base.add(loOff), [KsLV, VsLV])] : [])];
+  const fetch = (row0: Expr) => stagers.forEach((x) => x.fetch(row0));
+  const put = (slot: Expr) => stagers.forEach((x) => x.put(slot));
+  /** acc + a·b, or with split acc + a·b + a·bL + aL·b (the dropped aL·bL is ~2^-16 relative). */
+  const mma = (a: Expr, aL: Expr | null, b: Expr, bL: Expr | null, acc: Expr): Expr => {
+    const hh = k.cmMulAdd(a, b, acc);
+    return aL && bL ? k.cmMulAdd(aL, b, k.cmMulAdd(a, bL, hh)) : hh;
+  };
 
   const nt = k.let(q0.add(ROWS).div(BC), "nt");
   streamTiles(k, stages, nt, BC, lit("u32", 0), fetch, put, (t, slot) => {
@@ -183,8 +211,10 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
       live(j, () => {
         const acc = blocks.map(() => k.cmFill(tC, 0));
         for (let d = 0; d < DC; d++) {
-          const kb = KsV.cmLoad(tB, kvOff.add(j * CM * LD + d * CM).div(VW), LD / VW, "col");
-          for (const b of blocks) acc[b] = k.cmMulAdd(qa[b][d], kb, acc[b]);
+          const at = kvOff.add(j * CM * LD + d * CM).div(VW);
+          const kb = KsV.cmLoad(tB, at, LD / VW, "col");
+          const kbL = KsLV ? KsLV.cmLoad(tB, at, LD / VW, "col") : null;
+          for (const b of blocks) acc[b] = mma(qa[b][d], qaL ? qaL[b][d] : null, kb, kbL, acc[b]);
         }
         for (const b of blocks) {
           s[b][j].set(acc[b]);
@@ -219,7 +249,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
           for (const j of frags) {
             const p = k.let(exp2(minusM(s[b][j].at(i), mi)), "p");
             sum = sum.add(p);
-            pa[b][j].setAt(i, p.cast(f16));
+            splitElement(k, el, p, pa[b][j], paL ? paL[b][j] : null, i);
           }
           lsum[b].setAt(i, sum);
         }
@@ -232,6 +262,10 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
             lsum[b].setAt(i, lsum[b].at(i).add(p));
             s[b][j].setAt(i, p);
           });
+          if (split) {
+            accToOperands(k, { tC, tA, el, st, pt, off: stOff, lane }, s[b][j].get(), pa[b][j], paL ? paL[b][j] : null);
+            continue;
+          }
           sgSync();
           pt.cmStore(s[b][j].get().cast(tC16), stOff, CM, "row");
           sgSync();
@@ -244,8 +278,8 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
       for (const j of frags) {
         live(j, () => {
           for (let dn = 0; dn < DC; dn++) {
-            const vb = VsV.cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
-            for (const b of blocks) o[b][dn].set(k.cmMulAdd(pa[b][j].get(), vb, o[b][dn].get()));
+            const [vb, vbL] = vFrags(kvOff, j, dn);
+            for (const b of blocks) o[b][dn].set(mma(pa[b][j].get(), paL ? paL[b][j].get() : null, vb, vbL, o[b][dn].get()));
           }
         });
       }
@@ -254,11 +288,17 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     for (let dn = 0; dn < DC; dn++) {
       const acc = blocks.map((b) => o[b][dn].get());
       for (const j of frags) {
-        const vb = VsV.cmLoad(tB, kvOff.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
-        for (const b of blocks) acc[b] = k.cmMulAdd(pa[b][j].get(), vb, acc[b]);
+        const [vb, vbL] = vFrags(kvOff, j, dn);
+        for (const b of blocks) acc[b] = mma(pa[b][j].get(), paL ? paL[b][j].get() : null, vb, vbL, acc[b]);
       }
       for (const b of blocks) o[b][dn].set(acc[b]);
     }
+  }
+
+  /** V fragment (j, dn) of the staged tile, and its low part when split. */
+  function vFrags(kvOff: Expr, j: number, dn: number): [Expr, Expr | null] {
+    const at = kvOff.add(j * CM * LD + dn * CM).div(VW);
+    return [VsV.cmLoad(tB, at, LD / VW, "row"), VsLV ? VsLV.cmLoad(tB, at, LD / VW, "row") : null];
   }
 
   /** New row maxima of block b from this tile; its O and l rescaled by exp2(M_old - M_new). */
@@ -300,7 +340,10 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
     const lrow = k.let(lhalf.add(k.shuffleXor(lhalf, 1)), "lrow");
     broadcast(st, rowOff, lrow);
     const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
-    o[b].forEach((od, d) => O.cmStore(od.get().div(lb).cast(tC16), base.add(rb0[b].mul(D)).add(d * CM), D, "row"));
+    o[b].forEach((od, d) => {
+      const out = od.get().div(lb);
+      O.cmStore(split ? out : out.cast(tC16), base.add(rb0[b].mul(D)).add(d * CM), D, "row");
+    });
     const mfin = mrow[b].get();
     k.if(lane.band(1).eq(0), () => L.store(bh.mul(pc.T).add(rb0[b]).add(r), mfin.mul(Math.LN2).add(log(lrow))));
   }

@@ -21,12 +21,18 @@
 // per-subgroup f16 tile. Fragments wholly above the diagonal are skipped; the diagonal ones get an
 // additive -inf triangle. Numerics: S, P, dP, dS and the dQ/dK/dV sums in f32; P and dS rounded
 // to f16 as MMA operands (as FlashAttention does).
+// Split (x3) form, for f32 attention at f32 accuracy: q, k, v, dO arrive as bf16 high and low
+// parts (one binding each, all heads' high parts then the low parts), every product is
+// hi·hi + hi·lo + lo·hi (P and dS split the same way in registers), dq, dk, dv are f32, and the
+// streamed tiles are 32 rows so the four hi/lo tiles fit 48 KiB.
 import {
   coopmat, exp2, f16, f32, fma, kernel, lit,
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { FA_PUSH } from "./attention.js";
-import { CM, causalTriangle, elements, laneLayout, streamTiles, tileStager } from "./attention-cm-parts.js";
+import {
+  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, streamTiles, tileStager, type HalfType,
+} from "./attention-cm-parts.js";
 
 /** Rows per workgroup (4 subgroups of 16) and rows per streamed tile. */
 export const FLASH_BWD_CM_ROWS = 64;
@@ -36,6 +42,8 @@ const LOG2E = Math.LOG2E;
 
 export interface FlashBwdCmVariant {
   readonly D: number;
+  /** f32 accuracy from bf16 hi/lo operands (see the header); f32 results. */
+  readonly split?: boolean;
   /** Shared stages of the streamed tiles: 2 = double-buffered (one barrier per tile), 1 = two barriers, half the shared memory. */
   readonly stages: 1 | 2;
   /** Always convert P and dS through shared memory (the fallback path; for tests). */
@@ -45,27 +53,35 @@ export interface FlashBwdCmVariant {
 /** Whether the tensor-core backward serves the problem on this device. */
 export function flashBwdCmApplies(
   info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
-  v: Pick<FlashBwdCmVariant, "stages">, dtype: string, T: number, D: number, softCap: boolean,
+  v: Pick<FlashBwdCmVariant, "stages" | "split">, dtype: string, T: number, D: number, softCap: boolean,
 ): boolean {
-  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === "f16" && !softCap &&
+  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === (v.split ? "f32" : "f16") && !softCap &&
     T % FLASH_BWD_CM_ROWS === 0 && D % CM === 0 && D <= 64 &&
-    (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, stages: v.stages });
+    (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, stages: v.stages, split: v.split });
+}
+
+/** Rows of each streamed tile: 32 when split (four hi/lo tiles), else one block (64). */
+function tileRows(v: Pick<FlashBwdCmVariant, "split">): number {
+  return v.split ? 32 : FLASH_BWD_CM_ROWS;
 }
 
 /**
  * Shared bytes of the larger kernel (dKdV): two streamed tiles and the lse / Di column tiles per
  * stage, and the per-subgroup scratch tiles.
  */
-export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "stages">): number {
-  return v.stages * (2 * FLASH_BWD_CM_ROWS * (v.D + 8) * 2 + 2 * 4 * 256 * 4) + NSG * 256 * 4 + NSG * 256 * 2;
+export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "stages" | "split">): number {
+  const TR = tileRows(v), parts = v.split ? 2 : 1;
+  return v.stages * (parts * 2 * TR * (v.D + 8) * 2 + 2 * (TR / CM) * 256 * 4) + NSG * 256 * 4 + NSG * 256 * 2;
 }
 
 function suffix(v: FlashBwdCmVariant): string {
-  return `f16_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}`;
+  return `${v.split ? "x3" : "f16"}_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}`;
 }
 
 interface Common {
   k: KernelBuilder;
+  split: boolean;
+  el: HalfType;
   tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC16: CoopMatType;
   tid: Expr; sg: Expr; lane: Expr; bh: Expr; rank: Expr; base: Expr;
   st: Shared; pt: Shared; stOff: Expr;
@@ -73,21 +89,57 @@ interface Common {
   /** scale * log2(e): S in log2 units is fma(S, c2, -lse2). */
   c2: Expr;
   scale: Expr; T: Expr;
+  /** split: element offset of the low parts (all heads' high parts come first); null otherwise. */
+  loOff: Expr | null;
 }
+
+/** A fragment operand: its high (or only) part and, when split, its low part. */
+interface Pair { hi: Expr; lo: Expr | null }
+/** A fragment variable pair (P or dS as A operands). */
+interface VarPair { hi: Var; lo: Var | null }
+
+/** acc + a·b, or with split parts acc + a·b + a·bL + aL·b (the dropped aL·bL is ~2^-16 relative). */
+function mma(k: KernelBuilder, a: Pair, b: Pair, acc: Expr): Expr {
+  const hh = k.cmMulAdd(a.hi, b.hi, acc);
+  return a.lo && b.lo ? k.cmMulAdd(a.lo, b.hi, k.cmMulAdd(a.hi, b.lo, hh)) : hh;
+}
+
+/** D / 16 row fragments of `buf` (A operands) at row `row0`, with their low parts when split. */
+function rowFrags(c: Common, buf: Buffer, row0: Expr, D: number, tag: string): Pair[] {
+  const { k, tA, base } = c;
+  return Array.from({ length: D / CM }, (_, d) => {
+    const at = (off: Expr) => k.let(buf.cmLoad(tA, off.add(row0.mul(D)).add(d * CM), D, "row"), `${tag}${d}`);
+    return { hi: at(base), lo: c.loOff ? at(base.add(c.loOff)) : null };
+  });
+}
+
+/** A fragment pair of a staged tile (hi and, when split, lo tiles at the same offset). */
+function tileFrag(c: Common, t: Shared[], at: Expr, ld: number, layout: "row" | "col"): Pair {
+  return { hi: t[0].cmLoad(c.tB, at, ld, layout), lo: t[1] ? t[1].cmLoad(c.tB, at, ld, layout) : null };
+}
+
+function varPair(c: Common, name: string): VarPair {
+  const { k, tA } = c;
+  return { hi: k.var(tA, k.cmFill(tA, 0), name), lo: c.split ? k.var(tA, k.cmFill(tA, 0), `${name}l`) : null };
+}
+
+const pairOf = (p: VarPair): Pair => ({ hi: p.hi.get(), lo: p.lo ? p.lo.get() : null });
 
 /** Bindings, push constants, ids, the lane-layout probe and the LPT block order of both kernels. */
 function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const { D } = v;
   if (D % CM !== 0 || D > 64) throw new Error(`${name}: D=${D} must be a multiple of 16, at most 64`);
-  const tA = coopmat("a", "f16", CM, CM), tB = coopmat("b", "f16", CM, CM);
+  const split = !!v.split;
+  const el: HalfType = split ? "bf16" : "f16";
+  const tA = coopmat("a", el, CM, CM), tB = coopmat("b", el, CM, CM);
   const tC = coopmat("acc", "f32", CM, CM), tC16 = coopmat("acc", "f16", CM, CM);
   const k = kernel(name, { workgroup: [THREADS] });
-  const Q = k.buffer("q", f16, "read"), K = k.buffer("k", f16, "read"), V = k.buffer("v", f16, "read");
-  const dO = k.buffer("do", f16, "read"), L = k.buffer("lse", f32, "read"), Di = k.buffer("di", f32, "read");
-  const outs = writes.map((w) => k.buffer(w, f16, "write"));
+  const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
+  const dO = k.buffer("do", el, "read"), L = k.buffer("lse", f32, "read"), Di = k.buffer("di", f32, "read");
+  const outs = writes.map((w) => k.buffer(w, split ? f32 : f16, "write"));
   const pc = k.push(FA_PUSH);
   const st = k.shared("st", f32, NSG * 256);
-  const pt = k.shared("pt", f16, NSG * 256);
+  const pt = k.shared("pt", el, NSG * 256);
   const tid = k.let(k.localIndex, "tid");
   const sg = k.let(k.subgroupId, "sg");
   const lane = k.let(k.subgroupInvocation, "lane");
@@ -98,26 +150,29 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const rank = k.let(lin.div(k.numWorkgroups.y), "rank");
   const base = k.let(bh.mul(pc.T).mul(D), "base");
   const stOff = k.let(sg.mul(256), "stoff");
-  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared });
+  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
   const c2 = k.let(pc.scale.mul(LOG2E), "c2");
-  const common: Common = { k, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, scale: pc.scale, T: pc.T };
+  const loOff = split ? k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff") : null;
+  const common: Common = {
+    k, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, scale: pc.scale, T: pc.T, loOff,
+  };
   return { common, Q, K, V, dO, L, Di, outs, nblk };
 }
 
 /**
  * S = aS · bSᵀ and dP = aDp · bDpᵀ of one 16x16 fragment into `s` and `dp`: the A fragments are
- * the subgroup's register rows (D / 16 of each), the B operands 16 rows of a staged tile read
- * column-major from half `at` (row stride LD halves, u32x4 elements).
+ * the subgroup's register rows (D / 16 of each), the B operands 16 rows of a staged tile (hi and,
+ * when split, lo) read column-major from half `at` (row stride LD halves, u32x4 elements).
  */
 function sAndDp(
-  c: Common, o: { aS: Expr[]; bS: Shared; aDp: Expr[]; bDp: Shared; at: Expr; LD: number }, s: Var, dp: Var,
+  c: Common, o: { aS: Pair[]; bS: Shared[]; aDp: Pair[]; bDp: Shared[]; at: Expr; LD: number }, s: Var, dp: Var,
 ): void {
-  const { k, tB, tC } = c;
+  const { k, tC } = c;
   let sAcc = k.cmFill(tC, 0), dpAcc = k.cmFill(tC, 0);
   o.aS.forEach((a, d) => {
     const at = o.at.add(d * CM).div(8);
-    sAcc = k.cmMulAdd(a, o.bS.cmLoad(tB, at, o.LD / 8, "col"), sAcc);
-    dpAcc = k.cmMulAdd(o.aDp[d], o.bDp.cmLoad(tB, at, o.LD / 8, "col"), dpAcc);
+    sAcc = mma(k, a, tileFrag(c, o.bS, at, o.LD / 8, "col"), sAcc);
+    dpAcc = mma(k, o.aDp[d], tileFrag(c, o.bDp, at, o.LD / 8, "col"), dpAcc);
   });
   s.set(sAcc);
   dp.set(dpAcc);
@@ -127,7 +182,7 @@ function sAndDp(
  * P and dS of one fragment from S (log2-scaled by c2 inside), dP and the broadcast lse2 / Di, as
  * A operands `pa` (when given) and `dsa`. `s` and `dp` are clobbered.
  */
-function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: Var | null, dsa: Var): void {
+function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | null, dsa: VarPair): void {
   const { k, tA, tC, tC16, pt, stOff } = c;
   const element = (i: Expr) => {
     const p = k.let(exp2(fma(s.at(i), c.c2, lse2.at(i).neg())), "p");
@@ -137,8 +192,8 @@ function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: Var | null, 
   k.if(c.regP, () => {
     elements(k, tC, (i) => {
       const { p, ds } = element(i);
-      if (pa) pa.setAt(i, p.cast(f16));
-      dsa.setAt(i, ds.cast(f16));
+      if (pa) splitElement(k, c.el, p, pa.hi, pa.lo, i);
+      splitElement(k, c.el, ds, dsa.hi, dsa.lo, i);
     });
   }, () => {
     elements(k, tC, (i) => {
@@ -146,32 +201,48 @@ function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: Var | null, 
       s.setAt(i, p);
       dp.setAt(i, ds);
     });
-    const viaShared = (x: Var, into: Var) => {
+    const viaShared = (x: Var, into: VarPair) => {
+      if (c.split) return accToOperands(k, { tC, tA, el: c.el, st: c.st, pt, off: stOff, lane: c.lane }, x.get(), into.hi, into.lo);
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
       pt.cmStore(x.get().cast(tC16), stOff, CM, "row");
       k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      into.set(pt.cmLoad(tA, stOff, CM, "row"));
+      into.hi.set(pt.cmLoad(tA, stOff, CM, "row"));
     };
     if (pa) viaShared(s, pa);
     viaShared(dp, dsa);
   });
 }
 
-/** Multiplies every element of the accumulators by `scale` and stores them as f16 rows of D. */
+/** Multiplies every element of the accumulators by `scale` and stores them as rows of D (f16, or f32 when split). */
 function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, row0: Expr, D: number): void {
   const { k, tC, tC16, base } = c;
   accs.forEach((a, d) => {
     if (scale) elements(k, tC, (i) => a.setAt(i, a.at(i).mul(scale)));
-    out.cmStore(a.get().cast(tC16), base.add(row0.mul(D)).add(d * CM), D, "row");
+    out.cmStore(c.split ? a.get() : a.get().cast(tC16), base.add(row0.mul(D)).add(d * CM), D, "row");
   });
+}
+
+/**
+ * Register-prefetched staging of two [TR, D] tiles of (a, b) at element `row0` of the block:
+ * the high parts into `hi`, and when split the low parts (at loOff) into `lo`.
+ */
+function pairStager(c: Common, srcs: [Buffer, Buffer], hi: [Shared, Shared], lo: [Shared, Shared] | null, D: number, LD: number, TR: number) {
+  const { k, tid, base } = c;
+  const make = (at: Expr, dsts: [Shared, Shared]) =>
+    tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, base: at, D, ld: LD, rows: TR, v128: true, tid, threads: THREADS });
+  const all = [make(base, hi), ...(lo && c.loOff ? [make(base.add(c.loOff), lo)] : [])];
+  return { fetch: (row0: Expr) => all.forEach((x) => x.fetch(row0)), put: (slot: Expr) => all.forEach((x) => x.put(slot)) };
 }
 
 export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const { D } = v;
-  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TILE = ROWS * LD, VW = 8;
+  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8;
   const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${suffix(v)}`, v, ["dq"]);
-  const { k, tA, tB, tC, tid, sg, lane, bh, rank, base, st, stOff } = c;
-  const Ks = k.shared("Ks", "u32x4", (v.stages * TILE) / VW), Vs = k.shared("Vs", "u32x4", (v.stages * TILE) / VW);
+  const { k, tC, sg, lane, bh, rank, st, stOff } = c;
+  const tile = (name: string) => k.shared(name, "u32x4", (v.stages * TILE) / VW);
+  const Ks = tile("Ks"), Vs = tile("Vs");
+  const KsL = c.split ? tile("KsL") : null, VsL = c.split ? tile("VsL") : null;
+  const kTiles = KsL ? [Ks, KsL] : [Ks], vTiles = VsL ? [Vs, VsL] : [Vs];
   const q0 = k.let(nblk.sub(1).sub(rank).mul(ROWS), "q0");
   const rf = k.let(q0.add(sg.mul(CM)), "rf");
   // lse (log2 units) and Di of the subgroup's rows as broadcast matrices, built once
@@ -187,27 +258,28 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const lse2 = broadcast(L.load(row).mul(LOG2E), "lse2");
   const di = broadcast(Di.load(row), "dib");
   const tri = causalTriangle(k, tC, c.idxC, "above");
-  const qa = Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, base.add(rf.mul(D)).add(d * CM), D, "row"), `qa${d}`));
-  const doa = Array.from({ length: DC }, (_, d) => k.let(dO.cmLoad(tA, base.add(rf.mul(D)).add(d * CM), D, "row"), `doa${d}`));
+  const qa = rowFrags(c, Q, rf, D, "qa");
+  const doa = rowFrags(c, dO, rf, D, "doa");
   const dq = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dq${d}`));
   const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
-  const dsa = k.var(tA, k.cmFill(tA, 0), "dsa");
+  const dsa = varPair(c, "dsa");
 
-  const { fetch, put } = tileStager(k, { srcs: [K.as("u32", 4), V.as("u32", 4)], dsts: [Ks, Vs], base, D, ld: LD, rows: ROWS, v128: true, tid, threads: THREADS });
-  const nt = k.let(q0.div(ROWS).add(1), "nt");
-  streamTiles(k, v.stages, nt, ROWS, lit("u32", 0), fetch, put, (t, slot) => {
-    const k0 = k.let(t.mul(ROWS), "k0");
+  const { fetch, put } = pairStager(c, [K, V], [Ks, Vs], KsL && VsL ? [KsL, VsL] : null, D, LD, TR);
+  // key tiles up to the one holding the block's last query
+  const nt = k.let(TR === ROWS ? q0.div(ROWS).add(1) : q0.add(ROWS).div(TR), "nt");
+  streamTiles(k, v.stages, nt, TR, lit("u32", 0), fetch, put, (t, slot) => {
+    const k0 = k.let(t.mul(TR), "k0");
     const off = k.let(slot.mul(TILE), "kvoff");
-    for (let j = 0; j < ROWS / CM; j++) {
+    for (let j = 0; j < TR / CM; j++) {
       const kf = k.let(k0.add(j * CM), "kf");
       // keys kf..kf+15 against queries rf..rf+15: all masked when kf > rf
       k.if(kf.le(rf), () => {
-        sAndDp(c, { aS: qa, bS: Ks, aDp: doa, bDp: Vs, at: off.add(j * CM * LD), LD }, s, dp);
+        sAndDp(c, { aS: qa, bS: kTiles, aDp: doa, bDp: vTiles, at: off.add(j * CM * LD), LD }, s, dp);
         k.if(kf.eq(rf), () => s.set(s.get().add(tri.get())));
         pAndDs(c, s, dp, lse2, di, null, dsa);
         for (let dn = 0; dn < DC; dn++) {
-          const kb = Ks.cmLoad(tB, off.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
-          dq[dn].set(k.cmMulAdd(dsa.get(), kb, dq[dn].get()));
+          const kb = tileFrag(c, kTiles, off.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
+          dq[dn].set(mma(k, pairOf(dsa), kb, dq[dn].get()));
         }
       });
     }
@@ -218,48 +290,55 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
 
 export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const { D } = v;
-  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TILE = ROWS * LD, VW = 8, NF = ROWS / CM;
+  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8, NF = TR / CM;
   const { common: c, Q, K, V, dO, L, Di, outs: [dK, dV], nblk } = begin(`flash_bwd_dkdv_cm_${suffix(v)}`, v, ["dk", "dv"]);
-  const { k, tA, tB, tC, tid, sg, bh, rank, base } = c;
-  const Qs = k.shared("Qs", "u32x4", (v.stages * TILE) / VW), dOs = k.shared("dOs", "u32x4", (v.stages * TILE) / VW);
+  const { k, tC, tid, sg, bh, rank } = c;
+  const tile = (name: string) => k.shared(name, "u32x4", (v.stages * TILE) / VW);
+  const Qs = tile("Qs"), dOs = tile("dOs");
+  const QsL = c.split ? tile("QsL") : null, dOsL = c.split ? tile("dOsL") : null;
+  const qTiles = QsL ? [Qs, QsL] : [Qs], doTiles = dOsL ? [dOs, dOsL] : [dOs];
   // column tiles [stage][lse2 | Di][fragment j][r][c] = value of query q0 + 16 j + c
   const COLS = 2 * NF * 256;
   const cols = k.shared("cols", f32, v.stages * COLS);
   const k0 = k.let(rank.mul(ROWS), "k0");
   const kf = k.let(k0.add(sg.mul(CM)), "kf");
   const tri = causalTriangle(k, tC, c.idxC, "below");
-  const ka = Array.from({ length: DC }, (_, d) => k.let(K.cmLoad(tA, base.add(kf.mul(D)).add(d * CM), D, "row"), `ka${d}`));
-  const va = Array.from({ length: DC }, (_, d) => k.let(V.cmLoad(tA, base.add(kf.mul(D)).add(d * CM), D, "row"), `va${d}`));
+  const ka = rowFrags(c, K, kf, D, "ka");
+  const va = rowFrags(c, V, kf, D, "va");
   const dk = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dk${d}`));
   const dv = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dv${d}`));
   const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
-  const pa = k.var(tA, k.cmFill(tA, 0), "pa"), dsa = k.var(tA, k.cmFill(tA, 0), "dsa");
+  const pa = varPair(c, "pa"), dsa = varPair(c, "dsa");
 
-  const tiles = tileStager(k, { srcs: [Q.as("u32", 4), dO.as("u32", 4)], dsts: [Qs, dOs], base, D, ld: LD, rows: ROWS, v128: true, tid, threads: THREADS });
-  // thread t < 64 carries lse2 of query q0 + t, thread 64 + t carries Di of it (THREADS = 2 ROWS)
+  const tiles = pairStager(c, [Q, dO], [Qs, dOs], QsL && dOsL ? [QsL, dOsL] : null, D, LD, TR);
+  // thread t < TR carries lse2 of query q0 + t, thread TR + t carries Di of it (THREADS >= 2 TR)
   const colVal = k.var(f32, lit(f32, 0), "colv");
-  const which = k.let(tid.div(ROWS), "which");
-  const cq = k.let(tid.rem(ROWS), "cq");
+  const which = k.let(tid.div(TR), "which");
+  const cq = k.let(tid.rem(TR), "cq");
+  const carries = (body: () => void) => (THREADS === 2 * TR ? body() : k.if(which.lt(2), body));
   const qrow0 = k.let(bh.mul(c.T), "qrow0");
   const fetch = (q0: Expr) => {
     tiles.fetch(q0);
     const at = qrow0.add(q0).add(cq);
-    k.if(which.eq(0), () => colVal.set(L.load(at).mul(LOG2E)), () => colVal.set(Di.load(at)));
+    carries(() => k.if(which.eq(0), () => colVal.set(L.load(at).mul(LOG2E)), () => colVal.set(Di.load(at))));
   };
   const put = (slot: Expr) => {
     tiles.put(slot);
-    const at0 = k.let(slot.mul(COLS).add(which.mul(NF * 256)).add(cq.div(CM).mul(256)).add(cq.rem(CM)), "colat");
-    for (let rr = 0; rr < CM; rr++) cols.store(at0.add(rr * CM), colVal.get());
+    carries(() => {
+      const at0 = k.let(slot.mul(COLS).add(which.mul(NF * 256)).add(cq.div(CM).mul(256)).add(cq.rem(CM)), "colat");
+      for (let rr = 0; rr < CM; rr++) cols.store(at0.add(rr * CM), colVal.get());
+    });
   };
-  const nt = k.let(nblk.sub(rank), "nt");
-  streamTiles(k, v.stages, nt, ROWS, k0, fetch, put, (t, slot) => {
-    const q0 = k.let(k0.add(t.mul(ROWS)), "q0");
+  // query tiles from the block's first key on
+  const nt = k.let(TR === ROWS ? nblk.sub(rank) : nblk.sub(rank).mul(ROWS / TR), "nt");
+  streamTiles(k, v.stages, nt, TR, k0, fetch, put, (t, slot) => {
+    const q0 = k.let(k0.add(t.mul(TR)), "q0");
     const off = k.let(slot.mul(TILE), "qoff");
     for (let j = 0; j < NF; j++) {
       const qj = k.let(q0.add(j * CM), "qj");
       // keys kf..kf+15 against queries qj..qj+15: all masked when kf > qj
       k.if(kf.le(qj), () => {
-        sAndDp(c, { aS: ka, bS: Qs, aDp: va, bDp: dOs, at: off.add(j * CM * LD), LD }, s, dp);
+        sAndDp(c, { aS: ka, bS: qTiles, aDp: va, bDp: doTiles, at: off.add(j * CM * LD), LD }, s, dp);
         k.if(kf.eq(qj), () => s.set(s.get().add(tri.get())));
         const colAt = slot.mul(COLS).add(j * 256);
         const lse2 = k.var(tC, cols.cmLoad(tC, colAt, CM, "row"), "lsec");
@@ -267,8 +346,8 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
         pAndDs(c, s, dp, lse2, di, pa, dsa);
         for (let dn = 0; dn < DC; dn++) {
           const at = off.add(j * CM * LD + dn * CM).div(VW);
-          dv[dn].set(k.cmMulAdd(pa.get(), dOs.cmLoad(tB, at, LD / VW, "row"), dv[dn].get()));
-          dk[dn].set(k.cmMulAdd(dsa.get(), Qs.cmLoad(tB, at, LD / VW, "row"), dk[dn].get()));
+          dv[dn].set(mma(k, pairOf(pa), tileFrag(c, doTiles, at, LD / VW, "row"), dv[dn].get()));
+          dk[dn].set(mma(k, pairOf(dsa), tileFrag(c, qTiles, at, LD / VW, "row"), dk[dn].get()));
         }
       });
     }

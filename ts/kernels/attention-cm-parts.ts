@@ -7,8 +7,49 @@ import {
   type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type Shared, type SharedView, type Var,
 } from "../ir/index.js";
 
-/** Fragment side: every product is 16x16x16 (f16 inputs, f32 accumulators). */
+/** Fragment side: every product is 16x16x16 (f16 or bf16 inputs, f32 accumulators). */
 export const CM = 16;
+
+/** Element type of the MMA operands: f16, or bf16 for the split (x3) kernels. */
+export type HalfType = "f16" | "bf16";
+
+/**
+ * An f32 accumulator fragment `x` as A operands through the subgroup's stage tiles (the path for
+ * devices whose accumulator and A lane layouts differ): `hi` gets x rounded to `el`, and `lo`
+ * (when given) the rounding remainder x - hi, also rounded, so hi + lo carries x to ~2^-16
+ * relative in bf16. `st` (f32) and `pt` (el) are the subgroup's 256-element tiles at `off`.
+ */
+export function accToOperands(
+  k: KernelBuilder, o: { tC: CoopMatType; tA: CoopMatType; el: HalfType; st: Shared; pt: Shared; off: Expr; lane: Expr },
+  x: Expr, hi: Var, lo: Var | null,
+): void {
+  const sync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+  sync();
+  o.st.cmStore(x, o.off, CM, "row");
+  sync();
+  const at = Array.from({ length: 8 }, (_, e) => k.let(o.off.add(o.lane.mul(8)).add(e), "at"));
+  const vals = at.map((a) => k.let(o.st.load(a), "x"));
+  const his = vals.map((val, e) => {
+    const h = k.let(val.cast(o.el), "h");
+    o.pt.store(at[e], h);
+    return h;
+  });
+  sync();
+  hi.set(o.pt.cmLoad(o.tA, o.off, CM, "row"));
+  if (!lo) return;
+  sync();
+  vals.forEach((val, e) => o.pt.store(at[e], val.sub(his[e].cast(f32)).cast(o.el)));
+  sync();
+  lo.set(o.pt.cmLoad(o.tA, o.off, CM, "row"));
+}
+
+/** x split into `hi` (x rounded to el) and `lo` (the remainder, rounded): element i of A operands. */
+export function splitElement(k: KernelBuilder, el: HalfType, x: Expr, hi: Var, lo: Var | null, i: Expr): void {
+  if (!lo) return hi.setAt(i, x.cast(el));
+  const h = k.let(x.cast(el), "h");
+  hi.setAt(i, h);
+  lo.setAt(i, x.sub(h.cast(f32)).cast(el));
+}
 
 /** `for i < cmlen(t)`, unrolled by the driver. */
 export function elements(k: KernelBuilder, t: CoopMatType, body: (i: Expr) => void): void {
@@ -23,12 +64,14 @@ export function elements(k: KernelBuilder, t: CoopMatType, body: (i: Expr) => vo
  * returns the accumulator index matrix, from which causal triangles are built.
  */
 export function laneLayout(
-  k: KernelBuilder, o: { tA: CoopMatType; tC: CoopMatType; st: Shared; pt: Shared; tid: Expr; threads: number; forceShared?: boolean },
+  k: KernelBuilder,
+  o: { tA: CoopMatType; tC: CoopMatType; st: Shared; pt: Shared; tid: Expr; threads: number; forceShared?: boolean; el?: HalfType },
 ): { regP: Expr; idxC: Var } {
   const { tA, tC, st, pt } = o;
   k.for(o.tid, lit("u32", 256), (e) => {
     st.store(e, e.cast(f32));
-    pt.store(e, e.cast(f16));
+    // 0..255 are exact in f16 and in bf16 (8-bit significand)
+    pt.store(e, o.el === "bf16" ? e.cast(f32).cast("bf16") : e.cast(f16));
   }, { step: o.threads });
   k.barrier();
   const idxC = k.var(tC, st.cmLoad(tC, 0, CM, "row"), "idxc");
@@ -65,7 +108,7 @@ export interface TileStager {
 }
 
 /**
- * Register-prefetched copies of [rows, D] f16 tiles at element `base` + row0 * D of each source
+ * Register-prefetched copies of [rows, D] 16-bit tiles (f16, or bf16 with `el`) at element `base` + row0 * D of each source
  * into shared memory, 4 halves (f16x4 views) or 8 halves (u32x4 views, `v128`) per copy.
  * Sources and destinations pair up by position; each stage of a destination is rows * ld halves.
  */
@@ -73,7 +116,7 @@ export function tileStager(
   k: KernelBuilder,
   o: {
     srcs: (Buffer | BufferView)[]; dsts: (Shared | SharedView)[]; base: Expr;
-    D: number; ld: number; rows: number; v128: boolean; tid: Expr; threads: number;
+    D: number; ld: number; rows: number; v128: boolean; tid: Expr; threads: number; el?: HalfType;
   },
 ): TileStager {
   const { D, ld, rows, tid, threads } = o;
@@ -81,7 +124,7 @@ export function tileStager(
   const chunks = (rows * D) / VW;
   const slots = Math.ceil(chunks / threads);
   const guarded = chunks % threads !== 0;
-  const regT = o.v128 ? "u32x4" : "f16x4";
+  const regT = o.v128 ? "u32x4" : o.el === "bf16" ? "bf16x4" : "f16x4";
   const regs = o.srcs.map((_, b) => Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `tr${b}_${i}`)));
   const chunk = (i: number) => tid.add(i * threads);
   const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(chunks), body) : body());

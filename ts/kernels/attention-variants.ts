@@ -34,6 +34,8 @@ function acc(name: FlashKernelName, w: Omit<FlashCmAccVariant, "D" | "softCap">)
 }
 
 const X = { v128: true, skipMasked: true, lpt: true } as const;
+/** f32 at f32 accuracy: bf16 hi/lo operands, three products each (attention-cm-acc.ts `split`). */
+const X3 = { ...X, split: true } as const;
 
 export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
   "acc-w4s2": acc("acc-w4s2", { nsg: 4, stages: 2 }),
@@ -56,6 +58,11 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
   "acc-w8s1-x": acc("acc-w8s1-x", { nsg: 8, stages: 1, ...X }),
   "acc-w4s1-r2x": acc("acc-w4s1-r2x", { nsg: 4, stages: 1, rb: 2, ...X }),
   "acc-w4s1-r2k32x": acc("acc-w4s1-r2k32x", { nsg: 4, stages: 1, rb: 2, bc: 32, ...X }),
+  // f32 tensors (x3): K/V hi and lo tiles, so 64-key tiles fit one stage only
+  "x3-w4s1-x": acc("x3-w4s1-x", { nsg: 4, stages: 1, ...X3 }),
+  "x3-w4s1-k32x": acc("x3-w4s1-k32x", { nsg: 4, stages: 1, bc: 32, ...X3 }),
+  "x3-w4s2-k32x": acc("x3-w4s2-k32x", { nsg: 4, stages: 2, bc: 32, ...X3 }),
+  "x3-w8s1-k32x": acc("x3-w8s1-k32x", { nsg: 8, stages: 1, bc: 32, ...X3 }),
   cm: {
     name: "cm",
     rows: FA_CM_ROWS,
@@ -73,9 +80,16 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
 /**
  * What `auto` tries, in order; the last one serves every problem. H100 session 3 (BH=96, T=1024,
  * D=64, causal f16, warm clocks): acc-w4s1-x 0.0905 ms, acc-w4s1-r2k32x 0.0906, acc-w4s1-lpt
- * 0.0949, acc-w8s1-x 0.0978, acc-w4s1-v128 0.1008, acc-w4s1 0.1100 (PyTorch sdpa 0.0483).
+ * 0.0949, acc-w8s1-x 0.0978, acc-w4s1-v128 0.1008, acc-w4s1 0.1100 (PyTorch sdpa 0.0483). f32
+ * (x3, H100 session 7, BH=192, q/k/v splits included): x3-w8s1-k32x 0.430 ms, x3-w4s1-k32x 0.492,
+ * x3-w4s1-x 0.642 (255 registers), x3-w4s2-k32x 0.735; the SIMT kernel 1.488.
  */
-export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s1-x", "cm", "simt"];
+export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s1-x", "x3-w8s1-k32x", "x3-w4s1-k32x", "cm", "simt"];
+
+/** Whether the kernel reads split bf16 hi/lo operands (ts/ops/attention.ts splits q, k, v first). */
+export function flashReadsSplit(name: FlashKernelName): boolean {
+  return name.startsWith("x3-");
+}
 
 /** The requested kernel if it serves the problem, else the first of FLASH_AUTO that does. */
 export function pickFlashFwd(name: FlashVariantName, dev: FlashDevice, dtype: string, T: number, D: number): FlashFwdChoice {

@@ -1,7 +1,7 @@
 // The backend's kernel variants for the registry (spirv-val sweep, compile benchmark): every
 // family in every storage dtype, plus representative fused-elementwise programs.
 import type { Dtype } from "../types.js";
-import type { KernelVariant } from "./registry.js";
+import type { KernelNeed, KernelVariant } from "./registry.js";
 import { planFused } from "../fusion/plan.js";
 import type { Expr } from "../fusion/expr.js";
 import type { Lease } from "../exec/lease.js";
@@ -18,6 +18,7 @@ import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMask
 import { adamwKernel } from "./optim.js";
 import { adamwDeviceKernel, dropoutMaskAtKernel } from "./step.js";
 import { matmulKernel } from "./matmul.js";
+import { presplitKernel } from "./matmul/presplit.js";
 import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
 
 const FLOATS: Dtype[] = ["f32", "f16"];
@@ -122,19 +123,30 @@ export function backendVariants(): KernelVariant[] {
     v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
     // every tensor-core flash forward the backend can pick (HELIOS_FLASH_VARIANT)
     for (const c of Object.values(FLASH_FWD)) {
-      if (!c.name.startsWith("acc-")) continue;
-      const name = c.build("f16", D, softCap).name.replace(/^flash_fwd_cmacc_f16_/, "");
-      v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap) });
+      if (c.name.startsWith("acc-")) {
+        const name = c.build("f16", D, softCap).name.replace(/^flash_fwd_cmacc_f16_/, "");
+        v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap) });
+      } else if (c.name.startsWith("x3-")) {
+        const name = c.build("f32", D, softCap).name.replace(/^flash_fwd_cmacc_/, "");
+        v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "bf16", "subgroup"], build: () => c.build("f32", D, softCap) });
+      }
     }
   }
   // the tensor-core flash backward (both stage counts, and the shared-memory P/dS path); two
   // stages of dK/dV exceed 48 KiB of shared memory at D = 64 (flashBwdCmApplies refuses them)
-  for (const D of [16, 32, 64]) for (const stages of [1, 2] as const) for (const pShared of [false, true]) {
-    const bv = { D, stages, pShared };
-    const tag = `d${D}_s${stages}${pShared ? "_psh" : ""}`;
-    v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashBwdDqCmKernel(bv) });
+  // the split form's operands: f32 -> bf16 [hi | lo] (ts/ops/attention.ts splitHiLo)
+  for (const vec4 of [false, true]) {
+    v.push({ id: `backend/attn_split_hilo${vec4 ? "_x4" : ""}`, needs: ["bf16"], build: () => presplitKernel(vec4, 1, 2) });
+  }
+  // and its split (x3) form for f32, one stage
+  for (const D of [16, 32, 64]) for (const stages of [1, 2] as const) for (const pShared of [false, true]) for (const split of [false, true]) {
+    if (split && stages === 2) continue;
+    const bv = { D, stages, pShared, split };
+    const tag = `${split ? "x3_" : ""}d${D}_s${stages}${pShared ? "_psh" : ""}`;
+    const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
+    v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
     if (flashBwdCmSharedBytes(bv) > 48 * 1024) continue;
-    v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(bv) });
+    v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) {
     v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });

@@ -3,7 +3,8 @@ import type { TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
-import { pickFlashFwd } from "../kernels/attention-variants.js";
+import { flashReadsSplit, pickFlashFwd } from "../kernels/attention-variants.js";
+import { presplitKernel, SPLIT_PUSH, SPLIT_THREADS } from "../kernels/matmul/presplit.js";
 import { FA_PUSH, FA_ROWS, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
 import { attentionBackwardDense, attnRowDot, denseBackwardApplies } from "./attention-dense.js";
 import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../kernels/attention-cm-bwd.js";
@@ -15,10 +16,41 @@ const CM_BWD_STAGES = 1;
 
 function cmBackwardApplies(E: Engine, dtype: string, T: number, D: number, softCap: number): boolean {
   const mode = E.config.attnBackward;
-  return (mode === "auto" || mode === "cm") && flashBwdCmApplies(E.device, { stages: CM_BWD_STAGES }, dtype, T, D, softCap > 0);
+  const split = dtype === "f32";
+  return (mode === "auto" || mode === "cm") && flashBwdCmApplies(E.device, { stages: CM_BWD_STAGES, split }, dtype, T, D, softCap > 0);
 }
 
-/** Di = rowsum(dO * O), then the dQ and the dK/dV kernels (each recomputes P from lse). */
+/**
+ * An f32 tensor split into bf16 high and low parts, [hi of every element | lo of every element]
+ * (2n halves; bf16 bits in an f16-typed carrier, used only as a kernel operand): the operand form
+ * of the split (x3) attention kernels.
+ */
+function splitHiLo(E: Engine, op: string, x: TensorData): HeliosTensor {
+  const n = x.shape.reduce((a, b) => a * b, 1);
+  const out = E.alloc([2 * n], "f16");
+  const vec4 = n % 4 === 0;
+  const m = vec4 ? n / 4 : n;
+  const groups: [number, number, number] = [Math.max(1, Math.min(65535, Math.ceil(m / SPLIT_THREADS))), 1, 1];
+  run(E, op, { attnSplit: vec4 }, () => presplitKernel(vec4, 1, 2), SPLIT_PUSH, { n: m, seg: m }, [x], [out], groups);
+  return out;
+}
+
+/** Runs `body` on the split forms of `xs` (f32) or on `xs` themselves, then drops the splits. */
+function withSplits<R>(E: Engine, op: string, split: boolean, xs: TensorData[], body: (ys: TensorData[]) => R): R {
+  if (!split) return body(xs);
+  const ys = xs.map((x) => splitHiLo(E, op, x));
+  try {
+    return body(ys);
+  } finally {
+    // deferred by the runtime until the dispatches that read them are done
+    for (const y of ys) E.release(y);
+  }
+}
+
+/**
+ * Di = rowsum(dO * O), then the dQ and the dK/dV kernels (each recomputes P from lse). f32
+ * tensors run the split form (bf16 hi/lo operands, f32 accuracy) on q, k, v, dO split first.
+ */
 function attentionBackwardCm(
   E: Engine, op: string, Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
   BH: number, T: number, D: number, scale: number,
@@ -27,9 +59,12 @@ function attentionBackwardCm(
   const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
   const push = { T, scale, cap: 1 };
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, BH, 1];
-  const v = { D, stages: CM_BWD_STAGES } as const;
-  run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), FA_PUSH, push, [Q, K, V, dO, lse, di], [dQ], groups);
-  run(E, op, { flashBwdDkDvCm: v }, () => flashBwdDkDvCmKernel(v), FA_PUSH, push, [Q, K, V, dO, lse, di], [dK, dV], groups);
+  const split = Q.dtype === "f32";
+  const v = { D, stages: CM_BWD_STAGES, split } as const;
+  withSplits(E, op, split, [Q, K, V, dO], ([q, k, vv, dout]) => {
+    run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), FA_PUSH, push, [q, k, vv, dout, lse, di], [dQ], groups);
+    run(E, op, { flashBwdDkDvCm: v }, () => flashBwdDkDvCmKernel(v), FA_PUSH, push, [q, k, vv, dout, lse, di], [dK, dV], groups);
+  });
   E.release(di);
   return { dQ, dK, dV };
 }
@@ -55,11 +90,14 @@ export function flashAttention(E: Engine, Q: TensorData, K: TensorData, V: Tenso
   const output = E.alloc(Q.shape, Q.dtype);
   const lse = E.alloc([BH, T], "f32");
   if (BH === 0 || T === 0 || D === 0) return { output, lse };
-  // tensor-core kernels for f16 when the device has cooperative matrices (ts/kernels/attention-variants.ts)
+  // tensor-core kernels when the device has cooperative matrices (ts/kernels/attention-variants.ts):
+  // f16 directly, f32 on q, k, v split into bf16 hi/lo
   const choice = pickFlashFwd(E.config.flashVariant, E.device, Q.dtype, T, D);
   const dtype = Q.dtype;
-  run(E, op, { flashFwd: choice.name, dtype, D, softCap: softCap > 0 }, () => choice.build(dtype, D, softCap > 0), FA_PUSH,
-    { T, scale, cap: softCap > 0 ? softCap : 1 }, [Q, K, V], [output, lse], [Math.ceil(T / choice.rows), BH, 1]);
+  withSplits(E, op, flashReadsSplit(choice.name), [Q, K, V], (ins) => {
+    run(E, op, { flashFwd: choice.name, dtype, D, softCap: softCap > 0 }, () => choice.build(dtype, D, softCap > 0), FA_PUSH,
+      { T, scale, cap: softCap > 0 ? softCap : 1 }, ins, [output, lse], [Math.ceil(T / choice.rows), BH, 1]);
+  });
   return { output, lse };
 }
 

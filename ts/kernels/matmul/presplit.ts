@@ -14,6 +14,8 @@
 //             stacks whole blocks (transposed A, row-major B: K is the row index there).
 //             The x4 form counts 4-element chunks (n and seg divisible by 4).
 //   dispatch  [min(ceil(n / 256), 65535), 1, 1] (x4: n / 4), workgroup 256; grid-stride loop
+//   The two-block form (`blocks` = 2, lo = 1; the split flash attention's [hi | lo] operands)
+//   writes dst[q·2·seg + s·seg + r] for s = 0, 1 (2n elements).
 import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";
 import { ceilDiv } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
@@ -21,8 +23,9 @@ import type { NormalizedProblem } from "./problem.js";
 export const SPLIT_PUSH = { n: "u32", seg: "u32" } as const;
 export const SPLIT_THREADS = 256;
 
-export function presplitKernel(vec4: boolean, lo: 1 | 2): KernelDesc {
-  const k = kernel(`mm_presplit_f32_bf16${vec4 ? "x4" : ""}_lo${lo}`, { workgroup: [SPLIT_THREADS] });
+export function presplitKernel(vec4: boolean, lo: 1 | 2, blocks: 2 | 3 = 3): KernelDesc {
+  if (lo >= blocks) throw new Error(`mm_presplit: low block ${lo} outside ${blocks} blocks`);
+  const k = kernel(`mm_presplit_f32_bf16${vec4 ? "x4" : ""}_lo${lo}${blocks === 3 ? "" : `_b${blocks}`}`, { workgroup: [SPLIT_THREADS] });
   const src = k.buffer("src", f32, "read");
   const dstBuf = k.buffer("dst", "bf16", "write");
   const pc = k.push(SPLIT_PUSH);
@@ -34,8 +37,8 @@ export function presplitKernel(vec4: boolean, lo: 1 | 2): KernelDesc {
     const hi = k.let(x.cast(tb), "hi");
     const low = k.let(x.sub(hi.cast(tf)).cast(tb), "lo");
     const q = k.let(i.div(pc.seg), "q");
-    const base = k.let(q.mul(pc.seg).mul(3).add(i.sub(q.mul(pc.seg))), "base");
-    for (let s = 0; s < 3; s++) {
+    const base = k.let(q.mul(pc.seg).mul(blocks).add(i.sub(q.mul(pc.seg))), "base");
+    for (let s = 0; s < blocks; s++) {
       dst.store(base.add(pc.seg.mul(s)), s === lo ? low : hi);
     }
   }, { step: stride, name: "i" });
