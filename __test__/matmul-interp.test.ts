@@ -264,6 +264,29 @@ test("presplit f32 (x3_*): every layout, batches, broadcast B, epilogues, edges,
   ]);
 });
 
+// Aligned inner tiles take the two-block layout ([hi | lo] along K, CoopConfig.kSeg2): the
+// kernel maps each third of K' to a block. Every transposition (K contiguous or the row index),
+// batches with a broadcast B, an epilogue and split-K (whose chunks start inside the thirds).
+test("presplit f32, two-block operands on aligned tiles: every layout, batches, epilogues, split-K (exact-f32 gate)", () => {
+  const aligned: CheckCase[] = [
+    { name: "NN_64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true },
+    { name: "TN_batched_bias_gelu", problem: { m: 64, n: 64, k: 32, batch: 2, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "NT_128x64x96", problem: { m: 128, n: 64, k: 96, transB: true }, full: true },
+    { name: "TT_64x64x64", problem: { m: 64, n: 64, k: 64, transA: true, transB: true }, full: true },
+    { name: "broadcastB_64x64x32", problem: { m: 64, n: 64, k: 32, batch: 3, broadcastB: true }, full: true },
+  ];
+  const rows = run(["x3_cm_64x64x32_w2x2"], [{ name: "f32", dtype: "f32" }], aligned);
+  // 128-bit chunks (the tuned tiles' copies) across the block boundaries
+  rows.push(...run(["x3_cm_128x128x32_w2x2_v128_s1"], [{ name: "f32", dtype: "f32" }], [
+    { name: "TN_128x128x32", problem: { m: 128, n: 128, k: 32, transA: true }, full: true },
+    { name: "NT_128x128x64", problem: { m: 128, n: 128, k: 64, transB: true }, full: true },
+  ]));
+  for (const r of rows) assert.ok(r.relErr !== null && r.relErr < 1e-4, `${r.variant} ${r.case}: ${r.relErr}`);
+  run(["x3_cm_64x64x32_w2x2_sk2", "x3_cm_64x64x32_w2x2_sk4"], [{ name: "f32", dtype: "f32" }], [
+    { name: "splitk_64x64x160", problem: { m: 64, n: 64, k: 160, epilogue: { bias: true } }, full: true },
+  ]);
+});
+
 test("presplit f32: the plan (split steps, scratch, the inner bf16 problem) and when it is chosen", () => {
   const caps = { ...new InterpRuntime().info };
   const plan = planMatmul({ m: 64, n: 96, k: 40, dtype: "f32", batch: 2, transA: true }, caps, { variant: "x3_cm_64x64x32_w2x2" });
@@ -281,4 +304,24 @@ test("presplit f32: the plan (split steps, scratch, the inner bf16 problem) and 
   const noBf16 = { ...caps, bf16Supported: false };
   assert.match(planMatmul({ m: 256, n: 256, k: 256, dtype: "f32" }, noBf16).variant, /^simt_/);
   assert.throws(() => planMatmul({ m: 8, n: 8, k: 8, dtype: "f16" }, caps, { variant: "x3_cm_64x64x32_w2x2" }), /for f32 inputs/);
+});
+
+test("presplit f32: aligned inner tiles take two-block operands (a third less to write), unless splitBlocks is 3", () => {
+  const caps = { ...new InterpRuntime().info };
+  const problem = { m: 64, n: 128, k: 96, dtype: "f32" as const, batch: 2, transB: true };
+  const two = planMatmul(problem, caps, { variant: "x3_cm_64x64x32_w2x2" });
+  assert.deepEqual(two.steps.slice(0, 2).map((s) => s.desc.name), ["mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2"]);
+  assert.deepEqual(two.scratch, { splitA: 2 * 2 * 64 * 96 * 2, splitB: 2 * 2 * 96 * 128 * 2 });
+  assert.match(two.steps[2].desc.name, /_al(p)?_\w*_k2$/);
+  // the kernel loops over K' = 3K; the batch strides are the two-block operands'
+  assert.equal(two.steps[2].pushValues.k, 288);
+  assert.equal(two.steps[2].pushValues.strideA, 64 * 192);
+  assert.equal(two.steps[2].pushValues.strideB, 192 * 128);
+  const three = planMatmul(problem, caps, { variant: "x3_cm_64x64x32_w2x2", splitBlocks: 3 });
+  assert.deepEqual(three.steps.slice(0, 2).map((s) => s.desc.name), ["mm_presplit_f32_bf16x4_lo2", "mm_presplit_f32_bf16x4_lo1"]);
+  assert.doesNotMatch(three.steps[2].desc.name, /_k2/);
+  assert.equal(three.steps[2].pushValues.strideA, 64 * 288);
+  // an unaligned problem keeps three blocks
+  const edge = planMatmul({ ...problem, m: 60 }, caps, { variant: "x3_cm_64x64x32_w2x2" });
+  assert.equal(edge.steps[0].desc.name, "mm_presplit_f32_bf16x4_lo2");
 });

@@ -104,16 +104,21 @@ test("headChunkBytes must be positive", () => {
 
 test("head chunks: as few as fit, equal, whole 128-row blocks where they fit", () => {
   const gpt2: GPTConfig = { ...TINY, vocab: 50304 };
-  const rows = (N: number, bytes: number | undefined) => new GPT(new RefTrainBackend(), gpt2, { headChunkBytes: bytes }).headRows(N);
-  // GPT-2 124M at B=16, T=1024: f32 logits (3.3 GB) in two equal 8192-row chunks under the
-  // 2000 MiB default; in one pass when they fit
-  assert.equal(rows(16384, undefined), 8192);
-  assert.equal(rows(16384, 16384 * 50304 * 4), 16384);
+  const rows = (N: number, bytes: number | undefined, matmul16 = false) =>
+    // headRows only reads sizes; matmul16 asks the backend for a cast
+    new GPT(Object.assign(new RefTrainBackend(), { castDtype: <T>(a: T) => a }), gpt2, { headChunkBytes: bytes, matmul16 }).headRows(N);
+  // GPT-2 124M at B=16, T=1024, f32: the logits gradient split for the x3 products takes 6 bytes
+  // per logit (4.9 GB); under the 2000 MiB default that is three chunks of 5462 rows, rounded up
+  // to 5504 (43 blocks); under matmul16 (2 bytes per logit, 1.6 GB) one pass
+  assert.equal(rows(16384, undefined), 5504);
+  assert.ok(5504 * 50304 * 6 < 2 ** 31 - 1, "each chunk's split gradient fits one storage binding");
+  assert.equal(rows(16384, undefined, true), 16384);
+  assert.equal(rows(16384, 16384 * 50304 * 6), 16384);
   // 10422 rows fit: three chunks of 10000 rows round up to 10112 (79 blocks)
-  assert.equal(rows(30000, 10422 * 50304 * 4), 10112);
+  assert.equal(rows(30000, 10422 * 50304 * 6), 10112);
   // rounding up would not fit: the largest whole-block chunk instead
-  assert.equal(rows(20001, 10050 * 50304 * 4), 9984);
+  assert.equal(rows(20001, 10050 * 50304 * 6), 9984);
   // under one block: what fits
-  assert.equal(rows(16384, 100 * 50304 * 4), 100);
-  assert.equal(new GPT(new RefTrainBackend(), CFG, { headChunkBytes: CFG.vocab * 4 * 3 }).headRows(14), 3);
+  assert.equal(rows(16384, 100 * 50304 * 6), 100);
+  assert.equal(new GPT(new RefTrainBackend(), CFG, { headChunkBytes: CFG.vocab * 6 * 3 }).headRows(14), 3);
 });

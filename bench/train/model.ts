@@ -291,10 +291,14 @@ export class GPT {
    * chunks as fit, made equal and whole 128-row blocks where possible, so the head products (K =
    * rows in dwte's) keep the aligned tensor-core kernels with 16-byte loads (H100 session 6: the
    * f32 step's 10422-row dwte products took 36 ms on scalar loads, 1.8x the other head products)
-   * and no chunk is larger than it must be (its transients set the step's peak memory).
+   * and no chunk is larger than it must be (its transients set the step's peak memory). In f32
+   * the largest buffer a chunk binds is the logits gradient split into three bf16 parts for the
+   * x3 tensor-core products (6 bytes per logit): above 2^31 - 1 bytes the runtime refuses the
+   * binding and the tuner falls back to slower kernels (H100 session 7: 8192-row chunks ran dhf
+   * on the SIMT tile, 48 ms of a 251 ms step).
    */
   headRows(N: number): number {
-    const bytes = this.cfg.vocab * (this.matmul16 ? 2 : 4);
+    const bytes = this.cfg.vocab * (this.matmul16 ? 2 : 6);
     const fit = Math.floor(this.headChunkBytes / bytes);
     if (fit >= N) return N;
     const even = Math.ceil(N / Math.ceil(N / fit));

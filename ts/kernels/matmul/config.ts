@@ -5,6 +5,7 @@
 //   HELIOS_MATMUL_ALIGNED  1       0 = bounds-checked staging loads even when the tiles divide M, N, K
 //   HELIOS_MATMUL_STORE    wide    how whole output blocks leave: wide | coopmat | staged4 (plan.ts)
 //   HELIOS_MATMUL_PRESPLIT 1       0 = no x3_* variants (f32 on presplit bf16 operands, presplit.ts)
+//   HELIOS_MATMUL_SPLIT_BLOCKS 2   3 = the x3_* operands as three K blocks even where two serve (presplit.ts)
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { flag } from "../../config.js";
@@ -19,6 +20,8 @@ export interface MatmulConfig {
   outStore: "wide" | "coopmat" | "staged4";
   /** f32 products may run as bf16 products over presplit hi/lo operands (presplit.ts). */
   presplit: boolean;
+  /** Presplit operands as two K blocks [hi | lo] where the inner tile is aligned (presplit.ts), else three. */
+  splitBlocks: 2 | 3;
 }
 
 type Env = Record<string, string | undefined>;
@@ -28,11 +31,13 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const aligned = flag(env, "HELIOS_MATMUL_ALIGNED", true);
   const presplit = flag(env, "HELIOS_MATMUL_PRESPLIT", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
+  const blocks = env.HELIOS_MATMUL_SPLIT_BLOCKS?.trim() || "2";
+  if (blocks !== "2" && blocks !== "3") throw new Error(`HELIOS_MATMUL_SPLIT_BLOCKS=${env.HELIOS_MATMUL_SPLIT_BLOCKS}: expected 2 or 3`);
   if (store !== "wide" && store !== "coopmat" && store !== "staged4") {
     throw new Error(`HELIOS_MATMUL_STORE=${env.HELIOS_MATMUL_STORE}: expected wide, coopmat or staged4`);
   }
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, cacheDir, aligned, outStore: store, presplit };
+  return { variant, autotune, cacheDir, aligned, outStore: store, presplit, splitBlocks: blocks === "2" ? 2 : 3 };
 }

@@ -19,7 +19,7 @@
 // when staged ("tc-f16" path): relative Frobenius error ~5e-4 on unit-scale data, so it is not the
 // default f32 path (the gate for exact f32 is 1e-4); values beyond ±65504 overflow.
 import {
-  coopmat, kernel, lit, packHalves, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
+  coopmat, kernel, lit, packHalves, select, type Buffer, type CoopMatType, type Expr, type KernelBuilder,
   type KernelDesc, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
@@ -110,6 +110,13 @@ export interface CoopConfig {
   peel?: boolean;
   /** Tile rows per band of the workgroup order (tileOrigin; default GROUP_ROWS). Name tag `_gN`. */
   groupRows?: number;
+  /**
+   * Presplit operands in two K blocks (presplit.ts): the kernel loops over K' = 3K (push k) while
+   * A and B hold [hi | lo] along K (2K), and each k-tile's origin maps to its block: A reads
+   * hi, hi, lo and B hi, lo, hi over the three thirds of K'. Needs aligned (whole k-tiles, K % bk
+   * == 0, so no tile straddles two thirds). Name tag `_k2`.
+   */
+  kSeg2?: boolean;
 }
 
 export const CM = 16;
@@ -126,7 +133,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
   const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}`;
-  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${epi}`;
+  return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
 /** Shared bytes a config needs (its stages of A and B, plus the epilogue staging tiles). */
@@ -326,12 +333,19 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const al = !!c.aligned;
+  if (c.kSeg2 && !al) throw new Error("coopmat: two-block presplit operands need aligned tiles");
+  // kSeg2: the K extent of each block (K' / 3), the K-contiguous leading dim (2K), and each
+  // operand's block per third of K' (A: hi, hi, lo; B: hi, lo, hi); bounds are never checked
+  const seg = c.kSeg2 ? k.let(r.k.div(3), "kseg") : undefined;
+  const kLd = seg ? k.let(seg.mul(2), "kld") : r.k;
+  const physA = (k0: Expr): Expr => (seg ? k.let(select(k0.ge(seg), k0.sub(seg), k0), "ka0") : k0);
+  const physB = (k0: Expr): Expr => (seg ? k.let(select(k0.ge(seg.mul(2)), k0.sub(seg.mul(2)), k0), "kb0") : k0);
   const mkA = (k0: Expr): Stage => p.transA
-    ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: k0, rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
-    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.aBase };
+    ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: physA(k0), rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
+    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: physA(k0), cLimit: r.kEnd, ld: kLd, base: r.aBase };
   const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: k0, cLimit: r.kEnd, ld: r.k, base: r.bBase }
-    : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: k0, rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
+    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase }
+    : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
   const operand = (at: (k0: Expr) => Stage, len: number, tag: string): Operand => {
     const s0 = at(r.kBeg);

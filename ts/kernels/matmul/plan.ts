@@ -101,9 +101,16 @@ export interface PlanOptions {
    * cooperative matrices. Default: HELIOS_MATMUL_PRESPLIT (on).
    */
   presplit?: boolean;
+  /**
+   * The presplit operands' layout: 2 (default: HELIOS_MATMUL_SPLIT_BLOCKS) = [hi | lo] along K
+   * where the inner tile is aligned (presplit.ts), 3 = [hi | hi | lo] / [hi ; lo ; hi] always.
+   */
+  splitBlocks?: 2 | 3;
+  /** Internal (planPresplit → the inner bf16 plan): A and B hold two K blocks (CoopConfig.kSeg2). */
+  kSeg2?: boolean;
 }
 
-let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean } | undefined;
+let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; splitBlocks: 2 | 3 } | undefined;
 /** HELIOS_MATMUL_ALIGNED, HELIOS_MATMUL_STORE and HELIOS_MATMUL_PRESPLIT, read once. */
 function envDefaults(): NonNullable<typeof fromEnv> {
   fromEnv ??= readMatmulConfig();
@@ -334,7 +341,6 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   const splits = ceilDiv(p.k, kChunk);
   const split = splits > 1;
   const pv = pushValues(p, splits, kChunk);
-  const push = packPush(pv);
   let desc: KernelDesc;
   if (spec.kind === "simt") {
     const cfg = simtConfig(p, spec, split);
@@ -344,10 +350,18 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
     const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? envDefaults().aligned, opts.outStore ?? envDefaults().outStore);
+    if (opts.kSeg2) {
+      if (!cfg.aligned || p.k % 3 !== 0) throw new Error(`helios: internal error: matmul variant ${spec.name}: two-block operands need an aligned tile`);
+      cfg.kSeg2 = true;
+      // the operands hold 2K of K' = 3K per row or block
+      pv.strideA = (pv.strideA / 3) * 2;
+      pv.strideB = (pv.strideB / 3) * 2;
+    }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
   }
+  const push = packPush(pv);
   const main: MatmulStep = {
     desc,
     groups: [ceilDiv(p.n, bn), ceilDiv(p.m, bm), p.batch * splits],
@@ -381,15 +395,24 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   };
 }
 
-/** Split A and B into bf16 hi/lo operands (two small dispatches), then the inner bf16 plan. */
+/**
+ * Split A and B into bf16 hi/lo operands (two small dispatches), then the inner bf16 plan. Where
+ * the inner tile is aligned (whole k-tiles) the operands are two K blocks [hi | lo] and the
+ * kernel maps each third of K' to its block (CoopConfig.kSeg2): a third less to write than the
+ * three-block layout, and a third less scratch.
+ */
 function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "presplit" }>, caps: MatmulCaps, opts: PlanOptions): MatmulPlan {
-  const inner = planMatmul(presplitProblem(p), caps, { ...opts, variant: spec.inner.name });
-  const jobs = splitJobs(p);
+  const pp = presplitProblem(p);
+  const inner0 = spec.inner;
+  const twoBlocks = (opts.splitBlocks ?? envDefaults().splitBlocks) === 2 && inner0.kind === "coop" && !inner0.cfg.direct &&
+    (opts.aligned ?? envDefaults().aligned) && isAligned(pp, inner0);
+  const inner = planMatmul(pp, caps, { ...opts, variant: spec.inner.name, kSeg2: twoBlocks });
+  const jobs = splitJobs(p, twoBlocks ? 2 : 3);
   const splitStep = (job: SplitJob, from: BindingRole, to: BindingRole): MatmulStep => {
     const buf = new ArrayBuffer(8);
     new Uint32Array(buf).set([job.push.n, job.push.seg]);
     return {
-      desc: memo(`presplit|${job.vec4}|${job.lo}`, () => presplitKernel(job.vec4, job.lo)),
+      desc: memo(`presplit|${job.vec4}|${job.lo}|${job.blocks}`, () => presplitKernel(job.vec4, job.lo, job.blocks)),
       groups: job.groups,
       push: buf,
       pushFields: SPLIT_PUSH,

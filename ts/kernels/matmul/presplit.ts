@@ -49,6 +49,7 @@ export function presplitKernel(vec4: boolean, lo: 1 | 2, blocks: 2 | 3 = 3): Ker
 export interface SplitJob {
   vec4: boolean;
   lo: 1 | 2;
+  blocks: 2 | 3;
   push: { n: number; seg: number };
   groups: [number, number, number];
   /** Bytes of the bf16 result. */
@@ -56,25 +57,27 @@ export interface SplitJob {
 }
 
 /**
- * The splits of A and B for problem p. A's low part goes in the third K block, B's in the second;
- * K is the contiguous dim of row-major A and transposed B, the row index otherwise.
+ * The splits of A and B for problem p. Three blocks: A's low part goes in the third K block, B's
+ * in the second. Two blocks (the kernel maps K' thirds to blocks, CoopConfig.kSeg2): [hi | lo]
+ * for both. K is the contiguous dim of row-major A and transposed B, the row index otherwise.
  */
-export function splitJobs(p: NormalizedProblem): { a: SplitJob; b: SplitJob } {
+export function splitJobs(p: NormalizedProblem, blocks: 2 | 3 = 3): { a: SplitJob; b: SplitJob } {
   const job = (len: number, seg: number, lo: 1 | 2): SplitJob => {
     const vec4 = seg % 4 === 0;
     const n = vec4 ? len / 4 : len;
     return {
       vec4,
       lo,
+      blocks,
       push: { n, seg: vec4 ? seg / 4 : seg },
       groups: [Math.max(1, Math.min(65535, ceilDiv(n, SPLIT_THREADS))), 1, 1],
-      bytes: Math.ceil((3 * len * 2) / 4) * 4,
+      bytes: Math.ceil((blocks * len * 2) / 4) * 4,
     };
   };
   const aLen = p.batch * p.m * p.k;
   const bLen = (p.broadcastB ? 1 : p.batch) * p.k * p.n;
   return {
-    a: job(aLen, p.transA ? p.k * p.m : p.k, 2),
+    a: job(aLen, p.transA ? p.k * p.m : p.k, blocks === 3 ? 2 : 1),
     b: job(bLen, p.transB ? p.k : p.k * p.n, 1),
   };
 }
