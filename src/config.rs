@@ -15,6 +15,7 @@
 //! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 //! | `HELIOS_INBATCH_REUSE` | `1` | `0` hands a released pooled buffer out again only once its last GPU use completed (no reuse inside the open batch) |
+//! | `HELIOS_COOPMAT` | `1` | `0` leaves VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and VK_KHR_shader_bfloat16 disabled (SIMT paths only; for validation layers older than those extensions) |
 
 use std::path::PathBuf;
 
@@ -48,6 +49,8 @@ pub struct Config {
     pub staging_bytes: u64,
     pub force_staging: bool,
     pub no_push_descriptors: bool,
+    /// Leave the cooperative-matrix and bf16 extensions disabled (`HELIOS_COOPMAT=0`).
+    pub no_coopmat: bool,
     pub spin_us: u64,
     pub pipeline_stats: bool,
     pub barrier: BarrierMode,
@@ -80,6 +83,7 @@ impl Config {
             staging_bytes: staging_mib.clamp(4, 4096) << 20,
             force_staging: flag("HELIOS_FORCE_STAGING"),
             no_push_descriptors: flag("HELIOS_NO_PUSH_DESCRIPTORS"),
+            no_coopmat: !flag_on("HELIOS_COOPMAT"),
             pipeline_stats: flag("HELIOS_PIPELINE_STATS"),
             spin_us: env("HELIOS_SPIN_US").and_then(|v| v.parse().ok()).unwrap_or(200),
             // Anything but `buffer` (unset, typos) keeps the default.

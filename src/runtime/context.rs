@@ -102,7 +102,7 @@ impl Runtime {
         let selector = opts.device.clone().or_else(|| cfg.device.clone());
         let instance = Instance::new(cfg.validation)?;
         let adapter = adapter::choose(&instance, selector.as_deref())?;
-        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors)?;
+        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors, cfg.no_coopmat)?;
         dev.spin_ns = cfg.spin_us.saturating_mul(1000);
         if cfg.pipeline_stats {
             dev.enable_pipeline_statistics();

@@ -149,10 +149,14 @@ fn create_timeline(raw: &ash::Device) -> HeliosResult<vk::Semaphore> {
 }
 
 impl Device {
-    pub fn new(instance: Instance, adapter: Adapter, no_push_descriptors: bool) -> HeliosResult<Device> {
+    pub fn new(instance: Instance, adapter: Adapter, no_push_descriptors: bool, no_coopmat: bool) -> HeliosResult<Device> {
         let mut exts = optional_extensions(&adapter);
         if no_push_descriptors {
             exts.retain(|n| *n != khr::push_descriptor::NAME);
+        }
+        if no_coopmat {
+            // their feature structs stay unchained, so the caps report them absent
+            exts.retain(|n| ![khr::cooperative_matrix::NAME, ext::NV_COOPMAT2, ext::KHR_BFLOAT16].contains(n));
         }
         let mut f = Features::default();
         let mut query = chain_features!(vk::PhysicalDeviceFeatures2::default(), f, exts);
