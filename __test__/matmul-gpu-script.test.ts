@@ -45,7 +45,7 @@ test("matmul-gpu --variants: gates the named variants, sweeps them and the basel
   });
   const checks = JSON.parse(readFileSync(join(out, "check.json"), "utf8"));
   assert.deepEqual([...new Set(checks.rows.map((r: { variant: string }) => r.variant))], ["cm_64x64x32_w2x2"]);
-  assert.deepEqual(checks.rows.map((r: { mode: string }) => r.mode), ["f16", "f16acc16", "bf16"]);
+  assert.deepEqual(checks.rows.map((r: { mode: string }) => r.mode), ["f16", "f16acc16", "bf16", "f32"]);
   const sweep = JSON.parse(readFileSync(join(out, "variant-sweep.json"), "utf8"));
   assert.deepEqual(sweep.map((r: { variant: string }) => r.variant).sort(), ["cm_64x64x32_w2x2", "simt_64x64_4x4"]);
   assert.ok(sweep.every((r: { pass?: boolean }) => r.pass), JSON.stringify(sweep).slice(0, 500));

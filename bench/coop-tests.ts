@@ -1,16 +1,23 @@
 // Cooperative-matrix execution tests, for the GPU host (lavapipe has no cooperative matrices, so
 // CI only runs spirv-val on these modules). Runs the IR's sample coopmat matmul on odd and
 // regular shapes against an fp64 CPU reference, then every tensor-core flash attention forward
-// (ts/kernels/attention-variants.ts) against float64 causal attention, and exits non-zero on any
-// mismatch; skips cleanly, exit 0, when the device has no cooperative matrices.
+// (ts/kernels/attention-variants.ts) against float64 causal attention, then f32 attention forward
+// and backward through HeliosBackend on every split (x3) forward kernel with the x3 backward
+// (f32-accuracy gate, 1e-4 relative), and exits non-zero on any mismatch; skips cleanly, exit 0,
+// when the device has no cooperative matrices. Also prints how the device rounds f32 -> bf16.
 //
 //   node dist/bench/coop-tests.js
 import { coop2MatmulSample, coopMatmulSample, type CoopMatmulOptions } from "../ts/kernels/ir-samples-coop.js";
-import type { KernelDesc } from "../ts/ir/index.js";
+import { kernel, toBf16, type Expr, type KernelDesc } from "../ts/ir/index.js";
 import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import { adaptRuntime } from "./native-runtime.js";
-import { flashGate, layoutProbeKernel, type Problem } from "./flash-check.js";
+import { flashGate, layoutProbeKernel, naive, naiveBackward, type Problem } from "./flash-check.js";
+import { HeliosBackend } from "../ts/backend.js";
+import { runtime } from "../ts/device.js";
+import { flashReadsSplit } from "../ts/kernels/attention-variants.js";
+import { f32ToBf16Bits } from "../ts/kernels/matmul/reference.js";
+import type { TensorData } from "../ts/types.js";
 
 function f16Bits(x: number): number {
   const f = new Float32Array([x]);
@@ -119,6 +126,94 @@ function flashCases(): { ran: number; failed: number } {
   return { ran, failed };
 }
 
+/**
+ * f32 attention at f32 accuracy on the split (x3) kernels, through HeliosBackend (the q/k/v/dO
+ * splits included): each x3 forward variant that serves the case, then the x3 backward, against
+ * float64 (worst error relative to the largest reference value, over O, dQ, dK, dV; the
+ * Frobenius-norm error is printed beside it).
+ */
+function x3Cases(): { ran: number; failed: number } {
+  const info = runtime().getDeviceInfo();
+  const cases: { bh: number; t: number; d: number }[] = [
+    { bh: 2, t: 128, d: 64 }, { bh: 3, t: 256, d: 32 }, { bh: 1, t: 384, d: 16 }, { bh: 2, t: 192, d: 48 },
+    { bh: 1, t: 128, d: 16 }, { bh: 1, t: 384, d: 32 }, { bh: 1, t: 512, d: 64 },
+  ];
+  let ran = 0, failed = 0;
+  for (const name of Object.keys(FLASH_FWD) as FlashKernelName[]) {
+    if (!flashReadsSplit(name)) continue;
+    const B = new HeliosBackend({ config: { flashVariant: name, attnBackward: "cm" } });
+    for (const c of cases) {
+      if (!FLASH_FWD[name].applies(info, "f32", c.t, c.d)) continue;
+      ran++;
+      const label = `flash x3 ${name} fwd+bwd bh=${c.bh} T=${c.t} D=${c.d}`;
+      let err: string | undefined;
+      try {
+        const [q, k, v, dO] = [0, 1, 2, 3].map(() => B.randn([c.bh, c.t, c.d]));
+        const scale = 1 / Math.sqrt(c.d);
+        const f = B.flashAttention(q, k, v, c.t, scale, 0);
+        const g = B.flashAttentionBackward(q, k, v, f.output, dO, f.lse, c.t, scale, 0);
+        const host = (x: TensorData) => Float64Array.from(x.data as Float32Array);
+        const ref = naive(host(q), host(k), host(v), c.bh, c.t, c.d, scale, 0);
+        const refG = naiveBackward(host(q), host(k), host(v), host(dO), c.bh, c.t, c.d, scale);
+        let worst = 0;
+        const parts: string[] = [];
+        for (const [part, got, want] of [["O", f.output, ref.o], ["dQ", g.dQ, refG.dq], ["dK", g.dK, refG.dk], ["dV", g.dV, refG.dv]] as const) {
+          const vals = host(got);
+          let e = 0, mag = 0, se = 0, sw = 0;
+          for (let i = 0; i < vals.length; i++) {
+            const x = Number.isFinite(vals[i]) ? Math.abs(vals[i] - want[i]) : Infinity;
+            e = Math.max(e, x);
+            mag = Math.max(mag, Math.abs(want[i]));
+            se += x * x;
+            sw += want[i] * want[i];
+          }
+          worst = Math.max(worst, e / Math.max(1, mag));
+          parts.push(`${part} ${(e / Math.max(1, mag)).toExponential(1)}/${Math.sqrt(se / sw).toExponential(1)}`);
+        }
+        console.log(`     ${label}: max-abs/Frobenius ${parts.join(", ")}`);
+        if (!(worst <= 1e-4)) err = `error ${worst.toExponential(2)} > 1e-4`;
+        for (const t of [q, k, v, dO, f.output, f.lse, g.dQ, g.dK, g.dV]) B.releaseGpuTensor(t);
+      } catch (e) {
+        err = (e as Error).message;
+      }
+      if (err) failed++;
+      console.log(`${err ? "FAIL" : "ok  "} ${label}${err ? `: ${err}` : ""}`);
+    }
+  }
+  return { ran, failed };
+}
+
+/**
+ * How the device's own f32 -> bf16 conversion rounds (a plain OpFConvert), beside toBf16 (integer
+ * round to nearest even, what the hi/lo splits use): values whose bf16 neighbours tell the modes
+ * apart. Informational: the splits do not depend on the answer.
+ */
+function bf16Rounding(): void {
+  // 1 + 2^-8 + 2^-10: RNE -> 1 + 2^-7 (0x3f81), truncation -> 1 (0x3f80); 1 + 2^-8 (a tie): RNE -> 1 (even)
+  const xs = Float32Array.from([1 + 2 ** -8 + 2 ** -10, 1 + 2 ** -8, -(1 + 2 ** -8 + 2 ** -10), 3 + 2 ** -6 + 2 ** -9]);
+  const probe = (name: string, convert: (x: Expr) => Expr): KernelDesc => {
+    const k = kernel(name, { workgroup: [32] });
+    const src = k.buffer("src", "f32", "read"), dst = k.buffer("dst", "bf16", "write");
+    k.if(k.globalId.x.lt(xs.length), () => dst.store(k.globalId.x, convert(src.load(k.globalId.x))));
+    return k.finish();
+  };
+  const rne = Array.from(xs, (x) => f32ToBf16Bits(x));
+  const hex = (bits: number[]) => bits.map((b) => `0x${b.toString(16)}`).join(" ");
+  for (const [label, desc] of [
+    ["native conversion", probe("bf16_convert_probe", (x) => x.cast("bf16"))],
+    ["toBf16", probe("bf16_round_probe", (x) => toBf16(x))],
+  ] as const) {
+    try {
+      const [, out] = runKernel(desc, { buffers: [xs, xs.length * 2], groups: [1, 1, 1] });
+      const bits = Array.from(new Uint16Array(out).slice(0, xs.length));
+      const same = bits.every((b, i) => b === rne[i]);
+      console.log(`bf16 ${label}: ${hex(bits)} (round to nearest even: ${hex(rne)}) -> ${same ? "RNE" : "NOT round-to-nearest-even"}`);
+    } catch (e) {
+      console.log(`bf16 ${label} probe skipped: ${(e as Error).message}`);
+    }
+  }
+}
+
 function main(): number {
   const why = deviceSkipReason();
   if (why) {
@@ -152,9 +247,11 @@ function main(): number {
   } catch (e) {
     console.log(`coopmat layout probe failed: ${(e as Error).message}`);
   }
-  const flash = flashCases();
-  ran += flash.ran;
-  failed += flash.failed;
+  bf16Rounding();
+  for (const part of [flashCases(), x3Cases()]) {
+    ran += part.ran;
+    failed += part.failed;
+  }
   if (ran === 0) console.log("coop-tests: skipped (the device supports none of the variants: no cooperative matrices)");
   console.log(`${ran - failed} passed, ${failed} failed`);
   return failed ? 1 : 0;

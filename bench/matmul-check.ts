@@ -28,6 +28,9 @@ export const CHECK_CASES: CheckCase[] = [
   { name: "bias_gelu_77x129x96", problem: { m: 77, n: 129, k: 96, epilogue: { bias: true, act: "gelu" } }, full: true },
   { name: "scale_relu_res_64x64x80", problem: { m: 64, n: 64, k: 80, epilogue: { scale: 0.25, act: "relu", residual: true } }, full: true },
   { name: "bias_silu_T_40x72x2048", problem: { m: 40, n: 72, k: 2048, transA: true, epilogue: { bias: true, act: "silu" } }, full: true },
+  // whole tiles for every tile up to 256x256x64: the unchecked loads and, for f32, the two-block presplit operands
+  { name: "aligned_TN_batched_256x256x128", problem: { m: 256, n: 256, k: 128, batch: 2, transA: true }, full: true },
+  { name: "aligned_NT_bias_256x512x256", problem: { m: 256, n: 512, k: 256, transB: true, epilogue: { bias: true } }, full: true },
 ];
 
 export interface DtypeMode {

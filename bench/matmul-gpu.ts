@@ -4,7 +4,7 @@
 // argv[2]); progress on stderr. Exit code 1 if any variant fails its correctness gate.
 //   node dist/bench/matmul-gpu.js [outDir] [--phase=check|perf|all] [--quick]
 //     [--variants=a,b --baseline=c,d --checkBudget=SECONDS]
-// --variants: the check phase gates only those (a quick case set, modes f16, f16-acc, bf16, cut
+// --variants: the check phase gates only those (a quick case set, modes f16, f16-acc, bf16, f32, cut
 // after --checkBudget seconds) and sweeps them plus --baseline (already gated; each timed row is
 // still spot-checked) at 2048³/4096³/8192³ f16 and 4096³/8192³ f16 accumulation.
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -44,8 +44,8 @@ export interface GpuRunOptions {
 }
 
 // The quick gate of --variants: every staging path (unaligned fallback, 128-bit with edges, 64-bit
-// B, transposes, batches, epilogues, long K) in six cases.
-const QUICK_CASES = CHECK_CASES.filter((c) => ["17x33x65", "1000x1000x1000", "batched3_70x50x40", "TT_64x48x96", "bias_gelu_77x129x96", "bias_silu_T_40x72x2048"].includes(c.name));
+// B, transposes, batches, epilogues, long K, whole tiles) in eight cases.
+const QUICK_CASES = CHECK_CASES.filter((c) => ["17x33x65", "1000x1000x1000", "batched3_70x50x40", "TT_64x48x96", "bias_gelu_77x129x96", "bias_silu_T_40x72x2048", "aligned_TN_batched_256x256x128", "aligned_NT_bias_256x512x256"].includes(c.name));
 
 /** More than 16 f32 accumulators per subgroup spill: such tiles are f16-accumulation only. */
 function fitsMode(v: VariantSpec, accF16: boolean): boolean {
@@ -53,12 +53,12 @@ function fitsMode(v: VariantSpec, accF16: boolean): boolean {
   return accF16 || !cfg || cfg.sm * cfg.sn <= 16;
 }
 
-/** The --variants gate: f16, then f16 accumulation, then bf16, under one time budget. */
+/** The --variants gate: f16, then f16 accumulation, bf16 and f32, under one time budget. */
 function gateVariants(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, names: string[], budgetMs: number, cases = QUICK_CASES): CheckRow[] {
   const deadline = performance.now() + budgetMs;
   const rows: CheckRow[] = [];
   const specs = names.map(variantByName);
-  for (const mode of [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }] as DtypeMode[]) {
+  for (const mode of [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }, { name: "f32", dtype: "f32" }] as DtypeMode[]) {
     const vs = specs.filter((v) => fitsMode(v, !!mode.accF16));
     rows.push(...checkVariants(rt, caps, { variants: vs, modes: [mode], cases, log, budgetMs: Math.max(0, deadline - performance.now()) }));
   }

@@ -3,7 +3,7 @@
 // causal triangle of a diagonal fragment, and the register-prefetched staging of [rows, D] f16
 // tiles into shared memory.
 import {
-  f16, f32, floor, lit, select,
+  f16, f32, floor, lit, select, toBf16,
   type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type Shared, type SharedView, type Var,
 } from "../ir/index.js";
 
@@ -30,7 +30,7 @@ export function accToOperands(
   const at = Array.from({ length: 8 }, (_, e) => k.let(o.off.add(o.lane.mul(8)).add(e), "at"));
   const vals = at.map((a) => k.let(o.st.load(a), "x"));
   const his = vals.map((val, e) => {
-    const h = k.let(val.cast(o.el), "h");
+    const h = k.let(to16(o.el, val), "h");
     o.pt.store(at[e], h);
     return h;
   });
@@ -38,17 +38,22 @@ export function accToOperands(
   hi.set(o.pt.cmLoad(o.tA, o.off, CM, "row"));
   if (!lo) return;
   sync();
-  vals.forEach((val, e) => o.pt.store(at[e], val.sub(his[e].cast(f32)).cast(o.el)));
+  vals.forEach((val, e) => o.pt.store(at[e], to16(o.el, val.sub(his[e].cast(f32)))));
   sync();
   lo.set(o.pt.cmLoad(o.tA, o.off, CM, "row"));
+}
+
+/** f32 to el: bf16 rounded to nearest in integer arithmetic (toBf16; devices may truncate). */
+function to16(el: HalfType, x: Expr): Expr {
+  return el === "bf16" ? toBf16(x) : x.cast(el);
 }
 
 /** x split into `hi` (x rounded to el) and `lo` (the remainder, rounded): element i of A operands. */
 export function splitElement(k: KernelBuilder, el: HalfType, x: Expr, hi: Var, lo: Var | null, i: Expr): void {
   if (!lo) return hi.setAt(i, x.cast(el));
-  const h = k.let(x.cast(el), "h");
+  const h = k.let(to16(el, x), "h");
   hi.setAt(i, h);
-  lo.setAt(i, x.sub(h.cast(f32)).cast(el));
+  lo.setAt(i, to16(el, x.sub(h.cast(f32))));
 }
 
 /** `for i < cmlen(t)`, unrolled by the driver. */

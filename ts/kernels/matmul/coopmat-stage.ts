@@ -23,7 +23,7 @@
 // Prefetch 2 runs the k-loop in pairs: an odd tile count multiplies one extra all-zero tile
 // (every load past the k range is zero), which adds exactly 0 to the accumulators.
 import {
-  lit, select, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder, type Shared, type ValueType, type Var,
+  lit, select, toBf16, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
 import { read } from "./common.js";
 
@@ -131,10 +131,10 @@ export function storeChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var
       return;
     }
     if (s.shLo) {
-      const t = (s.vw === 1 ? "bf16" : "bf16x4") as ValueType;
       const tf = (s.vw === 1 ? "f32" : "f32x4") as ValueType;
-      const hi = k.let(v.cast(t), "hi");
-      const lo = k.let(v.sub(hi.cast(tf)).cast(t), "lo");
+      // rounded to nearest in integer arithmetic (toBf16): the device's conversion may truncate
+      const hi = k.let(toBf16(v), "hi");
+      const lo = k.let(toBf16(v.sub(hi.cast(tf))), "lo");
       for (const [dst, x] of [[s.sh, hi], [s.shLo, lo]] as const) {
         if (s.vw === 1) dst.store(base, x);
         else dst.vec(4).store(base.div(4), x);

@@ -16,7 +16,7 @@
 //   dispatch  [min(ceil(n / 256), 65535), 1, 1] (x4: n / 4), workgroup 256; grid-stride loop
 //   The two-block form (`blocks` = 2, lo = 1; the split flash attention's [hi | lo] operands)
 //   writes dst[q·2·seg + s·seg + r] for s = 0, 1 (2n elements).
-import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";
+import { f32, kernel, toBf16, type Expr, type KernelDesc } from "../../ir/index.js";
 import { ceilDiv } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
@@ -34,8 +34,9 @@ export function presplitKernel(vec4: boolean, lo: 1 | 2, blocks: 2 | 3 = 3): Ker
   const stride = k.let(k.numWorkgroups.x.mul(SPLIT_THREADS), "stride");
   k.for(k.globalId.x, pc.n, (i: Expr) => {
     const x = vec4 ? src.loadVec(i, 4) : src.load(i);
-    const hi = k.let(x.cast(tb), "hi");
-    const low = k.let(x.sub(hi.cast(tf)).cast(tb), "lo");
+    // rounded to nearest in integer arithmetic (toBf16): the device's conversion may truncate
+    const hi = k.let(toBf16(x), "hi");
+    const low = k.let(toBf16(x.sub(hi.cast(tf))), "lo");
     const q = k.let(i.div(pc.seg), "q");
     const base = k.let(q.mul(pc.seg).mul(blocks).add(i.sub(q.mul(pc.seg))), "base");
     for (let s = 0; s < blocks; s++) {
