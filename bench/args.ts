@@ -134,7 +134,7 @@ export function parseBenchArgs(argv: readonly string[]): CudaSuiteOptions {
     }
     switch (key) {
       case "suite":
-        if (val !== "cuda") throw new ArgError(`--suite=${val}: only 'cuda' is supported`);
+        if (val !== "cuda") throw new ArgError(`--suite=${val}: expected cuda or train`);
         break;
       case "iters": o.iters = parseInt(key, val, 1, 100000); break;
       case "warmup": o.warmup = parseInt(key, val, 0, 100000); break;
@@ -184,4 +184,8 @@ export const USAGE = `usage: helios bench --suite=cuda [options]
   --epilogue=none|bias|bias_gelu|...    fused epilogue timed with the matmul
   --variant=NAME                        force a matmul variant (as HELIOS_MATMUL_VARIANT)
   --torch=false --python=python3        PyTorch reference control
-  --quiet                               no progress on stderr`;
+  --quiet                               no progress on stderr
+usage: helios bench --suite=train [options]   GPT-2 training, Helios vs PyTorch (bench/train/suite.ts)
+  --steps=50 --batch=16 --seq=1024      run length and shape (GPT-2 124M unless --tiny / --layers=...)
+  --helios-modes=f32,matmul16 --torch-modes=...   sides to run; --no-torch, --python=python3
+  --max-seconds=S --work-dir=D --out=perf/train.json`;

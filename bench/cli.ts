@@ -1,6 +1,9 @@
 #!/usr/bin/env node
-// The `helios` command (package bin). `helios bench --suite=cuda ...`; see USAGE in args.ts.
+// The `helios` command (package bin). `helios bench --suite=cuda ...` (matmul parity with
+// cuBLAS) and `helios bench --suite=train ...` (GPT-2 training against PyTorch); see USAGE in
+// args.ts. `main` is callable as a function so Alpha's CLI can delegate to it.
 import { ArgError, parseBenchArgs, USAGE } from "./args.js";
+import { parseTrainSuiteArgs, runTrainSuite, type TrainSuiteInput } from "./train/suite.js";
 import { CheckFailed, formatTable, runCudaSuite } from "./suite-cuda.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
 
@@ -14,6 +17,8 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`helios: unknown command '${cmd}'\n${USAGE}\n`);
     return 2;
   }
+  const suite = suiteOf(rest);
+  if (suite === "train") return trainSuite(rest.filter((a, i) => !isSuiteArg(rest, i)));
   let opts;
   try {
     opts = parseBenchArgs(rest);
@@ -37,6 +42,37 @@ export async function main(argv: string[]): Promise<number> {
     }
     const detail = err instanceof Error ? (process.env.HELIOS_DEBUG ? err.stack ?? err.message : err.message) : String(err);
     process.stderr.write(`helios bench: ${detail}\n`);
+    return 1;
+  }
+}
+
+/** The value of --suite (`--suite=x` or `--suite x`), or undefined. */
+function suiteOf(args: string[]): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i].startsWith("--suite=")) return args[i].slice(8);
+    if (args[i] === "--suite") return args[i + 1];
+  }
+  return undefined;
+}
+
+/** Whether args[i] is part of the --suite option (its `--suite=x`, or `--suite` and its value). */
+function isSuiteArg(args: string[], i: number): boolean {
+  return args[i].startsWith("--suite=") || args[i] === "--suite" || (i > 0 && args[i - 1] === "--suite");
+}
+
+/** `helios bench --suite=train [...]`: bench/train/suite.ts; 1 when the parity check failed. */
+function trainSuite(args: string[]): number {
+  let input: TrainSuiteInput;
+  try {
+    input = parseTrainSuiteArgs(args);
+  } catch (err) {
+    process.stderr.write(`helios bench --suite=train: ${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  try {
+    return runTrainSuite(input).parity.ok === false ? 1 : 0;
+  } catch (err) {
+    process.stderr.write(`helios bench --suite=train: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
 }
