@@ -4,6 +4,7 @@
 #   bash bench/train/gpu.sh demo16  # the same with 16-bit matmul operands (--matmul16)
 #   bash bench/train/gpu.sh suite   # GPT-2 124M, B=16, T=1024: Helios f32 + matmul16 vs PyTorch (f32_strict, f32, bf16, compile)
 #   bash bench/train/gpu.sh smoke   # the tiny suite (seconds): checks the pipeline end to end
+#   bash bench/train/gpu.sh soak    # 100 consecutive GPT-2 steps, f32 and matmul16: finite losses, flat pool
 # Expects dist/ built (npx tsc -p tsconfig.json) and the native addon in native/.
 set -euo pipefail
 OUT="${OUT:-perf/train-gpu}"
@@ -23,5 +24,10 @@ case "$part" in
   smoke)
     timeout 300 node dist/bench/train/cli.js --tiny --work-dir=/tmp/helios-train-tiny --out="$OUT/train-suite-tiny.json" 2>&1 | tee "$OUT/train-suite-tiny.log"
     ;;
-  *) echo "usage: $0 demo|demo16|suite|smoke" >&2; exit 2 ;;
+  soak)
+    for m in "" --matmul16; do
+      timeout 240 node dist/bench/train/soak.js --steps=100 $m --out="$OUT/soak${m:+-m16}.json" 2>&1 | tee -a "$OUT/soak.log"
+    done
+    ;;
+  *) echo "usage: $0 demo|demo16|suite|smoke|soak" >&2; exit 2 ;;
 esac
