@@ -33,7 +33,7 @@ import {
 import { safeTanh } from "./common.js";
 import { FA_PUSH } from "./attention.js";
 import {
-  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, streamTiles, tileStager, type HalfType,
+  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma, streamTiles, tileStager, type HalfType,
 } from "./attention-cm-parts.js";
 /** Rescale threshold in log2 units: P = exp2(S - M_stale) stays <= 2^TAU. */
 const TAU = 8;
@@ -182,11 +182,7 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const stagers = [stager(base, [KsV, VsV]), ...(loOff && KsLV && VsLV ? [stager(base.add(loOff), [KsLV, VsLV])] : [])];
   const fetch = (row0: Expr) => stagers.forEach((x) => x.fetch(row0));
   const put = (slot: Expr) => stagers.forEach((x) => x.put(slot));
-  /** acc + a·b, or with split acc + a·b + a·bL + aL·b (the dropped aL·bL is ~2^-16 relative). */
-  const mma = (a: Expr, aL: Expr | null, b: Expr, bL: Expr | null, acc: Expr): Expr => {
-    const hh = k.cmMulAdd(a, b, acc);
-    return aL && bL ? k.cmMulAdd(aL, b, k.cmMulAdd(a, bL, hh)) : hh;
-  };
+  const mma = (a: Expr, aL: Expr | null, b: Expr, bL: Expr | null, acc: Expr): Expr => splitMma(k, { hi: a, lo: aL }, { hi: b, lo: bL }, acc);
 
   const nt = k.let(q0.add(ROWS).div(BC), "nt");
   streamTiles(k, stages, nt, BC, lit("u32", 0), fetch, put, (t, slot) => {

@@ -31,7 +31,8 @@ import {
 } from "../ir/index.js";
 import { FA_PUSH } from "./attention.js";
 import {
-  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, streamTiles, tileStager, type HalfType,
+  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma as mma, streamTiles, tileStager,
+  type HalfType, type Pair,
 } from "./attention-cm-parts.js";
 
 /** Rows per workgroup (4 subgroups of 16) and rows per streamed tile. */
@@ -93,16 +94,8 @@ interface Common {
   loOff: Expr | null;
 }
 
-/** A fragment operand: its high (or only) part and, when split, its low part. */
-interface Pair { hi: Expr; lo: Expr | null }
 /** A fragment variable pair (P or dS as A operands). */
 interface VarPair { hi: Var; lo: Var | null }
-
-/** acc + a·b, or with split parts acc + a·b + a·bL + aL·b (the dropped aL·bL is ~2^-16 relative). */
-function mma(k: KernelBuilder, a: Pair, b: Pair, acc: Expr): Expr {
-  const hh = k.cmMulAdd(a.hi, b.hi, acc);
-  return a.lo && b.lo ? k.cmMulAdd(a.lo, b.hi, k.cmMulAdd(a.hi, b.lo, hh)) : hh;
-}
 
 /** D / 16 row fragments of `buf` (A operands) at row `row0`, with their low parts when split. */
 function rowFrags(c: Common, buf: Buffer, row0: Expr, D: number, tag: string): Pair[] {

@@ -43,6 +43,15 @@ export function accToOperands(
   lo.set(o.pt.cmLoad(o.tA, o.off, CM, "row"));
 }
 
+/** A fragment operand: its high (or only) part and, for the split kernels, its low part. */
+export interface Pair { hi: Expr; lo: Expr | null }
+
+/** acc + a·b, or with split parts acc + a·b + a·bL + aL·b (the dropped aL·bL is ~2^-16 relative). */
+export function splitMma(k: KernelBuilder, a: Pair, b: Pair, acc: Expr): Expr {
+  const hh = k.cmMulAdd(a.hi, b.hi, acc);
+  return a.lo && b.lo ? k.cmMulAdd(a.lo, b.hi, k.cmMulAdd(a.hi, b.lo, hh)) : hh;
+}
+
 /** f32 to el: bf16 rounded to nearest in integer arithmetic (toBf16; devices may truncate). */
 function to16(el: HalfType, x: Expr): Expr {
   return el === "bf16" ? toBf16(x) : x.cast(el);
