@@ -12,7 +12,7 @@ import { kernel, toBf16, type Expr, type KernelDesc } from "../ts/ir/index.js";
 import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import { adaptRuntime } from "./native-runtime.js";
-import { flashGate, layoutProbeKernel, naive, naiveBackward, type Problem } from "./flash-check.js";
+import { attnErrors, flashGate, layoutProbeKernel, naive, naiveBackward, type Problem } from "./flash-check.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { runtime } from "../ts/device.js";
 import { flashReadsSplit } from "../ts/kernels/attention-variants.js";
@@ -158,17 +158,9 @@ function x3Cases(): { ran: number; failed: number } {
         let worst = 0;
         const parts: string[] = [];
         for (const [part, got, want] of [["O", f.output, ref.o], ["dQ", g.dQ, refG.dq], ["dK", g.dK, refG.dk], ["dV", g.dV, refG.dv]] as const) {
-          const vals = host(got);
-          let e = 0, mag = 0, se = 0, sw = 0;
-          for (let i = 0; i < vals.length; i++) {
-            const x = Number.isFinite(vals[i]) ? Math.abs(vals[i] - want[i]) : Infinity;
-            e = Math.max(e, x);
-            mag = Math.max(mag, Math.abs(want[i]));
-            se += x * x;
-            sw += want[i] * want[i];
-          }
-          worst = Math.max(worst, e / Math.max(1, mag));
-          parts.push(`${part} ${(e / Math.max(1, mag)).toExponential(1)}/${Math.sqrt(se / sw).toExponential(1)}`);
+          const { maxRel, frob } = attnErrors(host(got), want);
+          worst = Math.max(worst, maxRel);
+          parts.push(`${part} ${maxRel.toExponential(1)}/${frob.toExponential(1)}`);
         }
         console.log(`     ${label}: max-abs/Frobenius ${parts.join(", ")}`);
         if (!(worst <= 1e-4)) err = `error ${worst.toExponential(2)} > 1e-4`;

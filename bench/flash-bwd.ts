@@ -25,7 +25,7 @@ import { FLASH_VARIANTS, type FlashVariantName, type HeliosConfig } from "../ts/
 import type { TensorData } from "../ts/types.js";
 import { f16BitsToF32 } from "../ts/f16.js";
 import { ProfilingRuntime, summarize, warmFor } from "./profiling.js";
-import { naive, naiveBackward, torchEventsMs } from "./flash-check.js";
+import { attnErrors, naive, naiveBackward, torchEventsMs } from "./flash-check.js";
 
 function arg(name: string, dflt: string): string {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -71,14 +71,7 @@ function gate(B: HeliosBackend, bh: number, t: number, d: number): number {
   const fwd = naive(host(x.q), host(x.k), host(x.v), bh, t, d, 1 / Math.sqrt(d), 0);
   let worst = 0;
   for (const [got, want] of [[x.o, fwd.o], [g.dQ, ref.dq], [g.dK, ref.dk], [g.dV, ref.dv]] as const) {
-    const vals = host(got);
-    let err = 0, mag = 0;
-    for (let i = 0; i < vals.length; i++) {
-      const e = Math.abs(vals[i] - want[i]);
-      err = Number.isNaN(e) ? Infinity : Math.max(err, e);
-      mag = Math.max(mag, Math.abs(want[i]));
-    }
-    worst = Math.max(worst, err / Math.max(1, mag));
+    worst = Math.max(worst, attnErrors(host(got), want).maxRel);
   }
   return worst;
 }

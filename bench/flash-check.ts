@@ -84,6 +84,22 @@ export function naiveBackward(q: Float64Array, k: Float64Array, v: Float64Array,
   return { dq, dk, dv };
 }
 
+/**
+ * Errors of `got` against `want`: the largest absolute error relative to max(1, largest |want|)
+ * (a non-finite value counts as infinite), and the relative Frobenius-norm error.
+ */
+export function attnErrors(got: ArrayLike<number>, want: ArrayLike<number>): { maxRel: number; frob: number } {
+  let e = 0, mag = 0, se = 0, sw = 0;
+  for (let i = 0; i < want.length; i++) {
+    const x = Number.isFinite(got[i]) ? Math.abs(got[i] - want[i]) : Infinity;
+    e = Math.max(e, x);
+    mag = Math.max(mag, Math.abs(want[i]));
+    se += x * x;
+    sw += want[i] * want[i];
+  }
+  return { maxRel: e / Math.max(1, mag), frob: Math.sqrt(se / sw) };
+}
+
 export interface Problem { bh: number; t: number; d: number; cap: number }
 
 export function setup(rt: MatmulRuntime, p: Problem, seed: number) {

@@ -4,7 +4,7 @@ import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
 import { flashReadsSplit, pickFlashFwd } from "../kernels/attention-variants.js";
-import { presplitKernel, SPLIT_PUSH, SPLIT_THREADS } from "../kernels/matmul/presplit.js";
+import { presplitKernel, SPLIT_PUSH, splitJob } from "../kernels/matmul/presplit.js";
 import { FA_PUSH, FA_ROWS, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant } from "../kernels/attention.js";
 import { attentionBackwardDense, attnRowDot, denseBackwardApplies } from "./attention-dense.js";
 import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../kernels/attention-cm-bwd.js";
@@ -28,10 +28,9 @@ function cmBackwardApplies(E: Engine, dtype: string, T: number, D: number, softC
 function splitHiLo(E: Engine, op: string, x: TensorData): HeliosTensor {
   const n = x.shape.reduce((a, b) => a * b, 1);
   const out = E.alloc([2 * n], "f16");
-  const vec4 = n % 4 === 0;
-  const m = vec4 ? n / 4 : n;
-  const groups: [number, number, number] = [Math.max(1, Math.min(65535, Math.ceil(m / SPLIT_THREADS))), 1, 1];
-  run(E, op, { attnSplit: vec4 }, () => presplitKernel(vec4, 1, 2), SPLIT_PUSH, { n: m, seg: m }, [x], [out], groups);
+  // one segment: [hi | lo] over the whole tensor
+  const job = splitJob(n, n, 1, 2);
+  run(E, op, { attnSplit: job.vec4 }, () => presplitKernel(job.vec4, job.lo, job.blocks), SPLIT_PUSH, job.push, [x], [out], job.groups);
   return out;
 }
 

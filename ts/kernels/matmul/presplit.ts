@@ -63,23 +63,25 @@ export interface SplitJob {
  * for both. K is the contiguous dim of row-major A and transposed B, the row index otherwise.
  */
 export function splitJobs(p: NormalizedProblem, blocks: 2 | 3 = 3): { a: SplitJob; b: SplitJob } {
-  const job = (len: number, seg: number, lo: 1 | 2): SplitJob => {
-    const vec4 = seg % 4 === 0;
-    const n = vec4 ? len / 4 : len;
-    return {
-      vec4,
-      lo,
-      blocks,
-      push: { n, seg: vec4 ? seg / 4 : seg },
-      groups: [Math.max(1, Math.min(65535, ceilDiv(n, SPLIT_THREADS))), 1, 1],
-      bytes: Math.ceil((blocks * len * 2) / 4) * 4,
-    };
-  };
   const aLen = p.batch * p.m * p.k;
   const bLen = (p.broadcastB ? 1 : p.batch) * p.k * p.n;
   return {
-    a: job(aLen, p.transA ? p.k * p.m : p.k, blocks === 3 ? 2 : 1),
-    b: job(bLen, p.transB ? p.k : p.k * p.n, 1),
+    a: splitJob(aLen, p.transA ? p.k * p.m : p.k, blocks === 3 ? 2 : 1, blocks),
+    b: splitJob(bLen, p.transB ? p.k : p.k * p.n, 1, blocks),
+  };
+}
+
+/** The split of `len` f32 elements in segments of `seg` (vectorized where seg % 4 == 0). */
+export function splitJob(len: number, seg: number, lo: 1 | 2, blocks: 2 | 3): SplitJob {
+  const vec4 = seg % 4 === 0;
+  const n = vec4 ? len / 4 : len;
+  return {
+    vec4,
+    lo,
+    blocks,
+    push: { n, seg: vec4 ? seg / 4 : seg },
+    groups: [Math.max(1, Math.min(65535, ceilDiv(n, SPLIT_THREADS))), 1, 1],
+    bytes: Math.ceil((blocks * len * 2) / 4) * 4,
   };
 }
 
