@@ -51,3 +51,15 @@ test("matmul-gpu --variants: gates the named variants, sweeps them and the basel
   assert.ok(sweep.every((r: { pass?: boolean }) => r.pass), JSON.stringify(sweep).slice(0, 500));
   assert.equal(code, 0);
 });
+
+test("matmul-gpu --phase=fused: only the fused-epilogue comparison", { timeout: 600_000 }, async () => {
+  const out = mkdtempSync(join(tmpdir(), "helios-mm-gpu-"));
+  process.env.HELIOS_CACHE_DIR = join(out, "cache");
+  process.env.HELIOS_AUTOTUNE = "0";
+  const code = await runMatmulGpu(new InterpRuntime(), { outDir: out, tiny: true, torch: false, phase: "fused" });
+  const fused = JSON.parse(readFileSync(join(out, "fused.json"), "utf8"));
+  assert.equal(fused.length, 2); // one tiny size, f16 and f32
+  assert.ok(fused.every((r: { error?: string; fusedMs?: number }) => !r.error && r.fusedMs! > 0), JSON.stringify(fused));
+  for (const f of ["check.json", "variant-sweep.json", "suite-f16.json"]) assert.ok(!existsSync(join(out, f)), `${f} written`);
+  assert.equal(code, 0);
+});

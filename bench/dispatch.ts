@@ -3,21 +3,27 @@
 //
 //   npm run bench:dispatch -- [--out=bench/dispatch.json] [--transfer-mib=256]
 //                             [--dispatches=1000] [--iters=20] [--reps=3] [--warm-ms=300] [--validation]
-//                             [--barrier=global,buffer]
+//                             [--barrier=global,buffer] [--cuda[=python3]]
 //
 // --barrier runs the whole set once per listed HELIOS_BARRIER mode (the device is
 // re-initialised between modes); without it the mode in the environment (default global)
 // is used. The table's first row names the mode the runtime reports.
 //
+// --cuda runs bench/torch_dispatch.py (PyTorch, same machine) after the Helios sets and prints
+// its rows as the reference: the same `inc` work as the dependent chain, eager, as a CUDA
+// graph, and the launch+sync round trip.
+//
 // Method: one warm-up pass, then `reps` repetitions of the whole measurement set; each
 // figure is the median over `iters` timed iterations within a repetition, and the
 // reported value is the median of those per-repetition medians. Targets are for the
 // NVIDIA GPU host (issue 2); on lavapipe they are printed for reference only.
+import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import os from "node:os";
 import { native } from "../ts/native.js";
 import type { HeliosNative } from "../__test__/api.js";
 import { KERNELS } from "../__test__/kernels/index.js";
+import { torchScriptPath } from "./torch.js";
 
 const rt: HeliosNative = native;
 
@@ -32,6 +38,8 @@ interface Options {
   validation: boolean;
   /** HELIOS_BARRIER modes to run; empty: leave the environment alone. */
   barriers: string[];
+  /** python3 to run bench/torch_dispatch.py with; undefined: no CUDA reference. */
+  cudaPython?: string;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -50,6 +58,7 @@ function parseArgs(argv: string[]): Options {
     else if (key === "reps") opts.reps = num();
     else if (key === "warm-ms") opts.warmMs = Number(value);
     else if (key === "validation") opts.validation = true;
+    else if (key === "cuda") opts.cudaPython = value ?? "python3";
     else if (key === "barrier") {
       opts.barriers = (value ?? "").split(",").filter((m) => m !== "");
       const bad = opts.barriers.find((m) => m !== "global" && m !== "buffer");
@@ -108,6 +117,7 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
   const n = opts.dispatches;
   const noop = rt.createPipeline(KERNELS.noop.spirv, KERNELS.noop.layout);
   const inc = rt.createPipeline(KERNELS.inc.spirv, KERNELS.inc.layout);
+  const wgid = rt.createPipeline(KERNELS.wgid.spirv, KERNELS.wgid.layout);
   const small = rt.createBuffer(256);
   rt.uploadBuffer(small, new Uint32Array(64).map((_, i) => i + 1));
   const push = Uint32Array.of(64);
@@ -116,6 +126,15 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
   };
   const recordChain = () => {
     for (let i = 0; i < n; i++) rt.recordDispatch(inc, [small], [1], push);
+  };
+  // write then read the same buffer, alternately: a read-after-write barrier (memory) before
+  // each read and a write-after-read barrier (execution only) before each write, so this row
+  // against the dependent chain separates what the memory half of a barrier costs
+  const recordAlternating = () => {
+    for (let i = 0; i < n; i++) {
+      if (i % 2 === 0) rt.recordDispatch(wgid, [small], [1]);
+      else rt.recordDispatch(noop, [small], [1], push);
+    }
   };
   const pack = (pipeline: number) => {
     const entry = [pipeline >>> 0, Math.floor(pipeline / 2 ** 32), 1, 1, 1, 1, 1, small >>> 0, Math.floor(small / 2 ** 32), 64];
@@ -132,6 +151,7 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
   };
   const graphNoops = capture(recordNoops);
   const graphChain = capture(recordChain);
+  const graphAlternating = capture(recordAlternating);
   const graphOne = capture(() => rt.recordDispatch(noop, [small], [1], push));
 
   const bytes = opts.transferMiB * 1024 * 1024;
@@ -217,6 +237,11 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
       run: () => usPer(n, () => rt.waitTimeline(rt.replayBatch(graphChain))),
     },
     {
+      name: `replay, ${n} alternating write/read (memory and execution-only barriers)`,
+      unit: us,
+      run: () => usPer(n, () => rt.waitTimeline(rt.replayBatch(graphAlternating))),
+    },
+    {
       name: "submit+wait round trip, 1 dispatch",
       unit: "µs",
       target: { kind: "max", value: 20 },
@@ -276,10 +301,11 @@ function measurements(opts: Options): { list: Measurement[]; cleanup: () => void
   ];
   const cleanup = () => {
     sink = new Uint8Array(0);
-    for (const g of [graphNoops, graphChain, graphOne]) rt.destroyCapture(g);
+    for (const g of [graphNoops, graphChain, graphAlternating, graphOne]) rt.destroyCapture(g);
     for (const b of [small, big]) rt.destroyBuffer(b);
     rt.destroyPipeline(noop);
     rt.destroyPipeline(inc);
+    rt.destroyPipeline(wgid);
   };
   return { list, cleanup };
 }
@@ -337,6 +363,29 @@ async function runSet(opts: Options): Promise<{ results: Result[]; info: ReturnT
   return { results: [modeRow, ...measured], info, messages };
 }
 
+interface CudaReference {
+  ok: boolean;
+  error?: string;
+  device?: string;
+  torch?: string;
+  cuda?: string;
+  rows?: { name: string; unit: string; value: number; perRep: number[] }[];
+}
+
+/** bench/torch_dispatch.py's JSON line, or why there is none. */
+function runCudaReference(python: string, opts: Options): CudaReference {
+  const args = [torchScriptPath("torch_dispatch.py"), `--kernels=${opts.dispatches}`, `--iters=${opts.iters}`, `--reps=${opts.reps}`];
+  const r = spawnSync(python, args, { encoding: "utf8", timeout: 300_000 });
+  if (r.error) return { ok: false, error: `${python} failed to start (${r.error.message})` };
+  if (r.status !== 0) return { ok: false, error: `${python} exited ${r.status}: ${(r.stderr || "").trim().slice(-300)}` };
+  const last = r.stdout.trim().split("\n").pop() ?? "";
+  try {
+    return JSON.parse(last) as CudaReference;
+  } catch {
+    return { ok: false, error: `printed no JSON (${last.slice(0, 200)})` };
+  }
+}
+
 async function main(): Promise<void> {
   const opts = parseArgs(process.argv.slice(2));
   const modes: Array<string | undefined> = opts.barriers.length > 0 ? opts.barriers : [undefined];
@@ -350,11 +399,18 @@ async function main(): Promise<void> {
     printTable(results, `${info.deviceName} (${info.driverName})`);
     if (messages.length > 0) console.log(`${messages.length} validation messages, first: ${messages[0]}`);
   }
+  const cuda = opts.cudaPython === undefined ? undefined : runCudaReference(opts.cudaPython, opts);
+  if (cuda?.ok) {
+    const rows: Result[] = (cuda.rows ?? []).map((r) => ({ ...r }));
+    printTable(rows, `CUDA reference: PyTorch ${cuda.torch}, CUDA ${cuda.cuda}, ${cuda.device}`);
+  } else if (cuda) {
+    console.log(`no CUDA reference: ${cuda.error}`);
+  }
   if (opts.out) {
     const info = sets[0].info;
     const machine = { device: info, cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, platform: `${os.platform()} ${os.release()}` };
     const results = sets.length === 1 ? sets[0].results : sets.map((s) => ({ barrierMode: s.results[0].text, results: s.results }));
-    writeFileSync(opts.out, JSON.stringify({ bench: "dispatch", date: new Date().toISOString(), options: opts, machine, results }, null, 2) + "\n");
+    writeFileSync(opts.out, JSON.stringify({ bench: "dispatch", date: new Date().toISOString(), options: opts, machine, results, cuda }, null, 2) + "\n");
     console.log(`wrote ${opts.out}`);
   }
 }

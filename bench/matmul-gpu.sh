@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU host: matmul correctness of every variant + variant sweep (--phase=check, ~3 min), CUDA parity
-# suites + fused epilogue (--phase=perf, ~4 min), or both (default). JSON, SVG and a progress log in
+# suites + fused epilogue (--phase=perf, ~4 min; --phase=fused: the fused epilogue only), or both (default). JSON, SVG and a progress log in
 # $OUT (default perf/gpu-<time>); summary.json holds the headline numbers.
-#   bash bench/matmul-gpu.sh [--phase=check|perf|all] [--quick]
+#   bash bench/matmul-gpu.sh [--phase=check|perf|fused|all] [--quick]
 # Needs dist/ (npx tsc -p tsconfig.json) and the release addon (npm run build:native).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 // f16 / bf16 / f32 (+ f16 accumulation, + f32 on tensor cores), fused vs unfused bias+gelu, and
 // the per-variant timings behind the tuner's choices. Everything lands as JSON under $OUT (or
 // argv[2]); progress on stderr. Exit code 1 if any variant fails its correctness gate.
-//   node dist/bench/matmul-gpu.js [outDir] [--phase=check|perf|all] [--quick]
+//   node dist/bench/matmul-gpu.js [outDir] [--phase=check|perf|fused|all] [--quick]
 //     [--variants=a,b --baseline=c,d --checkBudget=SECONDS]
 // --variants: the check phase gates only those (a quick case set, modes f16, f16-acc, bf16, f32, cut
 // after --checkBudget seconds) and sweeps them plus --baseline (already gated; each timed row is
@@ -30,7 +30,8 @@ export interface GpuRunOptions {
   /** Fewer shapes (about half the time). */
   quick?: boolean;
   /** check = correctness + variant sweep; perf = parity suites + fused; all = both. */
-  phase?: "check" | "perf" | "all";
+  /** fused: only the fused-epilogue comparison (step 4 of perf). */
+  phase?: "check" | "perf" | "fused" | "all";
   /** Test mode: tiny shapes everywhere, subset of checks (for the CPU interpreter). */
   tiny?: boolean;
   checks?: Parameters<typeof checkVariants>[2];
@@ -85,7 +86,7 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
 
   const phase = o.phase ?? "all";
   const summary: Record<string, unknown> = { device: info.deviceName, driver: info.driverInfo ?? info.driverVersion, phase };
-  if (phase !== "perf") {
+  if (phase === "check" || phase === "all") {
     // 1. correctness of every variant
     // Modes in order of importance, so a slow driver compile eats into the least important last.
     const checks = o.variants
@@ -122,7 +123,7 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
     ["f16acc16", ["--dtype=float16", "--accF16=true"]],
     ["f32tc", ["--dtype=float32", "--variant=cm_128x128x32_w2x2"]],
   ];
-  for (const [name, extra] of suites) {
+  for (const [name, extra] of phase === "fused" ? [] : suites) {
     const so = parseBenchArgs([
       "--suite=cuda", tiny ? "--iters=2" : "--iters=40", tiny ? "--warmup=1" : "--warmup=8", `--shapes=${shapes}`, "--check=true",
       tiny ? "--checkShape=24x40x32" : "--checkShape=384x384x384", `--torch=${o.torch ?? true}`,
@@ -228,7 +229,12 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
           fx.poisonC();
           runPlan(rt, fused, bufs);
           const relErr = fx.spotError(64);
-          const tf = summarize(timePlan(rt, fused, bufs, { warmup: tiny ? 1 : 5, iters: tiny ? 2 : 20, repeats: tiny ? 1 : 3 }));
+          // Every timing starts from ~400 ms of the same work, as the parity suites do: the fixture
+          // of a new size keeps the GPU idle long enough to drop its clock, and a short warm-up
+          // then times the first variant measured at a low clock (sessions 6 and 8: 4096³ fused
+          // 1.0-1.3 ms against 0.49 in session 5, where a long SIMT row came just before).
+          const warmMs = tiny ? 0 : 400;
+          const tf = summarize(timePlan(rt, fused, bufs, { warmup: tiny ? 1 : 5, iters: tiny ? 2 : 20, repeats: tiny ? 1 : 3, warmMs }));
           // unfused: plain matmul into C, then (a) one bias+gelu kernel, (b) a bias kernel and a gelu kernel
           pipelinesOf(rt, plain);
           const n2 = m * n;
@@ -254,6 +260,11 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
             const iters = tiny ? 2 : 20;
             for (let i = 0; i < (tiny ? 1 : 5); i++) record();
             rt.waitTimeline(rt.submitBatch());
+            for (const w0 = performance.now(); performance.now() - w0 < warmMs; ) {
+              rt.beginBatch();
+              for (let i = 0; i < 5; i++) record();
+              rt.waitTimeline(rt.submitBatch());
+            }
             const reps: number[][] = [];
             for (let r = 0; r < (tiny ? 1 : 3); r++) {
               rt.beginBatch({ profile: true });
@@ -298,7 +309,7 @@ async function main(): Promise<number> {
   const dir = args.find((a) => !a.startsWith("--")) ?? process.env.OUT ?? "perf/gpu";
   process.env.HELIOS_CACHE_DIR ??= join(dir, "cache");
   const phaseArg = args.find((a) => a.startsWith("--phase="))?.slice(8) ?? "all";
-  if (phaseArg !== "check" && phaseArg !== "perf" && phaseArg !== "all") throw new Error(`--phase=${phaseArg}: expected check, perf or all`);
+  if (phaseArg !== "check" && phaseArg !== "perf" && phaseArg !== "fused" && phaseArg !== "all") throw new Error(`--phase=${phaseArg}: expected check, perf, fused or all`);
   const list = (flag: string) => {
     const v = args.find((a) => a.startsWith(`--${flag}=`))?.slice(flag.length + 3);
     return v ? v.split(",").filter(Boolean).map((n) => variantByName(n).name) : undefined; // unknown names throw here

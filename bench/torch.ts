@@ -17,11 +17,11 @@ export interface TorchResult {
   byShape: Map<string, TimingSummary>;
 }
 
-/** dist/bench/torch.js and bench/torch.ts both find the script in <package>/bench/. */
-export function torchScriptPath(): string {
+/** dist/bench/torch.js and bench/torch.ts both find a script (default torch_matmul.py) in <package>/bench/. */
+export function torchScriptPath(script = "torch_matmul.py"): string {
   const candidates = [
-    new URL("../../bench/torch_matmul.py", import.meta.url),
-    new URL("./torch_matmul.py", import.meta.url),
+    new URL(`../../bench/${script}`, import.meta.url),
+    new URL(`./${script}`, import.meta.url),
   ].map((u) => fileURLToPath(u));
   return candidates.find((p) => existsSync(p)) ?? candidates[0];
 }

@@ -69,6 +69,13 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // leave through the 4 KB f16 tile (no f32 edge tile): 41472 + 4096
   ["cm_256x256x16_w4x2_v128", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 16, wide: true }], // 45568
   ["cm_256x256x32_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
+  // 16 subgroups of 4×4 f16 accumulators (512 threads): the same 256×256 tile with twice the warps
+  // per SM to hide the two barriers per k-tile; ≤ 128 registers by construction (64K / 512), so
+  // only f16 accumulators fit; aligned f16 output only (16 per-subgroup f32 edge tiles overflow 48 KiB)
+  ["cm_256x256x32_w4x4_v128_s1", { wm: 4, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
+  // the 256×256 f16-acc tile with 128×64 per subgroup: 4 B fragments (row-major B, loaded
+  // transposed) and 8 A per k-step instead of 8 B and 4 A
+  ["cm_256x256x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
   // Two (or three) workgroups per SM: every tile above runs one 256-thread workgroup per SM (H100
   // run 15: 188-255 registers × 256 threads fill the 64K register file), so its 8 warps all wait at
   // the same barriers. 128×128 with 4 subgroups of 4×4 (64×64 each, CUTLASS's 128×128 warp layout)
@@ -133,6 +140,8 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   // session 6, run 5: the two-stage 256×256×16 f16-acc tile, 327 TF/s at 8192³ against 380 (`_s1`, bk 32)
   "cm_256x256x16_w4x2_v128",
   "cm_256x256x32_w4x2_v128_s1_g4", "cm_256x256x32_w4x2_v128_s1_g16",
+  // session 8: the 16-subgroup 256×256 probe (untuned until the H200 measures it)
+  "cm_256x256x32_w4x4_v128_s1", "cm_256x256x32_w2x4_v128_s1",
   // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
   // (4 subgroups, 244 registers, 23 KB shared: 249 TF/s f16 at 8192³, 256 with f16 accumulation,
   // 236 at 4096³ f16-acc); the others lost to it
