@@ -10,12 +10,12 @@
 // and `/staged4` (an f32 shared tile, 8-byte stores); the default is one 16-byte store per lane.
 // --checked=1 also times every variant with bounds-checked staging loads (`variant/checked`: the
 // A/B control of the unchecked loads the planner uses when the tiles divide M, N and K);
-// --square=2048,4096 adds square NN products; --accF16=1 accumulates in f16 (the opt-in variant);
+// --square=2048,4096 adds square products, NN unless --layouts=NN,NT,TN,TT lists others; --accF16=1 accumulates in f16 (the opt-in variant);
 // --training=0 leaves out the training products. A --variants name also selects its split-K forms.
 // --dtype=f32 times f32 inputs and output (exact-f32 variants: SIMT, cm3_*, x3_*; PyTorch with TF32
 // off and on), --dtype=bf16 bf16 ones.
 //
-//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--accF16=0] [--extra=MxNxK,...] [--outDtype=f16] [--dtype=f16] [--out=perf/matmul-shapes.json]
+//   node dist/bench/matmul-shapes.js [--iters=20] [--repeats=3] [--variants=a,b] [--scale=1] [--checked=0] [--square=] [--layouts=NN] [--accF16=0] [--extra=MxNxK,...] [--outDtype=f16] [--dtype=f16] [--out=perf/matmul-shapes.json]
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { capsOf } from "../ts/kernels/matmul/autotune.js";
@@ -57,7 +57,11 @@ for (const x of arg("extra", "").split(",").filter(Boolean)) {
   const [m, n, k] = x.split("x").map(Number);
   shapes.push({ name: `${m}x${n}x${k} (NN)`, m, n, k, transA: false, transB: false });
 }
-for (const q of squares) shapes.push({ name: `square ${q}³ (NN)`, m: q, n: q, k: q, transA: false, transB: false });
+const layouts = arg("layouts", "NN").split(",").filter(Boolean);
+for (const l of layouts) if (!/^[NT][NT]$/.test(l)) throw new Error(`--layouts=${l}: expected NN, NT, TN or TT`);
+for (const q of squares) {
+  for (const l of layouts) shapes.push({ name: `square ${q}³ (${l})`, m: q, n: q, k: q, transA: l[0] === "T", transB: l[1] === "T" });
+}
 
 const rt = await nativeMatmulRuntime();
 const info = rt.initDevice();
