@@ -10,6 +10,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseBenchArgs } from "./args.js";
+import { warmFor } from "./profiling.js";
 import { CHECK_CASES, checkVariants, type CheckRow, type DtypeMode } from "./matmul-check.js";
 import { runCudaSuite } from "./suite-cuda.js";
 import { summarize, tflops } from "./stats.js";
@@ -260,11 +261,11 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
             const iters = tiny ? 2 : 20;
             for (let i = 0; i < (tiny ? 1 : 5); i++) record();
             rt.waitTimeline(rt.submitBatch());
-            for (const w0 = performance.now(); performance.now() - w0 < warmMs; ) {
+            warmFor(warmMs, () => {
               rt.beginBatch();
               for (let i = 0; i < 5; i++) record();
               rt.waitTimeline(rt.submitBatch());
-            }
+            });
             const reps: number[][] = [];
             for (let r = 0; r < (tiny ? 1 : 3); r++) {
               rt.beginBatch({ profile: true });
