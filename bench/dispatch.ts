@@ -17,13 +17,12 @@
 // figure is the median over `iters` timed iterations within a repetition, and the
 // reported value is the median of those per-repetition medians. Targets are for the
 // NVIDIA GPU host (issue 2); on lavapipe they are printed for reference only.
-import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import os from "node:os";
 import { native } from "../ts/native.js";
 import type { HeliosNative } from "../__test__/api.js";
 import { KERNELS } from "../__test__/kernels/index.js";
-import { torchScriptPath } from "./torch.js";
+import { lastJsonLine, runPythonScript, torchScriptPath } from "./torch.js";
 
 const rt: HeliosNative = native;
 
@@ -375,15 +374,10 @@ interface CudaReference {
 /** bench/torch_dispatch.py's JSON line, or why there is none. */
 function runCudaReference(python: string, opts: Options): CudaReference {
   const args = [torchScriptPath("torch_dispatch.py"), `--kernels=${opts.dispatches}`, `--iters=${opts.iters}`, `--reps=${opts.reps}`];
-  const r = spawnSync(python, args, { encoding: "utf8", timeout: 300_000 });
-  if (r.error) return { ok: false, error: `${python} failed to start (${r.error.message})` };
-  if (r.status !== 0) return { ok: false, error: `${python} exited ${r.status}: ${(r.stderr || "").trim().slice(-300)}` };
-  const last = r.stdout.trim().split("\n").pop() ?? "";
-  try {
-    return JSON.parse(last) as CudaReference;
-  } catch {
-    return { ok: false, error: `printed no JSON (${last.slice(0, 200)})` };
-  }
+  const r = runPythonScript(python, args);
+  if ("error" in r) return { ok: false, error: r.error };
+  const parsed = lastJsonLine<CudaReference>(r.stdout);
+  return "json" in parsed ? parsed.json : { ok: false, error: `printed no JSON (${parsed.notJson})` };
 }
 
 async function main(): Promise<void> {
@@ -401,8 +395,7 @@ async function main(): Promise<void> {
   }
   const cuda = opts.cudaPython === undefined ? undefined : runCudaReference(opts.cudaPython, opts);
   if (cuda?.ok) {
-    const rows: Result[] = (cuda.rows ?? []).map((r) => ({ ...r }));
-    printTable(rows, `CUDA reference: PyTorch ${cuda.torch}, CUDA ${cuda.cuda}, ${cuda.device}`);
+    printTable(cuda.rows ?? [], `CUDA reference: PyTorch ${cuda.torch}, CUDA ${cuda.cuda}, ${cuda.device}`);
   } else if (cuda) {
     console.log(`no CUDA reference: ${cuda.error}`);
   }

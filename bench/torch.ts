@@ -26,15 +26,28 @@ export function torchScriptPath(script = "torch_matmul.py"): string {
   return candidates.find((p) => existsSync(p)) ?? candidates[0];
 }
 
-export function parseTorchOutput(stdout: string): TorchResult {
-  const lines = stdout.trim().split("\n");
-  const last = lines[lines.length - 1] ?? "";
-  let j: { ok?: boolean; error?: string; device?: string; torch?: string; cuda?: string; rows?: { shape: string; repeats: number[][] }[] };
+/** The JSON object a bench/ python script prints as its last line, or that line when it is not JSON. */
+export function lastJsonLine<T>(stdout: string): { json: T } | { notJson: string } {
+  const last = stdout.trim().split("\n").pop() ?? "";
   try {
-    j = JSON.parse(last);
+    return { json: JSON.parse(last) as T };
   } catch {
-    return { ok: false, note: `PyTorch reference printed no JSON (${last.slice(0, 200)})`, byShape: new Map() };
+    return { notJson: last.slice(0, 200) };
   }
+}
+
+/** Runs `python script args...`: its stdout, or why it did not run to a zero exit. */
+export function runPythonScript(python: string, args: string[], timeoutMs = 300_000): { stdout: string } | { error: string } {
+  const r = spawnSync(python, args, { encoding: "utf8", timeout: timeoutMs, maxBuffer: 64 << 20 });
+  if (r.error) return { error: `${python} failed to start (${r.error.message})` };
+  if (r.status !== 0) return { error: `${python} exited ${r.status}: ${(r.stderr || "").trim().slice(-300)}` };
+  return { stdout: r.stdout };
+}
+
+export function parseTorchOutput(stdout: string): TorchResult {
+  const parsed = lastJsonLine<{ ok?: boolean; error?: string; device?: string; torch?: string; cuda?: string; rows?: { shape: string; repeats: number[][] }[] }>(stdout);
+  if ("notJson" in parsed) return { ok: false, note: `PyTorch reference printed no JSON (${parsed.notJson})`, byShape: new Map() };
+  const j = parsed.json;
   const byShape = new Map<string, TimingSummary>();
   for (const r of j.rows ?? []) byShape.set(r.shape, summarize(r.repeats));
   if (!j.ok) return { ok: false, note: `no CUDA reference: ${j.error ?? "unknown error"}`, byShape };
@@ -61,10 +74,7 @@ export function runTorchReference(opts: {
     `--repeats=${opts.repeats}`,
     `--epilogue=${opts.epilogue}`,
   ];
-  const r = spawnSync(opts.python, args, { encoding: "utf8", timeout: opts.timeoutMs ?? 300_000, maxBuffer: 64 << 20 });
-  if (r.error) return { ok: false, note: `no CUDA reference: ${opts.python} failed to start (${r.error.message})`, byShape: new Map() };
-  if (r.status !== 0) {
-    return { ok: false, note: `no CUDA reference: ${opts.python} exited ${r.status}: ${(r.stderr || "").trim().slice(-300)}`, byShape: new Map() };
-  }
+  const r = runPythonScript(opts.python, args, opts.timeoutMs);
+  if ("error" in r) return { ok: false, note: `no CUDA reference: ${r.error}`, byShape: new Map() };
   return parseTorchOutput(r.stdout);
 }

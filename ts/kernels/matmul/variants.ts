@@ -140,7 +140,8 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   // session 6, run 5: the two-stage 256×256×16 f16-acc tile, 327 TF/s at 8192³ against 380 (`_s1`, bk 32)
   "cm_256x256x16_w4x2_v128",
   "cm_256x256x32_w4x2_v128_s1_g4", "cm_256x256x32_w4x2_v128_s1_g16",
-  // session 8: the 16-subgroup 256×256 probe (untuned until the H200 measures it)
+  // session 8 probes of the f16-acc 256×256 tile (H200 runs 1, 3): 16 subgroups 2.5 % slower than
+  // 8, 128×64 per subgroup 1.3 % faster — neither worth a tuning candidate
   "cm_256x256x32_w4x4_v128_s1", "cm_256x256x32_w2x4_v128_s1",
   // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
   // (4 subgroups, 244 registers, 23 KB shared: 249 TF/s f16 at 8192³, 256 with f16 accumulation,
