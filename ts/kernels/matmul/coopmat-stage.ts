@@ -80,6 +80,123 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
   return out;
 }
 
+/**
+ * Pair staging (CoopConfig.pairK): an operand loads two k-tiles at once, every other k-tile, and
+ * each chunk goes to the rows × cols stage (one k-tile) when its tile is next. `half` is the k-tile
+ * of the pair a slot's chunk belongs to: one runtime value for all of a thread's slots, or a
+ * compile-time number per slot.
+ */
+export interface PairSlots {
+  slots: Slot[];
+  half?: Expr;
+  slotHalf?: number[];
+  /**
+   * "swap" line mode: this thread's half and its partner lane's xor mask. Once a pair has loaded,
+   * partners trade one chunk per two slots so that even slots hold the first k-tile and odd slots
+   * the second (slotHalf), with no branch around the stores.
+   */
+  swap?: { half: Expr; mask: number };
+}
+
+/**
+ * A K-contiguous operand, "line" mode: `s` describes the pair (cols = 2·bk), so the lanes that
+ * share a row read its whole 128-byte line (bk 32, 16-bit data) in one load instruction instead of
+ * half of it per k-tile. A thread's chunks all fall in one k-tile of the pair (threads is a
+ * multiple of the chunks per pair row): a runtime half, stored under a branch.
+ */
+export function pairLineSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
+  const perRow = s.cols / s.vw;
+  const bk = s.cols / 2;
+  if (threads % perRow || (s.rows * perRow) % threads || !s.aligned) {
+    throw new Error(`coopmat: ${tag} pair tile ${s.rows}x${s.cols} does not split over ${threads} threads (or is not aligned)`);
+  }
+  const half = k.let(lid.rem(perRow).div(perRow / 2), `${tag}half`);
+  const slots: Slot[] = [];
+  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
+    const q = k.let(lid.add(it * threads), `${tag}q`);
+    const r = k.let(q.div(perRow), `${tag}r`);
+    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
+    slots.push({ r, c, shOff: k.let(r.mul(bk + PAD).add(c).sub(half.mul(bk)), `${tag}sh`), gOff });
+  }
+  return { slots, half };
+}
+
+/**
+ * A K-contiguous operand, "swap" mode: line-mode loads (whole lines per instruction), then the
+ * exchange of PairSlots.swap. A slot pair (2i, 2i + 1) covers rows R and R + threads/perRow; after
+ * the exchange the thread whose half is 0 holds both k-tiles of row R, its partner those of the
+ * other row, so both slots of the pair store at that row.
+ */
+export function pairSwapSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
+  const line = pairLineSlots(k, s, lid, threads, tag);
+  const half = line.half!;
+  const perRow = s.cols / s.vw;
+  const bk = s.cols / 2;
+  if (line.slots.length % 2) throw new Error(`coopmat: ${tag} swap pair staging needs an even slot count`);
+  const slots: Slot[] = [], slotHalf: number[] = [];
+  for (let i = 0; i < line.slots.length; i += 2) {
+    const sh = k.let(line.slots[i].shOff.add(half.mul((threads / perRow) * (bk + PAD))), `${tag}sw`);
+    slots.push({ ...line.slots[i], shOff: sh }, { ...line.slots[i + 1], shOff: sh });
+    slotHalf.push(0, 1);
+  }
+  return { slots, slotHalf, swap: { half, mask: perRow / 2 } };
+}
+
+/** The exchange of a swap-mode pair (PairSlots.swap) on the registers just loaded. */
+export function swapPairs(k: KernelBuilder, regs: Var[], swap: NonNullable<PairSlots["swap"]>): void {
+  const first = k.let(swap.half.eq(0), "hz");
+  for (let i = 0; i < regs.length; i += 2) {
+    const [even, odd] = [read(regs[i]), read(regs[i + 1])];
+    const got = k.let(k.shuffleXor(select(first, odd, even), swap.mask), "sx");
+    regs[i].set(select(first, even, got));
+    regs[i + 1].set(select(first, got, odd));
+  }
+}
+
+/**
+ * A K-contiguous operand, "split" mode: the one-tile slots (`s` describes one k-tile) twice, the
+ * second set bk elements further along K; each load still reads half a line, but both halves of a
+ * line are requested back to back, and each thread stores half of its chunks per k-tile.
+ */
+export function pairSplitSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
+  if (!s.aligned) throw new Error(`coopmat: ${tag} pair staging needs aligned tiles`);
+  const one = chunkSlots(k, s, lid, threads, tag);
+  const slots: Slot[] = [], slotHalf: number[] = [];
+  for (const sl of one) {
+    for (const h of [0, 1]) {
+      slots.push({ ...sl, gOff: h ? k.let(sl.gOff!.add(s.cols / s.vw), `${tag}g`) : sl.gOff });
+      slotHalf.push(h);
+    }
+  }
+  return { slots, slotHalf };
+}
+
+/**
+ * An operand whose rows run along K (B in NN, A in TN/TT): `s` describes the pair (rows = 2·bk),
+ * whose second k-tile is the second half of its rows; each slot's rows fall in one half when
+ * bk is a multiple of the rows the threads cover per slot.
+ */
+export function pairRowSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
+  const perRow = s.cols / s.vw;
+  const bk = s.rows / 2;
+  const rowsPerSlot = threads / perRow;
+  if (threads % perRow || bk % rowsPerSlot || !s.aligned) {
+    throw new Error(`coopmat: ${tag} pair tile ${s.rows}x${s.cols} does not split over ${threads} threads (or is not aligned)`);
+  }
+  const slots: Slot[] = [], slotHalf: number[] = [];
+  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
+    const h = Math.floor((it * rowsPerSlot) / bk);
+    const q = k.let(lid.add(it * threads), `${tag}q`);
+    const r = k.let(q.div(perRow), `${tag}r`);
+    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
+    slots.push({ r, c, shOff: k.let(r.sub(h * bk).mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
+    slotHalf.push(h);
+  }
+  return { slots, slotHalf };
+}
+
 /** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
 export function chunkRegs(k: KernelBuilder, s: Stage, slots: Slot[], elem: ValueType, tag: string): Var[] {
   const t = (s.vw === 8 ? "u32x4" : s.vw === 4 ? `${elem}x4` : elem) as ValueType;
@@ -165,6 +282,11 @@ export interface Operand {
   /** One register set per prefetch depth. */
   regs: Var[][];
   len: number;
+  /**
+   * Pair staging: which k-tile of each loaded pair a slot's chunk belongs to; `at` then describes
+   * what one load covers at an even k-tile's origin.
+   */
+  pair?: Omit<PairSlots, "slots">;
 }
 
 export interface PipelineShape {
@@ -195,6 +317,10 @@ export interface PipelineShape {
 export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
   if (ps.aligned && ps.prefetch !== 1) throw new Error("coopmat: unchecked staging needs prefetch 1");
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
+  if (ops.some((o) => o.pair)) {
+    pairedPipeline(k, ps, ops, kBeg, nt, mma);
+    return;
+  }
   const last = ps.aligned && !ps.peel ? k.let(nt.sub(1), "tlast") : undefined;
   const origin = (tile: Expr) => k.let(kBeg.add((last ? tile.min(last) : tile).mul(ps.bk)), "k0");
   const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
@@ -221,3 +347,45 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   }, { name: "t", step: ps.prefetch, ...(ps.unroll === false ? { unroll: false } : {}) });
   if (ps.peel) mma(ops.map((o) => stageOf(loopTiles, o.len)));
 }
+
+/**
+ * The k-loop with pair-staged operands (pairK; aligned, prefetch 1, nt even): it runs in pairs of
+ * k-tiles. Before an even tile's multiply a pair operand loads nothing (the odd tile already waits
+ * in registers); before an odd tile's it loads the next pair. After each multiply the chunks whose
+ * half is the next tile's parity are stored.
+ */
+function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
+  if (!ps.aligned || ps.prefetch !== 1 || ps.peel) throw new Error("coopmat: pair staging needs aligned tiles, prefetch 1 and no peel");
+  const last = k.let(nt.sub(1), "tlast");
+  const lastPair = k.let(nt.sub(2), "tpair");
+  const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
+  const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+  const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
+    const half = o.pair?.half, slotHalf = o.pair?.slotHalf;
+    if (o.pair?.swap && parity === 0) swapPairs(k, o.regs[0], o.pair.swap);
+    if (half) k.if(half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
+    else if (slotHalf) {
+      const mine = (_: unknown, i: number) => slotHalf[i] === parity;
+      storeChunks(k, o.at(at), o.slots.filter(mine), o.regs[0].filter(mine), off);
+    } else storeChunks(k, o.at(at), o.slots, o.regs[0], off);
+  };
+  for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
+  for (const o of ops) store(o, kBeg, lit("u32", 0), 0);
+  k.barrier();
+  const step = (tile: Expr, u: 0 | 1) => {
+    const next = k.let(tile.add(1), "tn");
+    for (const o of ops) {
+      if (!o.pair) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
+      else if (u === 1) loadChunks(k, o.at(origin(next, true)), o.slots, o.regs[0], ps.regElem);
+    }
+    mma(ops.map((o) => stageOf(tile, o.len)));
+    if (ps.stages === 1) k.barrier();
+    for (const o of ops) store(o, kBeg, stageOf(next, o.len), 1 - u);
+    k.barrier();
+  };
+  k.for(0, nt, (t) => {
+    step(t, 0);
+    step(k.let(t.add(1), "t1"), 1);
+  }, { name: "t", step: 2, ...(ps.unroll === false ? { unroll: false } : {}) });
+}
+

@@ -24,7 +24,7 @@ import {
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import {
-  chunkRegs, chunkSlots, fragLoad, PAD, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
+  chunkRegs, chunkSlots, fragLoad, PAD, pairLineSlots, pairRowSlots, pairSplitSlots, pairSwapSlots, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
 import type { NormalizedProblem } from "./problem.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
@@ -117,6 +117,18 @@ export interface CoopConfig {
    * == 0, so no tile straddles two thirds). Name tag `_k2`.
    */
   kSeg2?: boolean;
+  /**
+   * Pair staging: operands load two k-tiles every other k-tile (coopmat-stage.ts). "line": each
+   * K-contiguous operand (A in NN/NT, B in NT/TT) as whole rows of 2·bk (128-byte lines at bk 32
+   * with 16-bit data; the second tile waits in registers of half the threads); "swap": line loads,
+   * then partner lanes trade chunks so every thread stores half of its chunks per k-tile, with no
+   * branch (coopmat-stage.ts pairSwapSlots); "split": the same
+   * two loads per chunk, half a line each, back to back. With pairRows the other operand (rows
+   * along K) loads its two k-tiles together too. Set by the planner only where it holds: aligned,
+   * no split-K, K % 2·bk == 0. Name tags `_kp` / `_kps`, `r` with pairRows.
+   */
+  pairK?: "line" | "swap" | "split";
+  pairRows?: boolean;
 }
 
 export const CM = 16;
@@ -132,7 +144,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `_kp${c.pairK === "split" ? "s" : c.pairK === "swap" ? "x" : ""}${c.pairRows ? "r" : ""}` : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -347,13 +359,23 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase }
     : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
-  const operand = (at: (k0: Expr) => Stage, len: number, tag: string): Operand => {
+  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, kContig: boolean): Operand => {
+    // pair staging: `at` describes what one load covers at an even tile's origin (two k-tiles of
+    // a K-contiguous operand in line mode, 2·bk rows of the other one with pairRows)
+    const mode = !c.pairK ? undefined : kContig ? c.pairK : c.pairRows ? "rows" : undefined;
+    const at = mode === "line" || mode === "swap" ? (k0: Expr): Stage => ({ ...one(k0), cols: 2 * c.bk })
+      : mode === "rows" ? (k0: Expr): Stage => ({ ...one(k0), rows: 2 * c.bk }) : one;
     const s0 = at(r.kBeg);
-    const slots = chunkSlots(k, s0, r.lid, threads, tag);
+    const paired = mode === "line" ? pairLineSlots(k, s0, r.lid, threads, tag)
+      : mode === "swap" ? pairSwapSlots(k, s0, r.lid, threads, tag)
+      : mode === "split" ? pairSplitSlots(k, s0, r.lid, threads, tag)
+      : mode === "rows" ? pairRowSlots(k, s0, r.lid, threads, tag) : undefined;
+    const slots = paired?.slots ?? chunkSlots(k, s0, r.lid, threads, tag);
     const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
-    return { at, slots, regs, len };
+    return { at, slots, regs, len, pair: paired && { half: paired.half, slotHalf: paired.slotHalf, swap: paired.swap } };
   };
-  const opA = operand(mkA, aLen, "a"), opB = operand(mkB, bLen, "b");
+  const opA = operand(mkA, aLen, "a", !p.transA);
+  const opB = operand(mkB, bLen, "b", !!p.transB);
   const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
     const a: Expr[] = [], aLo: Expr[] = [];
     const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));

@@ -310,12 +310,37 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // 16-bit outputs without an accumulator of their type (bf16): 16-byte stores from the f32 tile
   // (plain epilogue only: that is the path which stores whole blocks from the tile, vecStaged)
   cfg.wideOut16 = !directStore && !split && isPlainEpilogue(p.epilogue) && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
+  if (cfg.pairK && !pairable(p, cfg, split)) {
+    cfg.pairK = undefined;
+    cfg.pairRows = undefined;
+  }
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
     cfg.wideOut32 = false;
   }
   return cfg;
+}
+
+/**
+ * Where pair staging (CoopConfig.pairK) holds: whole tiles, one k-range (no split-K), an even
+ * number of k-tiles, and every paired operand's chunks split evenly over the threads (line mode:
+ * a thread's chunks in one k-tile of the pair; pairRows: each slot's rows in one k-tile).
+ */
+function pairable(p: NormalizedProblem, c: CoopConfig, split: boolean): boolean {
+  if (!c.aligned || split || c.peel || (c.prefetch ?? 1) !== 1 || p.k % (2 * c.bk) !== 0) return false;
+  const { bm, bn, threads } = coopTile(c);
+  const ops = [{ kContig: !p.transA, mn: bm, vw: c.vecA }, { kContig: !!p.transB, mn: bn, vw: c.vecB }];
+  if (!ops.some((o) => o.kContig) && !c.pairRows) return false;
+  return ops.every((o) => {
+    if (o.kContig) {
+      const perRow = (2 * c.bk) / o.vw;
+      const slots = (o.mn * perRow) / threads;
+      return c.pairK === "split" || (threads % perRow === 0 && Number.isInteger(slots) && (c.pairK === "line" || slots % 2 === 0));
+    }
+    const perRow = o.mn / o.vw;
+    return !c.pairRows || (threads % perRow === 0 && c.bk % (threads / perRow) === 0);
+  });
 }
 
 /** Whole tiles everywhere (and at least one k-tile): the unchecked staging loads are safe. */
@@ -353,6 +378,9 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     if (opts.kSeg2) {
       if (!cfg.aligned || p.k % 3 !== 0) throw new Error(`helios: internal error: matmul variant ${spec.name}: two-block operands need an aligned tile`);
       cfg.kSeg2 = true;
+      // a pair could straddle two blocks of K'
+      cfg.pairK = undefined;
+      cfg.pairRows = undefined;
       // the operands hold 2K of K' = 3K per row or block
       pv.strideA = (pv.strideA / 3) * 2;
       pv.strideB = (pv.strideB / 3) * 2;
