@@ -326,43 +326,57 @@ test("presplit f32: aligned inner tiles take two-block operands (a third less to
   assert.equal(edge.steps[0].desc.name, "mm_presplit_f32_bf16x4_lo2");
 });
 
-// Pair staging (CoopConfig.pairK): the K-contiguous operand is read two k-tiles per load; the
-// threads holding the second tile store it one k-tile later. Every layout where some operand is
-// K-contiguous (NN: A, NT: both, TT: B), several pairs, epilogues and batches, on whole tiles;
-// where it cannot hold (an odd k-tile count, edges, split-K, TN) the plain staging runs.
-test("pair staging (_kp): every layout, several pairs, epilogues, batches; the fallbacks", () => {
+// Pair staging (CoopConfig.pairK): where B is K-contiguous, the K-contiguous operands are read two
+// k-tiles per load; the threads holding the second tile store it one k-tile later. NT (both
+// operands paired), TT (B), B only, several pairs, epilogues and batches, on whole tiles; where it
+// does not apply (NN, TN, an odd k-tile count, edges, split-K) the plain staging runs.
+test("pair staging (_kp, _kpb): NT and TT, several pairs, epilogues, batches; where it does not apply", () => {
   const caps = { ...new InterpRuntime().info };
   const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
   const kp = "cm_128x256x32_w2x4_v128_s1_kp";
-  assert.match(name(kp, { m: 128, n: 256, k: 128, dtype: "f16" }), /_NN_v88_s1_lk_kp_al/);
   assert.match(name(kp, { m: 128, n: 256, k: 128, dtype: "f16", transB: true }), /_NT_v88_s1_lk_kp_al/);
   assert.match(name(kp, { m: 128, n: 256, k: 128, dtype: "f16", transA: true, transB: true }), /_TT_v88_s1_lk_kp_al/);
-  assert.doesNotMatch(name(kp, { m: 128, n: 256, k: 128, dtype: "f16", transA: true }), /_kp/);
-  assert.doesNotMatch(name(kp, { m: 128, n: 256, k: 96, dtype: "f16" }), /_kp/);
-  assert.doesNotMatch(name(kp, { m: 136, n: 256, k: 128, dtype: "f16" }), /_kp/);
-  assert.doesNotMatch(name(`${kp}_sk2`, { m: 128, n: 256, k: 4096, dtype: "f16" }), /_kp/);
+  assert.match(name("cm_128x128x32_w2x2_v128_s1_kpb", { m: 128, n: 256, k: 128, dtype: "f16", transB: true }), /_NT_v88_s1_lk_kpb_al/);
+  for (const p of [
+    { m: 128, n: 256, k: 128 }, { m: 128, n: 256, k: 128, transA: true }, { m: 128, n: 256, k: 96, transB: true },
+    { m: 136, n: 256, k: 128, transB: true },
+  ]) assert.equal(name(kp, { ...p, dtype: "f16" }), name("cm_128x256x32_w2x4_v128_s1", { ...p, dtype: "f16" }), JSON.stringify(p));
+  assert.doesNotMatch(name(`${kp}_sk2`, { m: 128, n: 256, k: 4096, dtype: "f16", transB: true }), /_kp/);
+  // the planner's default takes the pair-staged twin for B K-contiguous, the tuner races it only there
+  assert.match(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16", transB: true }, caps).variant, /_kp$/);
+  assert.doesNotMatch(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16" }, caps).variant, /_kp/);
   const rows = run([kp], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }], [
-    { name: "NN_128x256x192", problem: { m: 128, n: 256, k: 192 }, full: true },
+    { name: "NT_128x256x192", problem: { m: 128, n: 256, k: 192, transB: true }, full: true },
     { name: "NT_batched_res_128x256x64", problem: { m: 128, n: 256, k: 64, batch: 2, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
     { name: "TT_bias_gelu_256x256x128", problem: { m: 256, n: 256, k: 128, transA: true, transB: true, epilogue: { bias: true, act: "gelu" } }, full: true },
-    { name: "NN_odd_tiles_128x256x96", problem: { m: 128, n: 256, k: 96 }, full: true },
+    { name: "NT_odd_tiles_128x256x96", problem: { m: 128, n: 256, k: 96, transB: true }, full: true },
   ]);
   // f16 output rounding gives ~2e-4: a tile stored from the wrong half, twice or never is far above 1e-3
   for (const r of rows.filter((x) => x.mode !== "bf16")) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
-  // the swap exchange (line loads, chunks traded between partner lanes) on the 128×256 tile
-  const swap = run(["cm_128x256x32_w2x4_v128_s1_kpx"], [{ name: "f16", dtype: "f16" }], [
-    { name: "NN_128x256x192", problem: { m: 128, n: 256, k: 192 }, full: true },
+  const more = run(["cm_128x128x32_w2x2_v128_s1_kpb", "cm_256x256x32_w2x4_v128_s1_kp", "cm_256x256x32_w2x4_v128_s1_kpb"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NT_256x256x128", problem: { m: 256, n: 256, k: 128, transB: true }, full: true },
+  ]);
+  for (const r of more) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+});
+
+// Transposed staging of A (CoopConfig.stageAT): 8×8 blocks transposed across lanes with shuffles,
+// A staged as [k][m] and loaded column-major. NN and NT, several k-tiles, an epilogue, batches;
+// where it does not apply (TN, edges, K % 32) the plain staging runs.
+test("transposed staging of A (_ta): NN and NT, epilogue, batches; where it does not apply", () => {
+  const caps = { ...new InterpRuntime().info };
+  const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
+  const ta = "cm_128x256x32_w2x4_v128_s1_ta";
+  assert.match(name(ta, { m: 128, n: 256, k: 96, dtype: "f16" }), /_NN_v88_s1_lk_ta_al/);
+  for (const p of [{ m: 128, n: 256, k: 96, transA: true }, { m: 136, n: 256, k: 96 }, { m: 128, n: 256, k: 80 }]) {
+    assert.equal(name(ta, { ...p, dtype: "f16" }), name("cm_128x256x32_w2x4_v128_s1", { ...p, dtype: "f16" }), JSON.stringify(p));
+  }
+  const rows = run([ta], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }], [
+    { name: "NN_128x256x96", problem: { m: 128, n: 256, k: 96 }, full: true },
     { name: "NT_batched_bias_gelu_128x256x64", problem: { m: 128, n: 256, k: 64, batch: 2, transB: true, epilogue: { bias: true, act: "gelu" } }, full: true },
   ]);
-  for (const r of swap) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
-  assert.match(name("cm_128x256x32_w2x4_v128_s1_kpx", { m: 128, n: 256, k: 128, dtype: "f16" }), /_kpx_al/);
-  // every pair mode of the 256×256 f16-accumulation tile: line, swap, split, with the row operand paired
-  const big = run(["cm_256x256x32_w2x4_v128_s1_kp", "cm_256x256x32_w4x2_v128_s1_kp", "cm_256x256x32_w2x4_v128_s1_kpx", "cm_256x256x32_w2x4_v128_s1_kpxr",
-    "cm_256x256x32_w2x4_v128_s1_kpsr"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
-    { name: "NN_256x256x128", problem: { m: 256, n: 256, k: 128 }, full: true },
-  ]);
-  run(["cm_256x256x32_w2x4_v128_s1_kpxr"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
-    { name: "TN_256x256x64", problem: { m: 256, n: 256, k: 64, transA: true }, full: true },
+  for (const r of rows.filter((x) => x.mode !== "bf16")) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
+  const big = run(["cm_256x256x32_w2x4_v128_s1_ta"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NN_256x256x64", problem: { m: 256, n: 256, k: 64 }, full: true },
   ]);
   for (const r of big) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
 });

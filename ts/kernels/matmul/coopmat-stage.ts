@@ -44,6 +44,11 @@ export interface Stage {
    * bounds checks and no zero selects (fewer integer instructions per k-tile in the hot loop).
    */
   aligned?: boolean;
+  /**
+   * Transposed staging (CoopConfig.stageAT): the lane's row within its 8-lane group; each 8×8
+   * block of 16-bit values loaded by a group is transposed across its lanes before the store.
+   */
+  t8?: Expr;
   /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
   r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
 }
@@ -81,30 +86,13 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
 }
 
 /**
- * Pair staging (CoopConfig.pairK): an operand loads two k-tiles at once, every other k-tile, and
- * each chunk goes to the rows × cols stage (one k-tile) when its tile is next. `half` is the k-tile
- * of the pair a slot's chunk belongs to: one runtime value for all of a thread's slots, or a
- * compile-time number per slot.
+ * Slots of a K-contiguous operand staged two k-tiles per load (CoopConfig.pairK). `s` describes
+ * the pair (cols = 2·bk), so the lanes that share a row read its whole 128-byte line (bk 32, 16-bit
+ * data) in one load instruction instead of half of it per k-tile. A thread's chunks all fall in
+ * one k-tile of the pair (threads is a multiple of the chunks per pair row): `half`, 0 or 1. They
+ * go to the rows × (bk + PAD) stage when that k-tile is next, under a branch on `half`.
  */
-export interface PairSlots {
-  slots: Slot[];
-  half?: Expr;
-  slotHalf?: number[];
-  /**
-   * "swap" line mode: this thread's half and its partner lane's xor mask. Once a pair has loaded,
-   * partners trade one chunk per two slots so that even slots hold the first k-tile and odd slots
-   * the second (slotHalf), with no branch around the stores.
-   */
-  swap?: { half: Expr; mask: number };
-}
-
-/**
- * A K-contiguous operand, "line" mode: `s` describes the pair (cols = 2·bk), so the lanes that
- * share a row read its whole 128-byte line (bk 32, 16-bit data) in one load instruction instead of
- * half of it per k-tile. A thread's chunks all fall in one k-tile of the pair (threads is a
- * multiple of the chunks per pair row): a runtime half, stored under a branch.
- */
-export function pairLineSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
+export function pairSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; half: Expr } {
   const perRow = s.cols / s.vw;
   const bk = s.cols / 2;
   if (threads % perRow || (s.rows * perRow) % threads || !s.aligned) {
@@ -123,78 +111,57 @@ export function pairLineSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: nu
 }
 
 /**
- * A K-contiguous operand, "swap" mode: line-mode loads (whole lines per instruction), then the
- * exchange of PairSlots.swap. A slot pair (2i, 2i + 1) covers rows R and R + threads/perRow; after
- * the exchange the thread whose half is 0 holds both k-tiles of row R, its partner those of the
- * other row, so both slots of the pair store at that row.
+ * Slots of a K-contiguous tile (rows × 32, 128-bit chunks, whole tiles) staged transposed, as a
+ * 32 × (rows + PAD) `[k][row]` tile (CoopConfig.stageAT): each load instruction of a subgroup
+ * covers 8 rows × 32 k (lane l: row l % 8, chunk l / 8), so each 8-lane group holds an 8×8 block
+ * that transpose8 turns into 8 k-rows of 8 elements, stored as 16 bytes at [k][row0 .. row0 + 8].
  */
-export function pairSwapSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
-  const line = pairLineSlots(k, s, lid, threads, tag);
-  const half = line.half!;
-  const perRow = s.cols / s.vw;
-  const bk = s.cols / 2;
-  if (line.slots.length % 2) throw new Error(`coopmat: ${tag} swap pair staging needs an even slot count`);
-  const slots: Slot[] = [], slotHalf: number[] = [];
-  for (let i = 0; i < line.slots.length; i += 2) {
-    const sh = k.let(line.slots[i].shOff.add(half.mul((threads / perRow) * (bk + PAD))), `${tag}sw`);
-    slots.push({ ...line.slots[i], shOff: sh }, { ...line.slots[i + 1], shOff: sh });
-    slotHalf.push(0, 1);
+export function transposedSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; t8: Expr } {
+  if (s.cols !== 32 || s.vw !== 8 || !s.aligned || s.rows % 8 || (s.rows * 4) % threads || threads % 32) {
+    throw new Error(`coopmat: ${tag} transposed staging needs whole ${s.rows}x32 tiles of 128-bit chunks over ${threads} threads`);
   }
-  return { slots, slotHalf, swap: { half, mask: perRow / 2 } };
-}
-
-/** The exchange of a swap-mode pair (PairSlots.swap) on the registers just loaded. */
-export function swapPairs(k: KernelBuilder, regs: Var[], swap: NonNullable<PairSlots["swap"]>): void {
-  const first = k.let(swap.half.eq(0), "hz");
-  for (let i = 0; i < regs.length; i += 2) {
-    const [even, odd] = [read(regs[i]), read(regs[i + 1])];
-    const got = k.let(k.shuffleXor(select(first, odd, even), swap.mask), "sx");
-    regs[i].set(select(first, even, got));
-    regs[i + 1].set(select(first, got, odd));
+  const lane = k.let(lid.rem(32), `${tag}ln`);
+  const t8 = k.let(lane.rem(8), `${tag}t8`);
+  const c = k.let(lane.div(8).mul(8), `${tag}c`);
+  const warp = k.let(lid.div(32), `${tag}w`);
+  const warps = threads / 32;
+  const slots: Slot[] = [];
+  for (let it = 0; it < (s.rows * 4) / threads; it++) {
+    const r0 = k.let(warp.add(it * warps).mul(8), `${tag}r0`);
+    const r = k.let(r0.add(t8), `${tag}r`);
+    const gOff = k.let(r.mul(s.ld).add(c).div(8), `${tag}g`);
+    slots.push({ r, c, shOff: k.let(c.add(t8).mul(s.rows + PAD).add(r0), `${tag}sh`), gOff });
   }
+  return { slots, t8 };
 }
 
 /**
- * A K-contiguous operand, "split" mode: the one-tile slots (`s` describes one k-tile) twice, the
- * second set bk elements further along K; each load still reads half a line, but both halves of a
- * line are requested back to back, and each thread stores half of its chunks per k-tile.
+ * Transposes the 8×8 block of 16-bit values held by 8 consecutive lanes (lane i: row i, as the
+ * halves of a u32x4): three exchanges with lanes i^4, i^2, i^1, each swapping the off-diagonal
+ * 4×4, 2×2 and 1×1 sub-blocks, leave lane i with column i (element j = row j).
  */
-export function pairSplitSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
-  if (!s.aligned) throw new Error(`coopmat: ${tag} pair staging needs aligned tiles`);
-  const one = chunkSlots(k, s, lid, threads, tag);
-  const slots: Slot[] = [], slotHalf: number[] = [];
-  for (const sl of one) {
-    for (const h of [0, 1]) {
-      slots.push({ ...sl, gOff: h ? k.let(sl.gOff!.add(s.cols / s.vw), `${tag}g`) : sl.gOff });
-      slotHalf.push(h);
-    }
-  }
-  return { slots, slotHalf };
-}
-
-/**
- * An operand whose rows run along K (B in NN, A in TN/TT): `s` describes the pair (rows = 2·bk),
- * whose second k-tile is the second half of its rows; each slot's rows fall in one half when
- * bk is a multiple of the rows the threads cover per slot.
- */
-export function pairRowSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): PairSlots {
-  const perRow = s.cols / s.vw;
-  const bk = s.rows / 2;
-  const rowsPerSlot = threads / perRow;
-  if (threads % perRow || bk % rowsPerSlot || !s.aligned) {
-    throw new Error(`coopmat: ${tag} pair tile ${s.rows}x${s.cols} does not split over ${threads} threads (or is not aligned)`);
-  }
-  const slots: Slot[] = [], slotHalf: number[] = [];
-  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
-    const h = Math.floor((it * rowsPerSlot) / bk);
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
-    slots.push({ r, c, shOff: k.let(r.sub(h * bk).mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
-    slotHalf.push(h);
-  }
-  return { slots, slotHalf };
+export function transpose8(k: KernelBuilder, v0: Expr, i: Expr): Expr {
+  const bit = (m: number) => k.let(i.band(m).ne(0), "tb");
+  let v = k.let(v0, "tv");
+  // 4×4 blocks: words q <-> q ^ 2; words 0, 1 hold columns 0-3
+  const b2 = bit(4);
+  let r = k.let(k.shuffleXor(v.swz("zwxy"), 4), "tr");
+  v = k.let(vecOf("u32x4", select(b2, r.x, v.x), select(b2, r.y, v.y), select(b2, v.z, r.z), select(b2, v.w, r.w)), "tv");
+  // 2×2 blocks: words q <-> q ^ 1; words 0, 2 hold columns (0, 1) and (4, 5)
+  const b1 = bit(2);
+  r = k.let(k.shuffleXor(v.swz("yxwz"), 2), "tr");
+  v = k.let(vecOf("u32x4", select(b1, r.x, v.x), select(b1, v.y, r.y), select(b1, r.z, v.z), select(b1, v.w, r.w)), "tv");
+  // single elements: the two halves of each word swap
+  const b0 = bit(1);
+  const words = ["x", "y", "z", "w"].map((q) => k.let(v.swz(q), "tw"));
+  const rot = words.map((w) => w.shr(16).bor(w.shl(16)));
+  r = k.let(k.shuffleXor(vecOf("u32x4", ...rot), 1), "tr");
+  const lo = 0xffff, hi = 0xffff0000;
+  const mixed = words.map((w, q) => {
+    const g = r.swz("xyzw"[q]);
+    return select(b0, g.band(lo).bor(w.band(hi)), w.band(lo).bor(g.band(hi)));
+  });
+  return vecOf("u32x4", ...mixed);
 }
 
 /** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
@@ -241,7 +208,7 @@ export function loadChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[
 export function storeChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[], stageOff: Expr): void {
   slots.forEach((sl, n) => {
     const base = k.let(stageOff.add(sl.shOff), "so");
-    const v = read(regs[n]);
+    const v = s.t8 ? transpose8(k, read(regs[n]), s.t8) : read(regs[n]);
     if (s.vw === 8) {
       // offsets, row pitches (cols + PAD) and stage lengths are multiples of 8 halves
       s.sh.store(base.div(8), v);
@@ -283,10 +250,10 @@ export interface Operand {
   regs: Var[][];
   len: number;
   /**
-   * Pair staging: which k-tile of each loaded pair a slot's chunk belongs to; `at` then describes
-   * what one load covers at an even k-tile's origin.
+   * Pair staging: the k-tile of each loaded pair this thread's chunks belong to (pairSlots); `at`
+   * then describes the pair at an even k-tile's origin.
    */
-  pair?: Omit<PairSlots, "slots">;
+  half?: Expr;
 }
 
 export interface PipelineShape {
@@ -317,7 +284,7 @@ export interface PipelineShape {
 export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
   if (ps.aligned && ps.prefetch !== 1) throw new Error("coopmat: unchecked staging needs prefetch 1");
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
-  if (ops.some((o) => o.pair)) {
+  if (ops.some((o) => o.half)) {
     pairedPipeline(k, ps, ops, kBeg, nt, mma);
     return;
   }
@@ -351,8 +318,8 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
 /**
  * The k-loop with pair-staged operands (pairK; aligned, prefetch 1, nt even): it runs in pairs of
  * k-tiles. Before an even tile's multiply a pair operand loads nothing (the odd tile already waits
- * in registers); before an odd tile's it loads the next pair. After each multiply the chunks whose
- * half is the next tile's parity are stored.
+ * in the registers of the threads whose half is 1); before an odd tile's it loads the next pair.
+ * After each multiply the threads whose half is the next tile's parity store their chunks.
  */
 function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
   if (!ps.aligned || ps.prefetch !== 1 || ps.peel) throw new Error("coopmat: pair staging needs aligned tiles, prefetch 1 and no peel");
@@ -361,13 +328,8 @@ function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBe
   const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
   const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
   const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
-    const half = o.pair?.half, slotHalf = o.pair?.slotHalf;
-    if (o.pair?.swap && parity === 0) swapPairs(k, o.regs[0], o.pair.swap);
-    if (half) k.if(half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
-    else if (slotHalf) {
-      const mine = (_: unknown, i: number) => slotHalf[i] === parity;
-      storeChunks(k, o.at(at), o.slots.filter(mine), o.regs[0].filter(mine), off);
-    } else storeChunks(k, o.at(at), o.slots, o.regs[0], off);
+    if (o.half) k.if(o.half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
+    else storeChunks(k, o.at(at), o.slots, o.regs[0], off);
   };
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
   for (const o of ops) store(o, kBeg, lit("u32", 0), 0);
@@ -375,7 +337,7 @@ function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBe
   const step = (tile: Expr, u: 0 | 1) => {
     const next = k.let(tile.add(1), "tn");
     for (const o of ops) {
-      if (!o.pair) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
+      if (!o.half) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
       else if (u === 1) loadChunks(k, o.at(origin(next, true)), o.slots, o.regs[0], ps.regElem);
     }
     mma(ops.map((o) => stageOf(tile, o.len)));

@@ -24,7 +24,7 @@ import {
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import {
-  chunkRegs, chunkSlots, fragLoad, PAD, pairLineSlots, pairRowSlots, pairSplitSlots, pairSwapSlots, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
+  chunkRegs, chunkSlots, fragLoad, PAD, pairSlots, pipeline, transposedSlots, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
 import type { NormalizedProblem } from "./problem.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
@@ -118,17 +118,22 @@ export interface CoopConfig {
    */
   kSeg2?: boolean;
   /**
-   * Pair staging: operands load two k-tiles every other k-tile (coopmat-stage.ts). "line": each
-   * K-contiguous operand (A in NN/NT, B in NT/TT) as whole rows of 2·bk (128-byte lines at bk 32
-   * with 16-bit data; the second tile waits in registers of half the threads); "swap": line loads,
-   * then partner lanes trade chunks so every thread stores half of its chunks per k-tile, with no
-   * branch (coopmat-stage.ts pairSwapSlots); "split": the same
-   * two loads per chunk, half a line each, back to back. With pairRows the other operand (rows
-   * along K) loads its two k-tiles together too. Set by the planner only where it holds: aligned,
-   * no split-K, K % 2·bk == 0. Name tags `_kp` / `_kps`, `r` with pairRows.
+   * Pair staging where B is K-contiguous (NT, TT): the K-contiguous operands ("both": B and, in NT,
+   * A; "b": B only) load two k-tiles every other k-tile, each row's 2·bk elements (128 bytes at
+   * bk 32 with 16-bit data) as whole lines; the second tile waits in the registers of half the
+   * threads (coopmat-stage.ts pairSlots). H200 session 9: NT +7–10 %, TT +0–7 %; the same staging
+   * of A in NN loses 33 %, so the planner sets it only where B is K-contiguous, and only where it
+   * holds: aligned, no split-K, K % 2·bk == 0. Name tags `_kp` / `_kpb`.
    */
-  pairK?: "line" | "swap" | "split";
-  pairRows?: boolean;
+  pairK?: "both" | "b";
+  /**
+   * A K-contiguous (NN, NT) staged transposed, as a `[k][m]` tile loaded column-major the way TN
+   * loads it: 8×8 blocks transposed across lanes with subgroup shuffles between the global load
+   * and the shared store (coopmat-stage.ts transposedSlots). Probe of what A's row-major staging
+   * costs in NN (bench/MATMUL_NOTES.md, round 9). Planner: whole tiles, bk 32, 128-bit chunks.
+   * Name tag `_ta`.
+   */
+  stageAT?: boolean;
 }
 
 export const CM = 16;
@@ -144,7 +149,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `_kp${c.pairK === "split" ? "s" : c.pairK === "swap" ? "x" : ""}${c.pairRows ? "r" : ""}` : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `_kp${c.pairK === "b" ? "b" : ""}` : ""}${c.stageAT ? "_ta" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -153,7 +158,7 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   const { bm, bn } = coopTile(c);
   if (c.direct) return 4 * 256 * c.wm * c.wn;
   const copies = c.split3 ? 2 : 1;
-  const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
+  const a = p.transA || c.stageAT ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
   // epilogue tiles per subgroup: 1 KB of f32 (edge blocks, staged paths; not needed when every
   // block is whole and leaves by a direct or f16 store), 512 B of f16 (halfOut)
@@ -183,7 +188,9 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
   const pc = k.push(PUSH_FIELDS);
 
-  const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
+  // the shared A tile is [k][m] when A is transposed in memory or staged transposed
+  const aT = p.transA || !!c.stageAT;
+  const aRows = aT ? c.bk : bm, aCols = aT ? bm : c.bk;
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const stages = c.stages ?? 2;
@@ -341,10 +348,13 @@ interface StagedRefs {
 /** The k-loop of the shared-staged variants: tiles staged and pipelined by coopmat-stage.ts. */
 function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: StagedRefs): void {
   const { bm, bn, threads } = coopTile(c);
-  const aRows = p.transA ? c.bk : bm, aCols = p.transA ? bm : c.bk;
+  // aT: the shared A tile is [k][m] (A transposed in memory, or staged transposed: stageAT)
+  const aT = p.transA || !!c.stageAT;
+  const aRows = aT ? c.bk : bm, aCols = aT ? bm : c.bk;
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const al = !!c.aligned;
+  if (c.stageAT && (p.transA || c.pairK === "both")) throw new Error("coopmat: transposed staging is for a K-contiguous A without pair staging");
   if (c.kSeg2 && !al) throw new Error("coopmat: two-block presplit operands need aligned tiles");
   // kSeg2: the K extent of each block (K' / 3), the K-contiguous leading dim (2K), and each
   // operand's block per third of K' (A: hi, hi, lo; B: hi, lo, hi); bounds are never checked
@@ -352,39 +362,41 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
   const kLd = seg ? k.let(seg.mul(2), "kld") : r.k;
   const physA = (k0: Expr): Expr => (seg ? k.let(select(k0.ge(seg), k0.sub(seg), k0), "ka0") : k0);
   const physB = (k0: Expr): Expr => (seg ? k.let(select(k0.ge(seg.mul(2)), k0.sub(seg.mul(2)), k0), "kb0") : k0);
+  // stageAT: the lane's row in its 8-lane group (set by the slots below, read when storing)
+  let aT8: Expr | undefined;
   const mkA = (k0: Expr): Stage => p.transA
     ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: physA(k0), rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
-    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: physA(k0), cLimit: r.kEnd, ld: kLd, base: r.aBase };
+    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: bm, cols: c.bk, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: physA(k0), cLimit: r.kEnd, ld: kLd, base: r.aBase, t8: aT8 };
   const mkB = (k0: Expr): Stage => p.transB
     ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase }
     : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
-  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, kContig: boolean): Operand => {
-    // pair staging: `at` describes what one load covers at an even tile's origin (two k-tiles of
-    // a K-contiguous operand in line mode, 2·bk rows of the other one with pairRows)
-    const mode = !c.pairK ? undefined : kContig ? c.pairK : c.pairRows ? "rows" : undefined;
-    const at = mode === "line" || mode === "swap" ? (k0: Expr): Stage => ({ ...one(k0), cols: 2 * c.bk })
-      : mode === "rows" ? (k0: Expr): Stage => ({ ...one(k0), rows: 2 * c.bk }) : one;
+  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean): Operand => {
+    // a pair operand's loads describe two k-tiles (cols = 2·bk) at an even tile's origin
+    const at = pair ? (k0: Expr): Stage => ({ ...one(k0), cols: 2 * c.bk }) : one;
     const s0 = at(r.kBeg);
-    const paired = mode === "line" ? pairLineSlots(k, s0, r.lid, threads, tag)
-      : mode === "swap" ? pairSwapSlots(k, s0, r.lid, threads, tag)
-      : mode === "split" ? pairSplitSlots(k, s0, r.lid, threads, tag)
-      : mode === "rows" ? pairRowSlots(k, s0, r.lid, threads, tag) : undefined;
-    const slots = paired?.slots ?? chunkSlots(k, s0, r.lid, threads, tag);
+    const paired = pair ? pairSlots(k, s0, r.lid, threads, tag) : undefined;
+    let slots = paired?.slots;
+    if (!slots && tag === "a" && c.stageAT) {
+      const t = transposedSlots(k, s0, r.lid, threads, tag);
+      aT8 = t.t8;
+      slots = t.slots;
+    }
+    slots ??= chunkSlots(k, s0, r.lid, threads, tag);
     const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
-    return { at, slots, regs, len, pair: paired && { half: paired.half, slotHalf: paired.slotHalf, swap: paired.swap } };
+    return { at, slots, regs, len, half: paired?.half };
   };
-  const opA = operand(mkA, aLen, "a", !p.transA);
-  const opB = operand(mkB, bLen, "b", !!p.transB);
+  const opA = operand(mkA, aLen, "a", c.pairK === "both" && !p.transA);
+  const opB = operand(mkB, bLen, "b", !!c.pairK && !!p.transB);
   const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
     const a: Expr[] = [], aLo: Expr[] = [];
     const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));
     for (let i = 0; i < c.sm; i++) {
-      const idx = k.let(p.transA
+      const idx = k.let(aT
         ? curA.add(kq(CM * (aCols + PAD))).add(r.sgRow).add(i * CM)
         : curA.add(r.sgRow.add(i * CM).mul(aCols + PAD)).add(kq(CM)), "ai");
-      a.push(fragLoad(r.shA, c.vecA, r.tA, idx, aCols + PAD, p.transA ? "col" : "row"));
-      if (r.shALo) aLo.push(fragLoad(r.shALo, c.vecA, r.tA, idx, aCols + PAD, p.transA ? "col" : "row"));
+      a.push(fragLoad(r.shA, c.vecA, r.tA, idx, aCols + PAD, aT ? "col" : "row"));
+      if (r.shALo) aLo.push(fragLoad(r.shALo, c.vecA, r.tA, idx, aCols + PAD, aT ? "col" : "row"));
     }
     const b: Expr[] = [], bLo: Expr[] = [];
     for (let j = 0; j < c.sn; j++) {

@@ -233,7 +233,9 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // H100 session 5 (unchecked loads on whole tiles): the 4-subgroup single-stage 128×128 tile
     // beats cm_128x128x32_w2x4 on grids under one wave of 128×256 (2048³: 227 vs 182 TF/s)
     const medium = coopOk("cm_128x128x32_w2x2_v128_s1") ? "cm_128x128x32_w2x2_v128_s1" : "cm_128x128x32_w2x4";
-    base = variantByName(wgs256 >= units ? big : 2 * wgs128 >= units ? medium : "cm_64x64x32_w2x2");
+    const tile = wgs256 >= units ? big : 2 * wgs128 >= units ? medium : "cm_64x64x32_w2x2";
+    // B K-contiguous: the pair-staged twin (H200 session 9: +7-10 % on the NT training products)
+    base = variantByName(p.transB && VARIANTS.has(`${tile}_kp`) ? `${tile}_kp` : tile);
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
@@ -253,6 +255,8 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     const accurateF32 = (v.kind === "coop" && !!v.cfg.split3) || v.kind === "presplit";
     if (v.kind === "coop2" && !opts.includeCoop2) continue;
     if (v.kind === "presplit" && !presplit) continue;
+    // pair-staged tiles differ from their twins only where B is K-contiguous (CoopConfig.pairK)
+    if ((v.kind === "coop" && v.cfg.pairK && !p.transB) || (v.kind === "presplit" && v.inner.cfg.pairK)) continue;
     if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
     // more than 16 f32 accumulators per subgroup spill (see variants.ts)
@@ -310,10 +314,9 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // 16-bit outputs without an accumulator of their type (bf16): 16-byte stores from the f32 tile
   // (plain epilogue only: that is the path which stores whole blocks from the tile, vecStaged)
   cfg.wideOut16 = !directStore && !split && isPlainEpilogue(p.epilogue) && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
-  if (cfg.pairK && !pairable(p, cfg, split)) {
-    cfg.pairK = undefined;
-    cfg.pairRows = undefined;
-  }
+  if (cfg.pairK && !pairable(p, cfg, split)) cfg.pairK = undefined;
+  // transposed staging of A: K-contiguous A, whole 32-deep tiles of 128-bit chunks, not paired
+  if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK === "both" || !!cfg.split3)) cfg.stageAT = undefined;
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
@@ -323,24 +326,15 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
 }
 
 /**
- * Where pair staging (CoopConfig.pairK) holds: whole tiles, one k-range (no split-K), an even
- * number of k-tiles, and every paired operand's chunks split evenly over the threads (line mode:
- * a thread's chunks in one k-tile of the pair; pairRows: each slot's rows in one k-tile).
+ * Where pair staging (CoopConfig.pairK) holds and pays: B K-contiguous (transB), whole tiles, one
+ * k-range (no split-K), an even number of k-tiles, and each paired operand's pair rows split over
+ * the threads with a thread's chunks in one k-tile of the pair.
  */
 function pairable(p: NormalizedProblem, c: CoopConfig, split: boolean): boolean {
-  if (!c.aligned || split || c.peel || (c.prefetch ?? 1) !== 1 || p.k % (2 * c.bk) !== 0) return false;
+  if (!p.transB || !c.aligned || split || c.peel || (c.prefetch ?? 1) !== 1 || p.k % (2 * c.bk) !== 0) return false;
   const { bm, bn, threads } = coopTile(c);
-  const ops = [{ kContig: !p.transA, mn: bm, vw: c.vecA }, { kContig: !!p.transB, mn: bn, vw: c.vecB }];
-  if (!ops.some((o) => o.kContig) && !c.pairRows) return false;
-  return ops.every((o) => {
-    if (o.kContig) {
-      const perRow = (2 * c.bk) / o.vw;
-      const slots = (o.mn * perRow) / threads;
-      return c.pairK === "split" || (threads % perRow === 0 && Number.isInteger(slots) && (c.pairK === "line" || slots % 2 === 0));
-    }
-    const perRow = o.mn / o.vw;
-    return !c.pairRows || (threads % perRow === 0 && c.bk % (threads / perRow) === 0);
-  });
+  const fits = (rows: number, vw: number) => threads % ((2 * c.bk) / vw) === 0 && (rows * ((2 * c.bk) / vw)) % threads === 0;
+  return fits(bn, c.vecB) && (c.pairK !== "both" || p.transA || fits(bm, c.vecA));
 }
 
 /** Whole tiles everywhere (and at least one k-tile): the unchecked staging loads are safe. */
@@ -378,9 +372,9 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     if (opts.kSeg2) {
       if (!cfg.aligned || p.k % 3 !== 0) throw new Error(`helios: internal error: matmul variant ${spec.name}: two-block operands need an aligned tile`);
       cfg.kSeg2 = true;
+      cfg.stageAT = undefined;
       // a pair could straddle two blocks of K'
       cfg.pairK = undefined;
-      cfg.pairRows = undefined;
       // the operands hold 2K of K' = 3K per row or block
       pv.strideA = (pv.strideA / 3) * 2;
       pv.strideB = (pv.strideB / 3) * 2;
