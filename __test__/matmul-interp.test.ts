@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
-import { planMatmul, unsupported } from "../ts/kernels/matmul/plan.js";
+import { candidateVariants, planMatmul, unsupported } from "../ts/kernels/matmul/plan.js";
 import { normalize } from "../ts/kernels/matmul/problem.js";
 import type { MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
@@ -326,35 +326,39 @@ test("presplit f32: aligned inner tiles take two-block operands (a third less to
   assert.equal(edge.steps[0].desc.name, "mm_presplit_f32_bf16x4_lo2");
 });
 
-// Pair staging (CoopConfig.pairK): where B is K-contiguous, the K-contiguous operands are read two
-// k-tiles per load; the threads holding the second tile store it one k-tile later. NT (both
-// operands paired), TT (B), B only, several pairs, epilogues and batches, on whole tiles; where it
-// does not apply (NN, TN, an odd k-tile count, edges, split-K) the plain staging runs.
-test("pair staging (_kp, _kpb): NT and TT, several pairs, epilogues, batches; where it does not apply", () => {
+// Pair staging (CoopConfig.pairK): the K-contiguous operands are read two k-tiles per load; the
+// threads holding the second tile store it one k-tile later. NN (A paired), NT (both), TT (B),
+// several pairs, epilogues and batches, on whole tiles; where it does not apply (TN, an odd k-tile
+// count, edges, split-K) the plain staging runs.
+test("pair staging (_kp): NN, NT and TT, several pairs, epilogues, batches; where it does not apply", () => {
   const caps = { ...new InterpRuntime().info };
   const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
   const kp = "cm_128x256x32_w2x4_v128_s1_kp";
+  assert.match(name(kp, { m: 128, n: 256, k: 128, dtype: "f16" }), /_NN_v88_s1_lk_kp_al/);
   assert.match(name(kp, { m: 128, n: 256, k: 128, dtype: "f16", transB: true }), /_NT_v88_s1_lk_kp_al/);
   assert.match(name(kp, { m: 128, n: 256, k: 128, dtype: "f16", transA: true, transB: true }), /_TT_v88_s1_lk_kp_al/);
-  assert.match(name("cm_128x128x32_w2x2_v128_s1_kpb", { m: 128, n: 256, k: 128, dtype: "f16", transB: true }), /_NT_v88_s1_lk_kpb_al/);
-  for (const p of [
-    { m: 128, n: 256, k: 128 }, { m: 128, n: 256, k: 128, transA: true }, { m: 128, n: 256, k: 96, transB: true },
-    { m: 136, n: 256, k: 128, transB: true },
-  ]) assert.equal(name(kp, { ...p, dtype: "f16" }), name("cm_128x256x32_w2x4_v128_s1", { ...p, dtype: "f16" }), JSON.stringify(p));
+  for (const p of [{ m: 128, n: 256, k: 128, transA: true }, { m: 128, n: 256, k: 96, transB: true }, { m: 136, n: 256, k: 128, transB: true }]) {
+    assert.equal(name(kp, { ...p, dtype: "f16" }), name("cm_128x256x32_w2x4_v128_s1", { ...p, dtype: "f16" }), JSON.stringify(p));
+  }
   assert.doesNotMatch(name(`${kp}_sk2`, { m: 128, n: 256, k: 4096, dtype: "f16", transB: true }), /_kp/);
-  // the planner's default takes the pair-staged twin for B K-contiguous, the tuner races it only there
+  // the planner's default takes the pair-staged twin where B is K-contiguous; the tuner races the
+  // twins wherever an operand is K-contiguous (not in TN, where they are the plain kernels)
   assert.match(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16", transB: true }, caps).variant, /_kp$/);
   assert.doesNotMatch(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16" }, caps).variant, /_kp/);
+  const cands = (p: MatmulProblem) => candidateVariants(normalize(p), caps).map((v) => v.name);
+  assert.ok(cands({ m: 4096, n: 4096, k: 4096, dtype: "f16" }).includes(kp));
+  assert.ok(!cands({ m: 4096, n: 4096, k: 4096, dtype: "f16", transA: true }).includes(kp));
   const rows = run([kp], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }], [
-    { name: "NT_128x256x192", problem: { m: 128, n: 256, k: 192, transB: true }, full: true },
+    { name: "NN_128x256x192", problem: { m: 128, n: 256, k: 192 }, full: true },
     { name: "NT_batched_res_128x256x64", problem: { m: 128, n: 256, k: 64, batch: 2, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
     { name: "TT_bias_gelu_256x256x128", problem: { m: 256, n: 256, k: 128, transA: true, transB: true, epilogue: { bias: true, act: "gelu" } }, full: true },
     { name: "NT_odd_tiles_128x256x96", problem: { m: 128, n: 256, k: 96, transB: true }, full: true },
   ]);
   // f16 output rounding gives ~2e-4: a tile stored from the wrong half, twice or never is far above 1e-3
   for (const r of rows.filter((x) => x.mode !== "bf16")) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
-  const more = run(["cm_128x128x32_w2x2_v128_s1_kpb", "cm_256x256x32_w2x4_v128_s1_kp", "cm_256x256x32_w2x4_v128_s1_kpb"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+  const more = run(["cm_128x128x32_w2x2_v128_s1_kp", "cm_256x256x32_w2x4_v128_s1_kp"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
     { name: "NT_256x256x128", problem: { m: 256, n: 256, k: 128, transB: true }, full: true },
+    { name: "NN_batched_256x256x64", problem: { m: 256, n: 256, k: 64, batch: 2 }, full: true },
   ]);
   for (const r of more) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
 });
@@ -379,4 +383,17 @@ test("transposed staging of A (_ta): NN and NT, epilogue, batches; where it does
     { name: "NN_256x256x64", problem: { m: 256, n: 256, k: 64 }, full: true },
   ]);
   for (const r of big) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+});
+
+// Spread chunk order (CoopConfig.spread): the K-contiguous tiles' chunks are assigned to lanes
+// row-first; every chunk must still be loaded once. NN, NT, TT on whole tiles and on edge tiles
+// (bounds-checked loads, zero fill), an epilogue, batches.
+test("spread chunk order (_sp): every layout, whole and edge tiles", () => {
+  const rows = run(["cm_128x256x32_w2x4_v128_s1_sp", "cm_128x128x32_w2x2_v128_s1_sp"], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NN_128x256x96", problem: { m: 128, n: 256, k: 96 }, full: true },
+    { name: "NT_batched_bias_gelu_128x256x64", problem: { m: 128, n: 256, k: 64, batch: 2, transB: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "TT_edges_136x264x88", problem: { m: 136, n: 264, k: 88, transA: true, transB: true }, full: true },
+    { name: "NN_edges_136x264x88", problem: { m: 136, n: 264, k: 88 }, full: true },
+  ]);
+  for (const r of rows) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
 });

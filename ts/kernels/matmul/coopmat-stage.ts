@@ -45,6 +45,11 @@ export interface Stage {
    */
   aligned?: boolean;
   /**
+   * Spread chunk order (CoopConfig.spread): consecutive lanes take consecutive rows, so each 8-lane
+   * phase of a 128-bit shared store writes one chunk of 8 rows (see chunkSlots).
+   */
+  spread?: boolean;
+  /**
    * Transposed staging (CoopConfig.stageAT): the lane's row within its 8-lane group; each 8×8
    * block of 16-bit values loaded by a group is transposed across its lanes before the store.
    */
@@ -74,6 +79,8 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
   const perRow = s.cols / s.vw;
   const total = s.rows * perRow;
   if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
+  const rpw = 32 / perRow;
+  if (s.spread && perRow < 8 && Number.isInteger(rpw) && threads % 32 === 0 && s.rows % rpw === 0) return spreadSlots(k, s, lid, threads, tag);
   const out: Slot[] = [];
   for (let it = 0; it < total / threads; it++) {
     const q = k.let(lid.add(it * threads), `${tag}q`);
@@ -162,6 +169,30 @@ export function transpose8(k: KernelBuilder, v0: Expr, i: Expr): Expr {
     return select(b0, g.band(lo).bor(w.band(hi)), w.band(lo).bor(g.band(hi)));
   });
   return vecOf("u32x4", ...mixed);
+}
+
+/**
+ * chunkSlots for short rows (fewer than 8 chunks: the K-contiguous tiles) in spread order: a
+ * subgroup's load covers 32 / perRow whole rows as before, but lane l takes row l % (32 / perRow)
+ * and chunk l / (32 / perRow). A 128-bit shared store is served 8 lanes at a time; in row order
+ * those 8 lanes write two 64-byte row segments whose banks overlap at an 80-byte pitch (a 2-way
+ * conflict), in spread order one chunk of 8 rows, in distinct banks whenever pitch / 16 is odd.
+ */
+function spreadSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): Slot[] {
+  const perRow = s.cols / s.vw;
+  const rpw = 32 / perRow;
+  const lane = k.let(lid.rem(32), `${tag}ln`);
+  const warp = k.let(lid.div(32), `${tag}w`);
+  const rIn = k.let(lane.rem(rpw), `${tag}ri`);
+  const c = k.let(lane.div(rpw).mul(s.vw), `${tag}c`);
+  const warps = threads / 32;
+  const out: Slot[] = [];
+  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
+    const r = k.let(warp.add(it * warps).mul(rpw).add(rIn), `${tag}r`);
+    const gOff = s.aligned ? k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`) : undefined;
+    out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
+  }
+  return out;
 }
 
 /** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
@@ -331,8 +362,11 @@ function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBe
     if (o.half) k.if(o.half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
     else storeChunks(k, o.at(at), o.slots, o.regs[0], off);
   };
+  // the branches around pair stores go last: plain shared stores after such a branch cost a third
+  // of the k-loop's throughput (H200 session 9, runs 8-9: 264 → 392 TF/s)
+  const storeOrder = [...ops.filter((o) => !o.half), ...ops.filter((o) => o.half)];
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
-  for (const o of ops) store(o, kBeg, lit("u32", 0), 0);
+  for (const o of storeOrder) store(o, kBeg, lit("u32", 0), 0);
   k.barrier();
   const step = (tile: Expr, u: 0 | 1) => {
     const next = k.let(tile.add(1), "tn");
@@ -342,7 +376,7 @@ function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBe
     }
     mma(ops.map((o) => stageOf(tile, o.len)));
     if (ps.stages === 1) k.barrier();
-    for (const o of ops) store(o, kBeg, stageOf(next, o.len), 1 - u);
+    for (const o of storeOrder) store(o, kBeg, stageOf(next, o.len), 1 - u);
     k.barrier();
   };
   k.for(0, nt, (t) => {

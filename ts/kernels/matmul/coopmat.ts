@@ -118,14 +118,14 @@ export interface CoopConfig {
    */
   kSeg2?: boolean;
   /**
-   * Pair staging where B is K-contiguous (NT, TT): the K-contiguous operands ("both": B and, in NT,
-   * A; "b": B only) load two k-tiles every other k-tile, each row's 2·bk elements (128 bytes at
-   * bk 32 with 16-bit data) as whole lines; the second tile waits in the registers of half the
-   * threads (coopmat-stage.ts pairSlots). H200 session 9: NT +7–10 %, TT +0–7 %; the same staging
-   * of A in NN loses 33 %, so the planner sets it only where B is K-contiguous, and only where it
-   * holds: aligned, no split-K, K % 2·bk == 0. Name tags `_kp` / `_kpb`.
+   * Pair staging: the K-contiguous operands (A in NN/NT, B in NT/TT) load two k-tiles every other
+   * k-tile, each row's 2·bk elements (128 bytes at bk 32 with 16-bit data) as whole lines, so each
+   * 8-lane group of a 128-bit load reads one line instead of two halves; the second tile waits in
+   * the registers of half the threads (coopmat-stage.ts pairSlots). H200 session 9: NT +7–18 %,
+   * NN and TT +0–5 %. Set by the planner only where it holds: aligned, no split-K, K % 2·bk == 0,
+   * some operand K-contiguous. Name tag `_kp`.
    */
-  pairK?: "both" | "b";
+  pairK?: boolean;
   /**
    * A K-contiguous (NN, NT) staged transposed, as a `[k][m]` tile loaded column-major the way TN
    * loads it: 8×8 blocks transposed across lanes with subgroup shuffles between the global load
@@ -134,6 +134,11 @@ export interface CoopConfig {
    * Name tag `_ta`.
    */
   stageAT?: boolean;
+  /**
+   * K-contiguous tiles staged in spread chunk order (coopmat-stage.ts spreadSlots): conflict-free
+   * 128-bit shared stores where row order has 2-way bank conflicts. Name tag `_sp`.
+   */
+  spread?: boolean;
 }
 
 export const CM = 16;
@@ -149,7 +154,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `_kp${c.pairK === "b" ? "b" : ""}` : ""}${c.stageAT ? "_ta" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? "_kp" : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -354,7 +359,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const al = !!c.aligned;
-  if (c.stageAT && (p.transA || c.pairK === "both")) throw new Error("coopmat: transposed staging is for a K-contiguous A without pair staging");
+  if (c.stageAT && (p.transA || c.pairK)) throw new Error("coopmat: transposed staging is for a K-contiguous A without pair staging");
   if (c.kSeg2 && !al) throw new Error("coopmat: two-block presplit operands need aligned tiles");
   // kSeg2: the K extent of each block (K' / 3), the K-contiguous leading dim (2K), and each
   // operand's block per third of K' (A: hi, hi, lo; B: hi, lo, hi); bounds are never checked
@@ -366,9 +371,9 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
   let aT8: Expr | undefined;
   const mkA = (k0: Expr): Stage => p.transA
     ? { buf: r.A, sh: r.shA, shLo: r.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: physA(k0), rLimit: r.kEnd, c0: r.row0, cLimit: r.m, ld: r.m, base: r.aBase }
-    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: bm, cols: c.bk, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: physA(k0), cLimit: r.kEnd, ld: kLd, base: r.aBase, t8: aT8 };
+    : { buf: r.A, sh: r.shA, shLo: r.shALo, rows: bm, cols: c.bk, vw: c.vecA, aligned: al, r0: r.row0, rLimit: r.m, c0: physA(k0), cLimit: r.kEnd, ld: kLd, base: r.aBase, t8: aT8, spread: c.spread };
   const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase }
+    ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase, spread: c.spread }
     : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
   const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean): Operand => {
@@ -386,7 +391,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
     return { at, slots, regs, len, half: paired?.half };
   };
-  const opA = operand(mkA, aLen, "a", c.pairK === "both" && !p.transA);
+  const opA = operand(mkA, aLen, "a", !!c.pairK && !p.transA);
   const opB = operand(mkB, bLen, "b", !!c.pairK && !!p.transB);
   const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
     const a: Expr[] = [], aLo: Expr[] = [];

@@ -234,7 +234,8 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // beats cm_128x128x32_w2x4 on grids under one wave of 128×256 (2048³: 227 vs 182 TF/s)
     const medium = coopOk("cm_128x128x32_w2x2_v128_s1") ? "cm_128x128x32_w2x2_v128_s1" : "cm_128x128x32_w2x4";
     const tile = wgs256 >= units ? big : 2 * wgs128 >= units ? medium : "cm_64x64x32_w2x2";
-    // B K-contiguous: the pair-staged twin (H200 session 9: +7-10 % on the NT training products)
+    // B K-contiguous: the pair-staged twin (H200 session 9: +7-18 % on NT products; NN is neutral
+    // for these tiles, -2 to +4 %, so the tuner decides there)
     base = variantByName(p.transB && VARIANTS.has(`${tile}_kp`) ? `${tile}_kp` : tile);
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
@@ -255,8 +256,8 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     const accurateF32 = (v.kind === "coop" && !!v.cfg.split3) || v.kind === "presplit";
     if (v.kind === "coop2" && !opts.includeCoop2) continue;
     if (v.kind === "presplit" && !presplit) continue;
-    // pair-staged tiles differ from their twins only where B is K-contiguous (CoopConfig.pairK)
-    if ((v.kind === "coop" && v.cfg.pairK && !p.transB) || (v.kind === "presplit" && v.inner.cfg.pairK)) continue;
+    // pair-staged tiles differ from their twins only where an operand is K-contiguous
+    if ((v.kind === "coop" && v.cfg.pairK && !hasKContiguous(p)) || (v.kind === "presplit" && v.inner.cfg.pairK)) continue;
     if (v.kind !== "simt" && !coop && !accurateF32) continue;
     if (unsupported(v, p, caps)) continue;
     // more than 16 f32 accumulators per subgroup spill (see variants.ts)
@@ -316,7 +317,7 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   cfg.wideOut16 = !directStore && !split && isPlainEpilogue(p.epilogue) && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
   if (cfg.pairK && !pairable(p, cfg, split)) cfg.pairK = undefined;
   // transposed staging of A: K-contiguous A, whole 32-deep tiles of 128-bit chunks, not paired
-  if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK === "both" || !!cfg.split3)) cfg.stageAT = undefined;
+  if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK || !!cfg.split3)) cfg.stageAT = undefined;
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
@@ -326,15 +327,20 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
 }
 
 /**
- * Where pair staging (CoopConfig.pairK) holds and pays: B K-contiguous (transB), whole tiles, one
- * k-range (no split-K), an even number of k-tiles, and each paired operand's pair rows split over
+ * Where pair staging (CoopConfig.pairK) holds: some operand K-contiguous, whole tiles, one k-range
+ * (no split-K), an even number of k-tiles, and each K-contiguous operand's pair rows split over
  * the threads with a thread's chunks in one k-tile of the pair.
  */
 function pairable(p: NormalizedProblem, c: CoopConfig, split: boolean): boolean {
-  if (!p.transB || !c.aligned || split || c.peel || (c.prefetch ?? 1) !== 1 || p.k % (2 * c.bk) !== 0) return false;
+  if (!hasKContiguous(p) || !c.aligned || split || c.peel || (c.prefetch ?? 1) !== 1 || p.k % (2 * c.bk) !== 0) return false;
   const { bm, bn, threads } = coopTile(c);
   const fits = (rows: number, vw: number) => threads % ((2 * c.bk) / vw) === 0 && (rows * ((2 * c.bk) / vw)) % threads === 0;
-  return fits(bn, c.vecB) && (c.pairK !== "both" || p.transA || fits(bm, c.vecA));
+  return (p.transA || fits(bm, c.vecA)) && (!p.transB || fits(bn, c.vecB));
+}
+
+/** An operand whose rows run along K: A in NN/NT, B in NT/TT. */
+function hasKContiguous(p: { transA?: boolean; transB?: boolean }): boolean {
+  return !p.transA || !!p.transB;
 }
 
 /** Whole tiles everywhere (and at least one k-tile): the unchecked staging loads are safe. */

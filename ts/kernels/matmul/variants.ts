@@ -76,17 +76,20 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // the 256×256 f16-acc tile with 128×64 per subgroup: 4 B fragments (row-major B, loaded
   // transposed) and 8 A per k-step instead of 8 B and 4 A
   ["cm_256x256x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
-  // _kp: where B is K-contiguous (NT, TT), the K-contiguous operands load two k-tiles at a time,
-  // whole 128-byte lines (CoopConfig.pairK; H200 session 9 runs 1–4); _kpb pairs B only. The
-  // 256×256 one for f16 accumulation (32 accumulators per subgroup)
-  ["cm_128x128x32_w2x2_v128_s1_kp", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: "both" }], // 23040
-  ["cm_128x128x32_w2x2_v128_s1_kpb", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: "b" }], // 23040
-  ["cm_128x256x32_w2x4_v128_s1_kp", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: "both" }], // 35328
-  ["cm_256x256x32_w2x4_v128_s1_kp", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: "both" }], // 45568
-  ["cm_256x256x32_w2x4_v128_s1_kpb", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: "b" }], // 45568
+  // _kp: the K-contiguous operands load two k-tiles at a time, whole 128-byte lines
+  // (CoopConfig.pairK; H200 session 9 runs 1–10). The 256×256 one for f16 accumulation (32
+  // accumulators per subgroup)
+  ["cm_128x128x32_w2x2_v128_s1_kp", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true }], // 23040
+  ["cm_128x256x32_w2x4_v128_s1_kp", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true }], // 35328
+  ["cm_256x256x32_w2x4_v128_s1_kp", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true }], // 45568
   // _ta: A staged transposed ([k][m], loaded as TN loads it; CoopConfig.stageAT), a probe
   ["cm_256x256x32_w2x4_v128_s1_ta", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, stageAT: true }], // 43520
   ["cm_128x256x32_w2x4_v128_s1_ta", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, stageAT: true }],
+  // _sp: K-contiguous tiles stored to shared memory in spread chunk order (CoopConfig.spread), a probe
+  ["cm_256x256x32_w2x4_v128_s1_sp", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, spread: true }], // 45568
+  ["cm_256x256x32_w4x2_v128_s1_sp", { wm: 4, wn: 2, sm: 4, sn: 8, bk: 32, wide: true, stages: 1, loopK: true, spread: true }], // 45568
+  ["cm_128x256x32_w2x4_v128_s1_sp", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, spread: true }], // 35328
+  ["cm_128x128x32_w2x2_v128_s1_sp", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, spread: true }], // 23040
   // Two (or three) workgroups per SM: every tile above runs one 256-thread workgroup per SM (H100
   // run 15: 188-255 registers × 256 threads fill the 64K register file), so its 8 warps all wait at
   // the same barriers. 128×128 with 4 subgroups of 4×4 (64×64 each, CUTLASS's 128×128 warp layout)
@@ -154,9 +157,9 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   // session 8 probes of the f16-acc 256×256 tile (H200 runs 1, 3): 16 subgroups 2.5 % slower than
   // 8, 128×64 per subgroup 1.3 % faster — neither worth a tuning candidate
   "cm_256x256x32_w4x4_v128_s1", "cm_256x256x32_w2x4_v128_s1",
-  // session 9: pair-staging probes (B only), raced only once they win
-  "cm_128x128x32_w2x2_v128_s1_kpb", "cm_256x256x32_w2x4_v128_s1_kpb",
+  // session 9 probes: A staged transposed (_ta), spread chunk order (_sp); both slower everywhere
   "cm_256x256x32_w2x4_v128_s1_ta", "cm_128x256x32_w2x4_v128_s1_ta",
+  "cm_256x256x32_w2x4_v128_s1_sp", "cm_256x256x32_w4x2_v128_s1_sp", "cm_128x256x32_w2x4_v128_s1_sp", "cm_128x128x32_w2x2_v128_s1_sp",
   // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
   // (4 subgroups, 244 registers, 23 KB shared: 249 TF/s f16 at 8192³, 256 with f16 accumulation,
   // 236 at 4096³ f16-acc); the others lost to it
