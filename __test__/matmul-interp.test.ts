@@ -343,11 +343,13 @@ test("pair staging (_kp): NN, NT and TT, several pairs, epilogues, batches; wher
   assert.doesNotMatch(name(`${kp}_sk2`, { m: 128, n: 256, k: 4096, dtype: "f16", transB: true }), /_kp/);
   // the planner's default takes the pair-staged twin where B is K-contiguous; the tuner races the
   // twins wherever an operand is K-contiguous (not in TN, where they are the plain kernels)
-  assert.match(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16", transB: true }, caps).variant, /_kp$/);
+  assert.match(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16", transB: true }, caps).variant, /_kpa$/);
   assert.doesNotMatch(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16" }, caps).variant, /_kp/);
   const cands = (p: MatmulProblem) => candidateVariants(normalize(p), caps).map((v) => v.name);
-  assert.ok(cands({ m: 4096, n: 4096, k: 4096, dtype: "f16" }).includes(kp));
-  assert.ok(!cands({ m: 4096, n: 4096, k: 4096, dtype: "f16", transA: true }).includes(kp));
+  for (const v of ["cm_128x256x32_w2x4_v128_s1_kpa", "cm_128x256x32_w2x4_v128_s1_kpr"]) {
+    assert.ok(cands({ m: 4096, n: 4096, k: 4096, dtype: "f16" }).includes(v), v);
+    assert.ok(!cands({ m: 4096, n: 4096, k: 4096, dtype: "f16", transA: true }).includes(v), v);
+  }
   const rows = run([kp], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }], [
     { name: "NN_128x256x192", problem: { m: 128, n: 256, k: 192 }, full: true },
     { name: "NT_batched_res_128x256x64", problem: { m: 128, n: 256, k: 64, batch: 2, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
@@ -396,4 +398,25 @@ test("spread chunk order (_sp): every layout, whole and edge tiles", () => {
     { name: "NN_edges_136x264x88", problem: { m: 136, n: 264, k: 88 }, full: true },
   ]);
   for (const r of rows) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
+});
+
+// The rotated pair form (CoopConfig.pairRot): odd slots take the other half of each line and
+// rows xor 4; every lane stores one chunk of each slot pair per k-tile by select.
+test("rotated pair staging (_kpr) and row pairs (_kpa): NN, NT, TT, several pairs, epilogue, batches", () => {
+  const caps = { ...new InterpRuntime().info };
+  const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
+  assert.match(name("cm_128x256x32_w2x4_v128_s1_kpr", { m: 128, n: 256, k: 128, dtype: "f16" }), /_NN_v88_s1_lk_kpr_al/);
+  // f32 inputs staged through f32x4 chunks: the branch form instead
+  assert.match(name("cm_128x256x32_w2x4_v128_s1_kpr", { m: 128, n: 256, k: 128, dtype: "f32", transB: true }), /_v44_s1_lk_kp_al/);
+  const rows = run(["cm_128x256x32_w2x4_v128_s1_kpr", "cm_128x256x32_w2x4_v128_s1_kpa"], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NN_128x256x192", problem: { m: 128, n: 256, k: 192 }, full: true },
+    { name: "NT_batched_bias_gelu_128x256x64", problem: { m: 128, n: 256, k: 64, batch: 2, transB: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "TT_256x256x128", problem: { m: 256, n: 256, k: 128, transA: true, transB: true }, full: true },
+  ]);
+  for (const r of rows) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
+  const big = run(["cm_256x256x32_w2x4_v128_s1_kpr", "cm_256x256x32_w2x4_v128_s1_kpa", "cm_128x128x32_w2x2_v128_s1_kpa"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NN_256x256x128", problem: { m: 256, n: 256, k: 128 }, full: true },
+    { name: "TT_256x256x64", problem: { m: 256, n: 256, k: 64, transA: true, transB: true }, full: true },
+  ]);
+  for (const r of big) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
 });

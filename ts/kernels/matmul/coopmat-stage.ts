@@ -195,6 +195,74 @@ function spreadSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag
   return out;
 }
 
+/**
+ * Rotated pair staging (CoopConfig.pairRot): whole-line loads as in pairSlots, but in each odd slot
+ * the lanes of a row take the other half of the line (chunk + perRow/2), so every lane holds one
+ * chunk of each k-tile per slot pair and stores one per k-tile: all lanes active, no branch. The
+ * odd slot's rows are the even slot's block + rows/2 with the row index xor 4, so the two 64-byte
+ * segments an 8-lane group stores are 4 rows (mod 8) apart: distinct banks at an 80-byte pitch.
+ */
+export function pairRotSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; half: Expr } {
+  const perRow = s.cols / s.vw;
+  const bk = s.cols / 2;
+  const rps = threads / perRow;
+  const n = (s.rows * perRow) / threads;
+  if (threads % perRow || (s.rows * perRow) % threads || n % 2 || rps % 8 || s.vw !== 8 || !s.aligned) {
+    throw new Error(`coopmat: ${tag} rotated pair tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
+  }
+  const x = k.let(lid.div(perRow), `${tag}x`);
+  const cl = k.let(lid.rem(perRow), `${tag}cl`);
+  const half = k.let(cl.div(perRow / 2), `${tag}half`);
+  const inHalf = k.let(cl.rem(perRow / 2).mul(s.vw), `${tag}ih`);
+  const xr = k.let(x.bxor(4), `${tag}xr`);
+  const cOdd = k.let(cl.add(perRow / 2).rem(perRow).mul(s.vw), `${tag}co`);
+  const cEven = k.let(cl.mul(s.vw), `${tag}ce`);
+  const slots: Slot[] = [];
+  for (let it = 0; it < n; it++) {
+    const odd = it % 2 === 1;
+    const r = k.let((odd ? xr : x).add(it * rps), `${tag}r`);
+    const c = odd ? cOdd : cEven;
+    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
+    slots.push({ r, c, shOff: k.let(r.mul(bk + PAD).add(inHalf), `${tag}sh`), gOff });
+  }
+  return { slots, half };
+}
+
+/**
+ * Pair staging of an operand whose rows run along K (B in NN, A in TT; CoopConfig.pairRows): `s`
+ * describes the pair (rows = 2·bk), whose second k-tile is the second half of its rows. Each slot's
+ * rows fall in one k-tile when bk is a multiple of the rows one slot covers: `slotHalf`, a
+ * compile-time k-tile per slot, so its stores need neither a branch nor a select.
+ */
+export function pairRowSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; slotHalf: number[] } {
+  const perRow = s.cols / s.vw;
+  const bk = s.rows / 2;
+  const rowsPerSlot = threads / perRow;
+  if (threads % perRow || bk % rowsPerSlot || !s.aligned) {
+    throw new Error(`coopmat: ${tag} row-pair tile ${s.rows}x${s.cols} does not split over ${threads} threads (or is not aligned)`);
+  }
+  const slots: Slot[] = [], slotHalf: number[] = [];
+  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
+    const h = Math.floor((it * rowsPerSlot) / bk);
+    const q = k.let(lid.add(it * threads), `${tag}q`);
+    const r = k.let(q.div(perRow), `${tag}r`);
+    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
+    slots.push({ r, c, shOff: k.let(r.sub(h * bk).mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
+    slotHalf.push(h);
+  }
+  return { slots, slotHalf };
+}
+
+/** Stores a rotated pair operand's chunks of the k-tile with the given parity (pairRotSlots). */
+function storeRotated(k: KernelBuilder, sh: Shared, o: Operand, stageOff: Expr, parity: number): void {
+  const even = k.let(o.half!.eq(parity), "hp");
+  for (let i = 0; i < o.slots.length; i += 2) {
+    const at = k.let(stageOff.add(select(even, o.slots[i].shOff, o.slots[i + 1].shOff)), "so");
+    sh.store(at.div(8), select(even, read(o.regs[0][i]), read(o.regs[0][i + 1])));
+  }
+}
+
 /** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
 export function chunkRegs(k: KernelBuilder, s: Stage, slots: Slot[], elem: ValueType, tag: string): Var[] {
   const t = (s.vw === 8 ? "u32x4" : s.vw === 4 ? `${elem}x4` : elem) as ValueType;
@@ -285,6 +353,14 @@ export interface Operand {
    * then describes the pair at an even k-tile's origin.
    */
   half?: Expr;
+  /**
+   * Rotated pair staging (pairRotSlots): slot pairs (2i, 2i + 1) hold one chunk of each k-tile per
+   * lane; `half` is then the lane's k-tile in its even slots, and every lane stores one chunk of
+   * each slot pair per k-tile, picked by select (no branch).
+   */
+  rotated?: boolean;
+  /** Row-pair staging (pairRowSlots): the k-tile of the pair each slot belongs to. */
+  slotHalf?: number[];
 }
 
 export interface PipelineShape {
@@ -315,7 +391,7 @@ export interface PipelineShape {
 export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
   if (ps.aligned && ps.prefetch !== 1) throw new Error("coopmat: unchecked staging needs prefetch 1");
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
-  if (ops.some((o) => o.half)) {
+  if (ops.some((o) => o.half || o.slotHalf)) {
     pairedPipeline(k, ps, ops, kBeg, nt, mma);
     return;
   }
@@ -359,19 +435,25 @@ function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBe
   const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
   const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
   const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
-    if (o.half) k.if(o.half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
+    const sh = o.slotHalf;
+    if (sh) {
+      const mine = (_: unknown, i: number) => sh[i] === parity;
+      storeChunks(k, o.at(at), o.slots.filter(mine), o.regs[0].filter(mine), off);
+    } else if (o.half && o.rotated) storeRotated(k, o.at(at).sh, o, off, parity);
+    else if (o.half) k.if(o.half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
     else storeChunks(k, o.at(at), o.slots, o.regs[0], off);
   };
   // the branches around pair stores go last: plain shared stores after such a branch cost a third
   // of the k-loop's throughput (H200 session 9, runs 8-9: 264 → 392 TF/s)
-  const storeOrder = [...ops.filter((o) => !o.half), ...ops.filter((o) => o.half)];
+  const branched = (o: Operand) => !!o.half && !o.rotated;
+  const storeOrder = [...ops.filter((o) => !branched(o)), ...ops.filter(branched)];
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
   for (const o of storeOrder) store(o, kBeg, lit("u32", 0), 0);
   k.barrier();
   const step = (tile: Expr, u: 0 | 1) => {
     const next = k.let(tile.add(1), "tn");
     for (const o of ops) {
-      if (!o.half) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
+      if (!o.half && !o.slotHalf) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
       else if (u === 1) loadChunks(k, o.at(origin(next, true)), o.slots, o.regs[0], ps.regElem);
     }
     mma(ops.map((o) => stageOf(tile, o.len)));

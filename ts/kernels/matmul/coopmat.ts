@@ -24,7 +24,7 @@ import {
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import {
-  chunkRegs, chunkSlots, fragLoad, PAD, pairSlots, pipeline, transposedSlots, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
+  chunkRegs, chunkSlots, fragLoad, PAD, pairRotSlots, pairRowSlots, pairSlots, pipeline, transposedSlots, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
 import type { NormalizedProblem } from "./problem.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
@@ -127,6 +127,18 @@ export interface CoopConfig {
    */
   pairK?: boolean;
   /**
+   * With pairK: the rotated form (coopmat-stage.ts pairRotSlots), where every lane stores one chunk
+   * of each slot pair per k-tile by select instead of half the lanes storing under a branch.
+   * 128-bit chunks only (the planner drops it otherwise). Name tag `_kpr`.
+   */
+  pairRot?: boolean;
+  /**
+   * With pairK: the operand whose rows run along K (B in NN, A in TT) loads two k-tiles every other
+   * k-tile too (coopmat-stage.ts pairRowSlots), so both operands load on the same k-tiles. Name
+   * tag `a` after `_kp`/`_kpr`.
+   */
+  pairRows?: boolean;
+  /**
    * A K-contiguous (NN, NT) staged transposed, as a `[k][m]` tile loaded column-major the way TN
    * loads it: 8×8 blocks transposed across lanes with subgroup shuffles between the global load
    * and the shared store (coopmat-stage.ts transposedSlots). Probe of what A's row-major staging
@@ -154,7 +166,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? "_kp" : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -376,11 +388,18 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase, spread: c.spread }
     : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
-  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean): Operand => {
-    // a pair operand's loads describe two k-tiles (cols = 2·bk) at an even tile's origin
+  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean, rowPair = false): Operand => {
+    // a pair operand's loads describe two k-tiles at an even tile's origin: cols = 2·bk for a
+    // K-contiguous one, rows = 2·bk for the other (pairRows)
+    if (rowPair) {
+      const atRows = (k0: Expr): Stage => ({ ...one(k0), rows: 2 * c.bk });
+      const rs = pairRowSlots(k, atRows(r.kBeg), r.lid, threads, tag);
+      const regsR = Array.from({ length: prefetch }, () => chunkRegs(k, atRows(r.kBeg), rs.slots, r.regElem, tag));
+      return { at: atRows, slots: rs.slots, regs: regsR, len, slotHalf: rs.slotHalf };
+    }
     const at = pair ? (k0: Expr): Stage => ({ ...one(k0), cols: 2 * c.bk }) : one;
     const s0 = at(r.kBeg);
-    const paired = pair ? pairSlots(k, s0, r.lid, threads, tag) : undefined;
+    const paired = !pair ? undefined : c.pairRot ? pairRotSlots(k, s0, r.lid, threads, tag) : pairSlots(k, s0, r.lid, threads, tag);
     let slots = paired?.slots;
     if (!slots && tag === "a" && c.stageAT) {
       const t = transposedSlots(k, s0, r.lid, threads, tag);
@@ -389,10 +408,10 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     }
     slots ??= chunkSlots(k, s0, r.lid, threads, tag);
     const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
-    return { at, slots, regs, len, half: paired?.half };
+    return { at, slots, regs, len, half: paired?.half, rotated: !!paired && !!c.pairRot };
   };
-  const opA = operand(mkA, aLen, "a", !!c.pairK && !p.transA);
-  const opB = operand(mkB, bLen, "b", !!c.pairK && !!p.transB);
+  const opA = operand(mkA, aLen, "a", !!c.pairK && !p.transA, !!c.pairK && !!c.pairRows && p.transA);
+  const opB = operand(mkB, bLen, "b", !!c.pairK && !!p.transB, !!c.pairK && !!c.pairRows && !p.transB);
   const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
     const a: Expr[] = [], aLo: Expr[] = [];
     const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));

@@ -234,9 +234,9 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // beats cm_128x128x32_w2x4 on grids under one wave of 128×256 (2048³: 227 vs 182 TF/s)
     const medium = coopOk("cm_128x128x32_w2x2_v128_s1") ? "cm_128x128x32_w2x2_v128_s1" : "cm_128x128x32_w2x4";
     const tile = wgs256 >= units ? big : 2 * wgs128 >= units ? medium : "cm_64x64x32_w2x2";
-    // B K-contiguous: the pair-staged twin (H200 session 9: +7-18 % on NT products; NN is neutral
-    // for these tiles, -2 to +4 %, so the tuner decides there)
-    base = variantByName(p.transB && VARIANTS.has(`${tile}_kp`) ? `${tile}_kp` : tile);
+    // B K-contiguous: the all-operand pair-staged twin (H200 session 9: NT +7-18 %, TT 0 to +9 %;
+    // in NN it depends on the tile, -9 to +2 %, so the tuner decides there)
+    base = variantByName(p.transB && VARIANTS.has(`${tile}_kpa`) ? `${tile}_kpa` : tile);
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
@@ -316,6 +316,10 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // (plain epilogue only: that is the path which stores whole blocks from the tile, vecStaged)
   cfg.wideOut16 = !directStore && !split && isPlainEpilogue(p.epilogue) && p.outDtype !== "f32" && p.n % 8 === 0 && outStore === "wide";
   if (cfg.pairK && !pairable(p, cfg, split)) cfg.pairK = undefined;
+  // the rotated form: 128-bit chunks on every K-contiguous operand, an even slot count per operand,
+  // 8-row multiples per slot
+  if (cfg.pairRot && !(cfg.pairK && rotatable(p, cfg))) cfg.pairRot = undefined;
+  if (cfg.pairRows && !(cfg.pairK && rowPairable(p, cfg))) cfg.pairRows = undefined;
   // transposed staging of A: K-contiguous A, whole 32-deep tiles of 128-bit chunks, not paired
   if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK || !!cfg.split3)) cfg.stageAT = undefined;
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
@@ -336,6 +340,22 @@ function pairable(p: NormalizedProblem, c: CoopConfig, split: boolean): boolean 
   const { bm, bn, threads } = coopTile(c);
   const fits = (rows: number, vw: number) => threads % ((2 * c.bk) / vw) === 0 && (rows * ((2 * c.bk) / vw)) % threads === 0;
   return (p.transA || fits(bm, c.vecA)) && (!p.transB || fits(bn, c.vecB));
+}
+
+function rotatable(p: NormalizedProblem, c: CoopConfig): boolean {
+  const { bm, bn, threads } = coopTile(c);
+  const ok = (rows: number, vw: number) => {
+    const perRow = (2 * c.bk) / vw;
+    return vw === 8 && ((rows * perRow) / threads) % 2 === 0 && (threads / perRow) % 8 === 0;
+  };
+  return (p.transA || ok(bm, c.vecA)) && (!p.transB || ok(bn, c.vecB));
+}
+
+/** Row-pair staging (CoopConfig.pairRows) of the operands whose rows run along K. */
+function rowPairable(p: NormalizedProblem, c: CoopConfig): boolean {
+  const { bm, bn, threads } = coopTile(c);
+  const ok = (cols: number, vw: number) => threads % (cols / vw) === 0 && c.bk % (threads / (cols / vw)) === 0;
+  return (!p.transA || ok(bm, c.vecA)) && (!!p.transB || ok(bn, c.vecB));
 }
 
 /** An operand whose rows run along K: A in NN/NT, B in NT/TT. */

@@ -76,12 +76,22 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   // the 256×256 f16-acc tile with 128×64 per subgroup: 4 B fragments (row-major B, loaded
   // transposed) and 8 A per k-step instead of 8 B and 4 A
   ["cm_256x256x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }], // 45568
-  // _kp: the K-contiguous operands load two k-tiles at a time, whole 128-byte lines
-  // (CoopConfig.pairK; H200 session 9 runs 1–10). The 256×256 one for f16 accumulation (32
-  // accumulators per subgroup)
+  // Pair staging (H200 session 9 runs 1–14): the K-contiguous operands load two k-tiles every other
+  // k-tile, whole 128-byte lines per 8-lane group (CoopConfig.pairK). _kp: the second k-tile is
+  // stored by half the lanes under a branch; _kpa: the operand whose rows run along K loads its
+  // two k-tiles together too (pairRows), so both operands load on the same k-tiles; _kpr: every
+  // lane stores one chunk of each k-tile by select (pairRot). Which wins depends on the tile and
+  // layout (f16 acc. 256×256 at 8192³: NN plain 390 → _kpa 405, NT 359 → _kpr 407; f32 acc.
+  // 128×256 NN 302 → _kpr 317, 128×128 TT 286 → _kpa 312), so the tuner races them.
   ["cm_128x128x32_w2x2_v128_s1_kp", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true }], // 23040
+  ["cm_128x128x32_w2x2_v128_s1_kpa", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true, pairRows: true }], // 23040
   ["cm_128x256x32_w2x4_v128_s1_kp", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true }], // 35328
+  ["cm_128x256x32_w2x4_v128_s1_kpa", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true, pairRows: true }], // 35328
+  ["cm_128x256x32_w2x4_v128_s1_kpr", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true, pairRot: true }], // 35328
+  // the 256×256 ones for f16 accumulation (32 accumulators per subgroup)
   ["cm_256x256x32_w2x4_v128_s1_kp", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true }], // 45568
+  ["cm_256x256x32_w2x4_v128_s1_kpa", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true, pairRows: true }], // 45568
+  ["cm_256x256x32_w2x4_v128_s1_kpr", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, pairK: true, pairRot: true }], // 45568
   // _ta: A staged transposed ([k][m], loaded as TN loads it; CoopConfig.stageAT), a probe
   ["cm_256x256x32_w2x4_v128_s1_ta", { wm: 2, wn: 4, sm: 8, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, stageAT: true }], // 43520
   ["cm_128x256x32_w2x4_v128_s1_ta", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true, stageAT: true }],
@@ -157,7 +167,9 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   // session 8 probes of the f16-acc 256×256 tile (H200 runs 1, 3): 16 subgroups 2.5 % slower than
   // 8, 128×64 per subgroup 1.3 % faster — neither worth a tuning candidate
   "cm_256x256x32_w4x4_v128_s1", "cm_256x256x32_w2x4_v128_s1",
-  // session 9 probes: A staged transposed (_ta), spread chunk order (_sp); both slower everywhere
+  // session 9: the branch-only pair form (dominated by _kpa: equal in NT, ahead in NN and TT), and
+  // two probes slower everywhere: A staged transposed (_ta), spread chunk order (_sp)
+  "cm_128x128x32_w2x2_v128_s1_kp", "cm_128x256x32_w2x4_v128_s1_kp", "cm_256x256x32_w2x4_v128_s1_kp",
   "cm_256x256x32_w2x4_v128_s1_ta", "cm_128x256x32_w2x4_v128_s1_ta",
   "cm_256x256x32_w2x4_v128_s1_sp", "cm_256x256x32_w4x2_v128_s1_sp", "cm_128x256x32_w2x4_v128_s1_sp", "cm_128x128x32_w2x2_v128_s1_sp",
   // Occupancy round (bench/MATMUL_NOTES.md, round 4). H100 run 18 promoted cm_128x128x32_w2x2_v128_s1
