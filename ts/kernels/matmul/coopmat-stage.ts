@@ -22,10 +22,13 @@
 // 128×256×16 / 128×128×32), where a third padded 128×128×32 stage (+18.5 KB) would not fit 48 KiB.
 // Prefetch 2 runs the k-loop in pairs: an odd tile count multiplies one extra all-zero tile
 // (every load past the k range is zero), which adds exactly 0 to the accumulators.
+// Pair staging (two k-tiles per load of the K-contiguous operands) is coopmat-pair.ts; two
+// probes of the K-contiguous staging are coopmat-probes.ts.
 import {
   lit, select, toBf16, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
 import { read } from "./common.js";
+import { spreadSlots, transpose8 } from "./coopmat-probes.js";
 
 export const PAD = 8;
 
@@ -80,7 +83,7 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
   const total = s.rows * perRow;
   if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
   const rpw = 32 / perRow;
-  if (s.spread && perRow < 8 && Number.isInteger(rpw) && threads % 32 === 0 && s.rows % rpw === 0) return spreadSlots(k, s, lid, threads, tag);
+  if (s.spread && perRow < 8 && Number.isInteger(rpw) && threads % 32 === 0 && s.rows % rpw === 0) return spreadSlots(k, s, lid, threads, tag, s.cols + PAD);
   const out: Slot[] = [];
   for (let it = 0; it < total / threads; it++) {
     const q = k.let(lid.add(it * threads), `${tag}q`);
@@ -90,177 +93,6 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
     out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
   }
   return out;
-}
-
-/**
- * Slots of a K-contiguous operand staged two k-tiles per load (CoopConfig.pairK). `s` describes
- * the pair (cols = 2·bk), so the lanes that share a row read its whole 128-byte line (bk 32, 16-bit
- * data) in one load instruction instead of half of it per k-tile. A thread's chunks all fall in
- * one k-tile of the pair (threads is a multiple of the chunks per pair row): `half`, 0 or 1. They
- * go to the rows × (bk + PAD) stage when that k-tile is next, under a branch on `half`.
- */
-export function pairSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; half: Expr } {
-  const perRow = s.cols / s.vw;
-  const bk = s.cols / 2;
-  if (threads % perRow || (s.rows * perRow) % threads || !s.aligned) {
-    throw new Error(`coopmat: ${tag} pair tile ${s.rows}x${s.cols} does not split over ${threads} threads (or is not aligned)`);
-  }
-  const half = k.let(lid.rem(perRow).div(perRow / 2), `${tag}half`);
-  const slots: Slot[] = [];
-  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
-    slots.push({ r, c, shOff: k.let(r.mul(bk + PAD).add(c).sub(half.mul(bk)), `${tag}sh`), gOff });
-  }
-  return { slots, half };
-}
-
-/**
- * Slots of a K-contiguous tile (rows × 32, 128-bit chunks, whole tiles) staged transposed, as a
- * 32 × (rows + PAD) `[k][row]` tile (CoopConfig.stageAT): each load instruction of a subgroup
- * covers 8 rows × 32 k (lane l: row l % 8, chunk l / 8), so each 8-lane group holds an 8×8 block
- * that transpose8 turns into 8 k-rows of 8 elements, stored as 16 bytes at [k][row0 .. row0 + 8].
- */
-export function transposedSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; t8: Expr } {
-  if (s.cols !== 32 || s.vw !== 8 || !s.aligned || s.rows % 8 || (s.rows * 4) % threads || threads % 32) {
-    throw new Error(`coopmat: ${tag} transposed staging needs whole ${s.rows}x32 tiles of 128-bit chunks over ${threads} threads`);
-  }
-  const lane = k.let(lid.rem(32), `${tag}ln`);
-  const t8 = k.let(lane.rem(8), `${tag}t8`);
-  const c = k.let(lane.div(8).mul(8), `${tag}c`);
-  const warp = k.let(lid.div(32), `${tag}w`);
-  const warps = threads / 32;
-  const slots: Slot[] = [];
-  for (let it = 0; it < (s.rows * 4) / threads; it++) {
-    const r0 = k.let(warp.add(it * warps).mul(8), `${tag}r0`);
-    const r = k.let(r0.add(t8), `${tag}r`);
-    const gOff = k.let(r.mul(s.ld).add(c).div(8), `${tag}g`);
-    slots.push({ r, c, shOff: k.let(c.add(t8).mul(s.rows + PAD).add(r0), `${tag}sh`), gOff });
-  }
-  return { slots, t8 };
-}
-
-/**
- * Transposes the 8×8 block of 16-bit values held by 8 consecutive lanes (lane i: row i, as the
- * halves of a u32x4): three exchanges with lanes i^4, i^2, i^1, each swapping the off-diagonal
- * 4×4, 2×2 and 1×1 sub-blocks, leave lane i with column i (element j = row j).
- */
-export function transpose8(k: KernelBuilder, v0: Expr, i: Expr): Expr {
-  const bit = (m: number) => k.let(i.band(m).ne(0), "tb");
-  let v = k.let(v0, "tv");
-  // 4×4 blocks: words q <-> q ^ 2; words 0, 1 hold columns 0-3
-  const b2 = bit(4);
-  let r = k.let(k.shuffleXor(v.swz("zwxy"), 4), "tr");
-  v = k.let(vecOf("u32x4", select(b2, r.x, v.x), select(b2, r.y, v.y), select(b2, v.z, r.z), select(b2, v.w, r.w)), "tv");
-  // 2×2 blocks: words q <-> q ^ 1; words 0, 2 hold columns (0, 1) and (4, 5)
-  const b1 = bit(2);
-  r = k.let(k.shuffleXor(v.swz("yxwz"), 2), "tr");
-  v = k.let(vecOf("u32x4", select(b1, r.x, v.x), select(b1, v.y, r.y), select(b1, r.z, v.z), select(b1, v.w, r.w)), "tv");
-  // single elements: the two halves of each word swap
-  const b0 = bit(1);
-  const words = ["x", "y", "z", "w"].map((q) => k.let(v.swz(q), "tw"));
-  const rot = words.map((w) => w.shr(16).bor(w.shl(16)));
-  r = k.let(k.shuffleXor(vecOf("u32x4", ...rot), 1), "tr");
-  const lo = 0xffff, hi = 0xffff0000;
-  const mixed = words.map((w, q) => {
-    const g = r.swz("xyzw"[q]);
-    return select(b0, g.band(lo).bor(w.band(hi)), w.band(lo).bor(g.band(hi)));
-  });
-  return vecOf("u32x4", ...mixed);
-}
-
-/**
- * chunkSlots for short rows (fewer than 8 chunks: the K-contiguous tiles) in spread order: a
- * subgroup's load covers 32 / perRow whole rows as before, but lane l takes row l % (32 / perRow)
- * and chunk l / (32 / perRow). A 128-bit shared store is served 8 lanes at a time; in row order
- * those 8 lanes write two 64-byte row segments whose banks overlap at an 80-byte pitch (a 2-way
- * conflict), in spread order one chunk of 8 rows, in distinct banks whenever pitch / 16 is odd.
- */
-function spreadSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): Slot[] {
-  const perRow = s.cols / s.vw;
-  const rpw = 32 / perRow;
-  const lane = k.let(lid.rem(32), `${tag}ln`);
-  const warp = k.let(lid.div(32), `${tag}w`);
-  const rIn = k.let(lane.rem(rpw), `${tag}ri`);
-  const c = k.let(lane.div(rpw).mul(s.vw), `${tag}c`);
-  const warps = threads / 32;
-  const out: Slot[] = [];
-  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
-    const r = k.let(warp.add(it * warps).mul(rpw).add(rIn), `${tag}r`);
-    const gOff = s.aligned ? k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`) : undefined;
-    out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
-  }
-  return out;
-}
-
-/**
- * Rotated pair staging (CoopConfig.pairRot): whole-line loads as in pairSlots, but in each odd slot
- * the lanes of a row take the other half of the line (chunk + perRow/2), so every lane holds one
- * chunk of each k-tile per slot pair and stores one per k-tile: all lanes active, no branch. The
- * odd slot's rows are the even slot's block + rows/2 with the row index xor 4, so the two 64-byte
- * segments an 8-lane group stores are 4 rows (mod 8) apart: distinct banks at an 80-byte pitch.
- */
-export function pairRotSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; half: Expr } {
-  const perRow = s.cols / s.vw;
-  const bk = s.cols / 2;
-  const rps = threads / perRow;
-  const n = (s.rows * perRow) / threads;
-  if (threads % perRow || (s.rows * perRow) % threads || n % 2 || rps % 8 || s.vw !== 8 || !s.aligned) {
-    throw new Error(`coopmat: ${tag} rotated pair tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
-  }
-  const x = k.let(lid.div(perRow), `${tag}x`);
-  const cl = k.let(lid.rem(perRow), `${tag}cl`);
-  const half = k.let(cl.div(perRow / 2), `${tag}half`);
-  const inHalf = k.let(cl.rem(perRow / 2).mul(s.vw), `${tag}ih`);
-  const xr = k.let(x.bxor(4), `${tag}xr`);
-  const cOdd = k.let(cl.add(perRow / 2).rem(perRow).mul(s.vw), `${tag}co`);
-  const cEven = k.let(cl.mul(s.vw), `${tag}ce`);
-  const slots: Slot[] = [];
-  for (let it = 0; it < n; it++) {
-    const odd = it % 2 === 1;
-    const r = k.let((odd ? xr : x).add(it * rps), `${tag}r`);
-    const c = odd ? cOdd : cEven;
-    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
-    slots.push({ r, c, shOff: k.let(r.mul(bk + PAD).add(inHalf), `${tag}sh`), gOff });
-  }
-  return { slots, half };
-}
-
-/**
- * Pair staging of an operand whose rows run along K (B in NN, A in TT; CoopConfig.pairRows): `s`
- * describes the pair (rows = 2·bk), whose second k-tile is the second half of its rows. Each slot's
- * rows fall in one k-tile when bk is a multiple of the rows one slot covers: `slotHalf`, a
- * compile-time k-tile per slot, so its stores need neither a branch nor a select.
- */
-export function pairRowSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number, tag: string): { slots: Slot[]; slotHalf: number[] } {
-  const perRow = s.cols / s.vw;
-  const bk = s.rows / 2;
-  const rowsPerSlot = threads / perRow;
-  if (threads % perRow || bk % rowsPerSlot || !s.aligned) {
-    throw new Error(`coopmat: ${tag} row-pair tile ${s.rows}x${s.cols} does not split over ${threads} threads (or is not aligned)`);
-  }
-  const slots: Slot[] = [], slotHalf: number[] = [];
-  for (let it = 0; it < (s.rows * perRow) / threads; it++) {
-    const h = Math.floor((it * rowsPerSlot) / bk);
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
-    slots.push({ r, c, shOff: k.let(r.sub(h * bk).mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
-    slotHalf.push(h);
-  }
-  return { slots, slotHalf };
-}
-
-/** Stores a rotated pair operand's chunks of the k-tile with the given parity (pairRotSlots). */
-function storeRotated(k: KernelBuilder, sh: Shared, o: Operand, stageOff: Expr, parity: number): void {
-  const even = k.let(o.half!.eq(parity), "hp");
-  for (let i = 0; i < o.slots.length; i += 2) {
-    const at = k.let(stageOff.add(select(even, o.slots[i].shOff, o.slots[i + 1].shOff)), "so");
-    sh.store(at.div(8), select(even, read(o.regs[0][i]), read(o.regs[0][i + 1])));
-  }
 }
 
 /** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
@@ -391,10 +223,6 @@ export interface PipelineShape {
 export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
   if (ps.aligned && ps.prefetch !== 1) throw new Error("coopmat: unchecked staging needs prefetch 1");
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
-  if (ops.some((o) => o.half || o.slotHalf)) {
-    pairedPipeline(k, ps, ops, kBeg, nt, mma);
-    return;
-  }
   const last = ps.aligned && !ps.peel ? k.let(nt.sub(1), "tlast") : undefined;
   const origin = (tile: Expr) => k.let(kBeg.add((last ? tile.min(last) : tile).mul(ps.bk)), "k0");
   const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
@@ -421,49 +249,3 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   }, { name: "t", step: ps.prefetch, ...(ps.unroll === false ? { unroll: false } : {}) });
   if (ps.peel) mma(ops.map((o) => stageOf(loopTiles, o.len)));
 }
-
-/**
- * The k-loop with pair-staged operands (pairK; aligned, prefetch 1, nt even): it runs in pairs of
- * k-tiles. Before an even tile's multiply a pair operand loads nothing (the odd tile already waits
- * in the registers of the threads whose half is 1); before an odd tile's it loads the next pair.
- * After each multiply the threads whose half is the next tile's parity store their chunks.
- */
-function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kBeg: Expr, nt: Expr, mma: (cur: Expr[]) => void): void {
-  if (!ps.aligned || ps.prefetch !== 1 || ps.peel) throw new Error("coopmat: pair staging needs aligned tiles, prefetch 1 and no peel");
-  const last = k.let(nt.sub(1), "tlast");
-  const lastPair = k.let(nt.sub(2), "tpair");
-  const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
-  const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
-    const sh = o.slotHalf;
-    if (sh) {
-      const mine = (_: unknown, i: number) => sh[i] === parity;
-      storeChunks(k, o.at(at), o.slots.filter(mine), o.regs[0].filter(mine), off);
-    } else if (o.half && o.rotated) storeRotated(k, o.at(at).sh, o, off, parity);
-    else if (o.half) k.if(o.half.eq(parity), () => storeChunks(k, o.at(at), o.slots, o.regs[0], off));
-    else storeChunks(k, o.at(at), o.slots, o.regs[0], off);
-  };
-  // the branches around pair stores go last: plain shared stores after such a branch cost a third
-  // of the k-loop's throughput (H200 session 9, runs 8-9: 264 → 392 TF/s)
-  const branched = (o: Operand) => !!o.half && !o.rotated;
-  const storeOrder = [...ops.filter((o) => !branched(o)), ...ops.filter(branched)];
-  for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
-  for (const o of storeOrder) store(o, kBeg, lit("u32", 0), 0);
-  k.barrier();
-  const step = (tile: Expr, u: 0 | 1) => {
-    const next = k.let(tile.add(1), "tn");
-    for (const o of ops) {
-      if (!o.half && !o.slotHalf) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
-      else if (u === 1) loadChunks(k, o.at(origin(next, true)), o.slots, o.regs[0], ps.regElem);
-    }
-    mma(ops.map((o) => stageOf(tile, o.len)));
-    if (ps.stages === 1) k.barrier();
-    for (const o of storeOrder) store(o, kBeg, stageOf(next, o.len), 1 - u);
-    k.barrier();
-  };
-  k.for(0, nt, (t) => {
-    step(t, 0);
-    step(k.let(t.add(1), "t1"), 1);
-  }, { name: "t", step: 2, ...(ps.unroll === false ? { unroll: false } : {}) });
-}
-

@@ -24,8 +24,10 @@ import {
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import {
-  chunkRegs, chunkSlots, fragLoad, PAD, pairRotSlots, pairRowSlots, pairSlots, pipeline, transposedSlots, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
+  chunkRegs, chunkSlots, fragLoad, PAD, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
+import { pairedPipeline, pairRotSlots, pairRowSlots, pairSlots } from "./coopmat-pair.js";
+import { transposedSlots } from "./coopmat-probes.js";
 import type { NormalizedProblem } from "./problem.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
 
@@ -402,7 +404,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     const paired = !pair ? undefined : c.pairRot ? pairRotSlots(k, s0, r.lid, threads, tag) : pairSlots(k, s0, r.lid, threads, tag);
     let slots = paired?.slots;
     if (!slots && tag === "a" && c.stageAT) {
-      const t = transposedSlots(k, s0, r.lid, threads, tag);
+      const t = transposedSlots(k, s0, r.lid, threads, tag, bm + PAD);
       aT8 = t.t8;
       slots = t.slots;
     }
@@ -440,7 +442,8 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
         r.acc[i][j].set(k.cmMulAdd(a[i], b[j], read(r.acc[i][j])));
       }
   };
-  pipeline(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined, aligned: al, peel: al && !!c.peel }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
+  const paired = [opA, opB].some((o) => o.half || o.slotHalf);
+  (paired ? pairedPipeline : pipeline)(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined, aligned: al, peel: al && !!c.peel }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
     // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
     if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
     else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);
