@@ -6,7 +6,7 @@
 // (pairRowSlots); pairedPipeline is the k-loop that runs them in pairs of k-tiles.
 import { lit, select, type Expr, type KernelBuilder, type Shared } from "../../ir/index.js";
 import { read } from "./common.js";
-import { loadChunks, PAD, storeChunks, type Operand, type PipelineShape, type Slot, type Stage } from "./coopmat-stage.js";
+import { loadChunks, PAD, rowOrderChunk, storeChunks, type Operand, type PipelineShape, type Slot, type Stage } from "./coopmat-stage.js";
 
 /**
  * Slots of a K-contiguous operand staged two k-tiles per load (CoopConfig.pairK). `s` describes
@@ -24,10 +24,7 @@ export function pairSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: number
   const half = k.let(lid.rem(perRow).div(perRow / 2), `${tag}half`);
   const slots: Slot[] = [];
   for (let it = 0; it < (s.rows * perRow) / threads; it++) {
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
+    const { r, c, gOff } = rowOrderChunk(k, s, lid, it, threads, tag);
     slots.push({ r, c, shOff: k.let(r.mul(bk + PAD).add(c).sub(half.mul(bk)), `${tag}sh`), gOff });
   }
   return { slots, half };
@@ -82,10 +79,7 @@ export function pairRowSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: num
   const slots: Slot[] = [], slotHalf: number[] = [];
   for (let it = 0; it < (s.rows * perRow) / threads; it++) {
     const h = Math.floor((it * rowsPerSlot) / bk);
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    const gOff = k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`);
+    const { r, c, gOff } = rowOrderChunk(k, s, lid, it, threads, tag);
     slots.push({ r, c, shOff: k.let(r.sub(h * bk).mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
     slotHalf.push(h);
   }

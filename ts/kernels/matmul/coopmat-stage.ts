@@ -86,13 +86,23 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
   if (s.spread && perRow < 8 && Number.isInteger(rpw) && threads % 32 === 0 && s.rows % rpw === 0) return spreadSlots(k, s, lid, threads, tag, s.cols + PAD);
   const out: Slot[] = [];
   for (let it = 0; it < total / threads; it++) {
-    const q = k.let(lid.add(it * threads), `${tag}q`);
-    const r = k.let(q.div(perRow), `${tag}r`);
-    const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
-    const gOff = s.aligned ? k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`) : undefined;
+    const { r, c, gOff } = rowOrderChunk(k, s, lid, it, threads, tag);
     out.push({ r, c, shOff: k.let(r.mul(s.cols + PAD).add(c), `${tag}sh`), gOff });
   }
   return out;
+}
+
+/**
+ * Chunk `it` of a thread in row order (chunk q = lid + it·threads: row q / perRow, column
+ * (q % perRow)·vw) and, for whole tiles, its offset within the tile in load units.
+ */
+export function rowOrderChunk(k: KernelBuilder, s: Stage, lid: Expr, it: number, threads: number, tag: string): { r: Expr; c: Expr; gOff?: Expr } {
+  const perRow = s.cols / s.vw;
+  const q = k.let(lid.add(it * threads), `${tag}q`);
+  const r = k.let(q.div(perRow), `${tag}r`);
+  const c = k.let(q.rem(perRow).mul(s.vw), `${tag}c`);
+  const gOff = s.aligned ? k.let(r.mul(s.ld).add(c).div(s.vw), `${tag}g`) : undefined;
+  return { r, c, gOff };
 }
 
 /** The registers one k-tile's chunks of a thread occupy (one set per prefetch depth). */
