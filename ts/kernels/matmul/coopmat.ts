@@ -123,34 +123,35 @@ export interface CoopConfig {
    * Pair staging: the K-contiguous operands (A in NN/NT, B in NT/TT) load two k-tiles every other
    * k-tile, each row's 2·bk elements (128 bytes at bk 32 with 16-bit data) as whole lines, so each
    * 8-lane group of a 128-bit load reads one line instead of two halves; the second tile waits in
-   * the registers of half the threads (coopmat-stage.ts pairSlots). H200 session 9: NT +7–18 %,
+   * the registers of half the threads (coopmat-pair.ts pairSlots). H200 session 9: NT +7–18 %,
    * NN and TT +0–5 %. Set by the planner only where it holds: aligned, no split-K, K % 2·bk == 0,
    * some operand K-contiguous. Name tag `_kp`.
    */
   pairK?: boolean;
   /**
-   * With pairK: the rotated form (coopmat-stage.ts pairRotSlots), where every lane stores one chunk
+   * With pairK: the rotated form (coopmat-pair.ts pairRotSlots), where every lane stores one chunk
    * of each slot pair per k-tile by select instead of half the lanes storing under a branch.
    * 128-bit chunks only (the planner drops it otherwise). Name tag `_kpr`.
    */
   pairRot?: boolean;
   /**
    * With pairK: the operand whose rows run along K (B in NN, A in TT) loads two k-tiles every other
-   * k-tile too (coopmat-stage.ts pairRowSlots), so both operands load on the same k-tiles. Name
+   * k-tile too (coopmat-pair.ts pairRowSlots), so both operands load on the same k-tiles. Name
    * tag `a` after `_kp`/`_kpr`.
    */
   pairRows?: boolean;
   /**
    * A K-contiguous (NN, NT) staged transposed, as a `[k][m]` tile loaded column-major the way TN
    * loads it: 8×8 blocks transposed across lanes with subgroup shuffles between the global load
-   * and the shared store (coopmat-stage.ts transposedSlots). Probe of what A's row-major staging
+   * and the shared store (coopmat-probes.ts transposedSlots). Probe of what A's row-major staging
    * costs in NN (bench/MATMUL_NOTES.md, round 9). Planner: whole tiles, bk 32, 128-bit chunks.
    * Name tag `_ta`.
    */
   stageAT?: boolean;
   /**
-   * K-contiguous tiles staged in spread chunk order (coopmat-stage.ts spreadSlots): conflict-free
-   * 128-bit shared stores where row order has 2-way bank conflicts. Name tag `_sp`.
+   * K-contiguous tiles staged in spread chunk order (coopmat-probes.ts spreadSlots): conflict-free
+   * 128-bit shared stores where row order has 2-way bank conflicts, but each 8-lane group of a
+   * load then touches 8 lines; a probe, 6–40 % slower. Name tag `_sp`.
    */
   spread?: boolean;
 }
@@ -364,7 +365,7 @@ interface StagedRefs {
   regElem: "f16" | "bf16" | "f32";
 }
 
-/** The k-loop of the shared-staged variants: tiles staged and pipelined by coopmat-stage.ts. */
+/** The k-loop of the shared-staged variants: tiles staged and pipelined by coopmat-stage.ts (pair staging: coopmat-pair.ts). */
 function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: StagedRefs): void {
   const { bm, bn, threads } = coopTile(c);
   // aT: the shared A tile is [k][m] (A transposed in memory, or staged transposed: stageAT)
