@@ -6,7 +6,7 @@
 // (pairRowSlots); pairedPipeline is the k-loop that runs them in pairs of k-tiles.
 import { lit, select, type Expr, type KernelBuilder, type Shared } from "../../ir/index.js";
 import { read } from "./common.js";
-import { loadChunks, PAD, rowOrderChunk, storeChunks, type Operand, type PipelineShape, type Slot, type Stage } from "./coopmat-stage.js";
+import { loadChunks, PAD, rowOrderChunk, stageOffset, storeChunks, type Operand, type PipelineShape, type Slot, type Stage } from "./coopmat-stage.js";
 
 /**
  * Slots of a K-contiguous operand staged two k-tiles per load (CoopConfig.pairK). `s` describes
@@ -106,7 +106,7 @@ export function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand
   const last = k.let(nt.sub(1), "tlast");
   const lastPair = k.let(nt.sub(2), "tpair");
   const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+  const stageOf = (tile: Expr, len: number): Expr => stageOffset(k, ps, tile, len);
   const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
     const sh = o.slotHalf;
     if (sh) {

@@ -226,6 +226,11 @@ export interface PipelineShape {
   peel?: boolean;
 }
 
+/** Element offset of the shared stage k-tile `tile` is staged in (stage tile % 2 of two). */
+export function stageOffset(k: KernelBuilder, ps: PipelineShape, tile: Expr, len: number): Expr {
+  return ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+}
+
 /**
  * The pipelined k-loop over `nt` tiles starting at `kBeg`; `mma(cur)` multiplies the tile staged
  * at element offset cur[i] of operand i's array.
@@ -235,7 +240,7 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
   const last = ps.aligned && !ps.peel ? k.let(nt.sub(1), "tlast") : undefined;
   const origin = (tile: Expr) => k.let(kBeg.add((last ? tile.min(last) : tile).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, len: number): Expr => ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+  const stageOf = (tile: Expr, len: number): Expr => stageOffset(k, ps, tile, len);
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
   for (const o of ops) storeChunks(k, o.at(kBeg), o.slots, o.regs[0], lit("u32", 0));
   if (ps.prefetch === 2) {

@@ -391,7 +391,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     ? { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: r.col0, rLimit: r.n, c0: physB(k0), cLimit: r.kEnd, ld: kLd, base: r.bBase, spread: c.spread }
     : { buf: r.B, sh: r.shB, shLo: r.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: r.kEnd, c0: r.col0, cLimit: r.n, ld: r.n, base: r.bBase };
   const prefetch = c.prefetch ?? 1;
-  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean, rowPair = false): Operand => {
+  const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean, rowPair = false, transposed = false): Operand => {
     // a pair operand's loads describe two k-tiles at an even tile's origin: cols = 2·bk for a
     // K-contiguous one, rows = 2·bk for the other (pairRows)
     if (rowPair) {
@@ -404,7 +404,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     const s0 = at(r.kBeg);
     const paired = !pair ? undefined : c.pairRot ? pairRotSlots(k, s0, r.lid, threads, tag) : pairSlots(k, s0, r.lid, threads, tag);
     let slots = paired?.slots;
-    if (!slots && tag === "a" && c.stageAT) {
+    if (!slots && transposed) {
       const t = transposedSlots(k, s0, r.lid, threads, tag, bm + PAD);
       aT8 = t.t8;
       slots = t.slots;
@@ -413,7 +413,7 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
     return { at, slots, regs, len, half: paired?.half, rotated: !!paired && !!c.pairRot };
   };
-  const opA = operand(mkA, aLen, "a", !!c.pairK && !p.transA, !!c.pairK && !!c.pairRows && p.transA);
+  const opA = operand(mkA, aLen, "a", !!c.pairK && !p.transA, !!c.pairK && !!c.pairRows && p.transA, !!c.stageAT);
   const opB = operand(mkB, bLen, "b", !!c.pairK && !!p.transB, !!c.pairK && !!c.pairRows && !p.transB);
   const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
     const a: Expr[] = [], aLo: Expr[] = [];
