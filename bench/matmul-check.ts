@@ -13,6 +13,8 @@ export interface CheckCase {
   problem: Omit<MatmulProblem, "dtype" | "accF16">;
   /** Full fp64 comparison (small) or sampled (large). */
   full: boolean;
+  /** Only for stream-K twins (streamk.ts): whole tiles over more than two waves of 132 workgroups. */
+  streamK?: boolean;
 }
 
 export const CHECK_CASES: CheckCase[] = [
@@ -31,7 +33,25 @@ export const CHECK_CASES: CheckCase[] = [
   // whole tiles for every tile up to 256x256x64: the unchecked loads and, for f32, the two-block presplit operands
   { name: "aligned_TN_batched_256x256x128", problem: { m: 256, n: 256, k: 128, batch: 2, transA: true }, full: true },
   { name: "aligned_NT_bias_256x512x256", problem: { m: 256, n: 512, k: 256, transB: true, epilogue: { bias: true } }, full: true },
+  // stream-K: two waves of data-parallel tiles, then the remaining 25 tiles of 256×256 (50 of
+  // 128×256) shared out; a grid under one wave where every tile is split (96 / 48 tiles)
+  { name: "streamk_bias_gelu_4352x4352x320", problem: { m: 4352, n: 4352, k: 320, epilogue: { bias: true, act: "gelu" } }, full: false, streamK: true },
+  { name: "streamk_NT_batched3_res_1024x1024x512", problem: { m: 1024, n: 1024, k: 512, batch: 3, transB: true, epilogue: { residual: true } }, full: false, streamK: true },
 ];
+
+/**
+ * Whether case c checks v: stream-K cases are for the stream-K twins, and a twin is checked only
+ * where it runs as stream-K (elsewhere it is its plain tile, checked as that).
+ */
+function checks(v: VariantSpec, c: CheckCase, prob: MatmulProblem, caps: MatmulCaps): boolean {
+  const own = v.kind === "presplit" ? v.inner : v;
+  if (own.kind !== "coop" || !own.cfg.streamK) return !c.streamK;
+  try {
+    return planMatmul(prob, caps, { variant: v.name }).steps.some((st) => st.desc.name.startsWith("mm_streamk_fixup"));
+  } catch {
+    return true;
+  }
+}
 
 export interface DtypeMode {
   name: string;
@@ -72,7 +92,7 @@ function precompile(rt: MatmulRuntime, caps: MatmulCaps, variants: VariantSpec[]
   for (const v of variants) {
     for (const c of cases) {
       const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
-      if (unsupported(v, normalize(prob), caps)) continue;
+      if (!checks(v, c, prob, caps) || unsupported(v, normalize(prob), caps)) continue;
       try {
         plans.push(planMatmul(prob, caps, { variant: v.name }));
       } catch {
@@ -122,6 +142,7 @@ export function checkVariants(
       if (vi % PRECOMPILE === 0 && performance.now() < deadline) precompile(rt, caps, group.slice(vi, vi + PRECOMPILE), mode, cases);
       for (const c of cases) {
         const prob: MatmulProblem = { ...c.problem, dtype: mode.dtype, accF16: mode.accF16 };
+        if (!checks(v, c, prob, caps)) continue;
         const np = normalize(prob);
         const why = unsupported(v, np, caps);
         const tol = tolerance(np, isLowPrecision(v, np));

@@ -78,6 +78,21 @@ export function activate(k: KernelBuilder, act: Activation, x: Expr): Expr {
   }
 }
 
+/**
+ * The bindings of a kernel that finishes partial products (split-K reduce, stream-K fixup):
+ * 0 the partials (read), 1 C (write), then bias and residual (read) when the epilogue uses them.
+ */
+export function finishBindings(k: KernelBuilder, p: NormalizedProblem, partials: "f32" | "f16") {
+  const ws = k.buffer("ws", partials, "read");
+  const C = k.buffer("c", p.outDtype, "write");
+  const e = p.epilogue;
+  const bias = e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const residual = e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const pc = k.push(PUSH_FIELDS);
+  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  return { ws, C, pc, refs };
+}
+
 export interface EpilogueRefs {
   scale: Expr;
   bias?: Buffer;
@@ -139,6 +154,11 @@ export function tileOrigin(k: KernelBuilder, wg: Expr, bm: number, bn: number, g
   const nx = k.let(nwg.x, "nx");
   const ny = k.let(nwg.y, "ny");
   const pid = k.let(wg.y.mul(nx).add(wg.x), "pid");
+  return groupedTile(k, pid, nx, ny, bm, bn, groupRows);
+}
+
+/** Tile `pid` of an nx × ny grid in grouped order (tileOrigin); stream-K numbers tiles this way too. */
+export function groupedTile(k: KernelBuilder, pid: Expr, nx: Expr, ny: Expr, bm: number, bn: number, groupRows = GROUP_ROWS): { row0: Expr; col0: Expr } {
   const perBand = k.let(nx.mul(groupRows), "perband");
   const band = k.let(pid.div(perBand), "band");
   const firstRow = k.let(band.mul(groupRows), "firstrow");

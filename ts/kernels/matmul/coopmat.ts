@@ -29,6 +29,7 @@ import {
 import { pairedPipeline, pairRotSlots, pairRowSlots, pairSlots } from "./coopmat-pair.js";
 import { transposedSlots } from "./coopmat-probes.js";
 import type { NormalizedProblem } from "./problem.js";
+import { streamKGeometry, streamKRange, streamKSegment, streamKTile } from "./streamk.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
 
 export interface CoopConfig {
@@ -154,6 +155,13 @@ export interface CoopConfig {
    * load then touches 8 lines; a probe, 6–40 % slower. Name tag `_sp`.
    */
   spread?: boolean;
+  /**
+   * Stream-K (streamk.ts): the tiles beyond the last whole wave are shared out by k-iterations,
+   * partial tiles go to the workspace (binding after bias/residual) and a fixup dispatch finishes
+   * them. Set by the planner only where it holds: aligned, no split-K, a tile count that is not a
+   * multiple of the workgroups per wave. Name tag `_stk`.
+   */
+  streamK?: boolean;
 }
 
 export const CM = 16;
@@ -169,7 +177,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.streamK ? "_stk" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -228,6 +236,161 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const lid = k.let(k.localIndex, "lid");
   const sg = k.let(k.subgroupId, "sg");
   const lane = k.let(k.subgroupInvocation, "lane");
+  /** The k-loop over [kBeg, kEnd) of the tile at (row0, col0), into acc. */
+  const kLoop = (t: TileRun) => {
+    const { row0, col0, aBase, bBase, kBeg, kEnd, nt, sgRow, sgCol, acc } = t;
+    if (c.direct) {
+      directLoop(k, p, c, { A, B, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, m: pc.m, n: pc.n, k: pc.k });
+    } else {
+      stagedLoop(k, p, c, {
+        A, B, shA: shA!, shB: shB!, shALo, shBLo, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, nt,
+        m: pc.m, n: pc.n, k: pc.k, lid, regElem,
+      });
+    }
+  };
+  /** The tile's output blocks: epilogue and store to C (cBase: the batch's first element of C). */
+  const epilogue = (t: TileRun, cBase: Expr) => {
+    const { row0, col0, sgRow, sgCol, acc } = t;
+    const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+    const plainEpi = isPlainEpilogue(e);
+    const plain = (split || plainEpi) && !!c.directStore;
+    // Full blocks with an epilogue apply it on the accumulator fragment (no staging round trip, no
+    // per-element bounds checks): scale as a coopmat×scalar, bias as a coopmat loaded with stride 0
+    // (every row reads the same 16 bias values), the activation element-wise over the invocation's
+    // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
+    const fragEpi = !split && !plain && !!c.directStore;
+    const vecStaged = !split && !c.directStore && plainEpi && !!c.vecOut;
+    const stOff = k.let(sg.mul(256), "stoff");
+    const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
+    const fragment = (v: Expr, gr0: Expr, gc0: Expr): Expr => {
+      const y = k.var(tC32, v.cast(tC32), "ep");
+      if (e.scale !== 1) y.set(read(y).mul(pc.scale));
+      if (e.bias && bias) y.set(read(y).add(bias.cmLoad(tOut, gc0, lit("u32", 0), "row").cast(tC32)));
+      if (e.act !== "none") k.for(0, k.cmLen(tC32), (q) => y.setAt(q, activate(k, e.act, y.at(q))), { name: "eq", unroll: true });
+      if (e.residual && residual) {
+        y.set(read(y).add(residual.cmLoad(tOut, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row").cast(tC32)));
+      }
+      return read(y).cast(tOut);
+    };
+    const storeBlock = (v: Expr, gr0: Expr, gc0: Expr) => {
+      const staged = () => {
+        // through the 4-wide view always: the array's widest view, which its coopmat stores must use
+        const stage = stageF32();
+        stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        for (let q = 0; q < 8; q++) {
+          const flat = k.let(lane.mul(8).add(q), "fl");
+          const gr = k.let(gr0.add(flat.shr(4)), "gr");
+          const gc = k.let(gc0.add(flat.band(15)), "gc");
+          k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
+            const x = stage.load(stOff.add(flat));
+            const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
+            const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
+            C.store(oi, y.cast(outElem));
+          });
+        }
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      };
+      // the tile through the staging array's 4-wide view (so its coopmat store uses that view
+      // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
+      const stagedVec = (x: Expr = v.cast(tC32)) => {
+        const stage = stageF32();
+        stage.vec(4).cmStore(x, stOff.div(4), CM / 4, "row");
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+        const r = k.let(lane.shr(1), "vr");
+        const cc = k.let(lane.band(1).mul(8), "vc");
+        if (c.wideOut16 && outElem !== "f32") {
+          const at = k.let(stOff.add(r.mul(CM)).add(cc).div(4), "va");
+          const halves = [0, 1].map((h) => k.let(stage.vec(4).load(at.add(h)).cast(`${outElem}x4` as ValueType), "vh"));
+          const packed = packHalves(halves.flatMap((x) => [x.swz("xy"), x.swz("zw")]));
+          const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc), "oi");
+          C.as("u32", 4).store(oi.div(8), packed);
+          k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+          return;
+        }
+        for (let h = 0; h < 2; h++) {
+          const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
+          const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
+          C.store(oi.div(4), outElem === "f32" ? x : x.cast(`${outElem}x4` as ValueType));
+        }
+        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      };
+      const storeWhole = (x: Expr) => {
+        if (stageH) storeTileF16(k, C, stageH, k.let(sg.mul(TILE_SLOT), "hs"), lane, x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n);
+        else if (c.wideOut32) stagedVec(x);
+        else C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
+      };
+      // aligned: every block is full, so the bounds test and the edge path are not generated
+      const ifFull = (whole: () => void, edge: () => void) => {
+        if (c.aligned) whole();
+        else k.if(k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full"), whole, edge);
+      };
+      if (vecStaged) {
+        ifFull(stagedVec, staged);
+      } else if (plain || fragEpi) {
+        ifFull(() => storeWhole(plain ? v.cast(tOut) : fragment(v, gr0, gc0)), staged);
+      } else {
+        staged();
+      }
+    };
+    if (c.loopEpi) {
+      // one driver-unrolled loop over the sm×sn blocks (the body is described once): the
+      // accumulators are copied into an array indexed by the loop variable
+      const accs = k.array(tC, c.sm * c.sn, "accs");
+      for (let i = 0; i < c.sm; i++) for (let j = 0; j < c.sn; j++) accs.set(i * c.sn + j, read(acc[i][j]));
+      k.for(0, c.sm * c.sn, (q) => {
+        const gr0 = k.let(row0.add(sgRow).add(q.div(c.sn).mul(CM)), "gr0");
+        const gc0 = k.let(col0.add(sgCol).add(q.rem(c.sn).mul(CM)), "gc0");
+        storeBlock(accs.at(q), gr0, gc0);
+      }, { name: "blk", unroll: true });
+    } else {
+      for (let i = 0; i < c.sm; i++) {
+        for (let j = 0; j < c.sn; j++) {
+          storeBlock(read(acc[i][j]), k.let(row0.add(sgRow).add(i * CM), "gr0"), k.let(col0.add(sgCol).add(j * CM), "gc0"));
+        }
+      }
+    }
+  };
+  /** The subgroup's place in the tile and its sm×sn accumulators (zeroed). */
+  const subgroupTile = () => {
+    const sgRow = k.let(sg.div(c.wn).mul(c.sm * CM), "sgrow");
+    const sgCol = k.let(sg.rem(c.wn).mul(c.sn * CM), "sgcol");
+    const acc: Var[][] = [];
+    for (let i = 0; i < c.sm; i++) {
+      acc.push([]);
+      for (let j = 0; j < c.sn; j++) acc[i].push(k.var(tC, k.cmFill(tC, 0), `acc${i}_${j}`));
+    }
+    return { sgRow, sgCol, acc };
+  };
+  if (c.streamK) {
+    if (split || c.direct || !c.aligned) throw new Error("coopmat: stream-K needs staged, aligned tiles without split-K");
+    // binding after bias and residual: the partial tiles (streamk.ts)
+    const ws = k.buffer("ws", accElem, "write");
+    const unit = c.bk * (c.pairK ? 2 : 1);
+    const { sgRow, sgCol, acc } = subgroupTile();
+    const g = streamKGeometry(k, pc, bm, bn, unit);
+    const range = streamKRange(k, g, k.let(wg.x, "lin"));
+    k.for(0, range.segments, (q) => {
+      const seg = streamKSegment(k, g, range, q, unit);
+      const { bt, row0, col0 } = streamKTile(k, g, seg.tile, bm, bn, c.groupRows);
+      const nt = k.let(seg.kEnd.sub(seg.kBeg).div(c.bk), "nt");
+      const aBase = k.let(bt.mul(pc.strideA), "abase");
+      const bBase = k.let(bt.mul(pc.strideB), "bbase");
+      for (const row of acc) for (const a of row) a.set(k.cmFill(tC, 0));
+      const t: TileRun = { row0, col0, aBase, bBase, kBeg: seg.kBeg, kEnd: seg.kEnd, nt, sgRow, sgCol, acc };
+      kLoop(t);
+      k.if(seg.whole, () => epilogue(t, k.let(bt.mul(pc.strideC), "cbase")), () => {
+        // a partial tile: the range's first tile goes to slot 2c, its last to 2c + 1, each 16×16
+        // block as 256 contiguous elements (whole lines; streamk.ts partialBlock)
+        const slot = k.let(select(q.eq(0), range.cta.mul(2), range.cta.mul(2).add(1)), "slot");
+        const at = k.let(slot.mul(bm * bn).add(sg.mul(c.sm * c.sn * CM * CM)), "wsbase");
+        for (let i = 0; i < c.sm; i++) {
+          for (let j = 0; j < c.sn; j++) ws.cmStore(read(acc[i][j]), at.add((i * c.sn + j) * CM * CM), CM, "row");
+        }
+      });
+    }, { name: "seg" });
+    return k.finish();
+  }
   const z = k.let(wg.z, "z");
   const bt = k.let(z.div(pc.splits), "bt");
   const sp = k.let(z.rem(pc.splits), "sp");
@@ -238,123 +401,17 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
 
   const aBase = k.let(bt.mul(pc.strideA), "abase");
   const bBase = k.let(bt.mul(pc.strideB), "bbase");
-  const sgRow = k.let(sg.div(c.wn).mul(c.sm * CM), "sgrow");
-  const sgCol = k.let(sg.rem(c.wn).mul(c.sn * CM), "sgcol");
-  const acc: Var[][] = [];
-  for (let i = 0; i < c.sm; i++) {
-    acc.push([]);
-    for (let j = 0; j < c.sn; j++) acc[i].push(k.var(tC, k.cmFill(tC, 0), `acc${i}_${j}`));
-  }
-  if (c.direct) {
-    directLoop(k, p, c, { A, B, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, m: pc.m, n: pc.n, k: pc.k });
-  } else {
-    stagedLoop(k, p, c, {
-      A, B, shA: shA!, shB: shB!, shALo, shBLo, tA, tB, acc, aBase, bBase, row0, col0, sgRow, sgCol, kBeg, kEnd, nt,
-      m: pc.m, n: pc.n, k: pc.k, lid, regElem,
-    });
-  }
-
-  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
-  const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
-  const plainEpi = isPlainEpilogue(e);
-  const plain = (split || plainEpi) && !!c.directStore;
-  // Full blocks with an epilogue apply it on the accumulator fragment (no staging round trip, no
-  // per-element bounds checks): scale as a coopmat×scalar, bias as a coopmat loaded with stride 0
-  // (every row reads the same 16 bias values), the activation element-wise over the invocation's
-  // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
-  const fragEpi = !split && !plain && !!c.directStore;
-  const vecStaged = !split && !c.directStore && plainEpi && !!c.vecOut;
-  const stOff = k.let(sg.mul(256), "stoff");
-  const tOut: CoopMatType = coopmat("acc", outElem, CM, CM);
-  const fragment = (v: Expr, gr0: Expr, gc0: Expr): Expr => {
-    const y = k.var(tC32, v.cast(tC32), "ep");
-    if (e.scale !== 1) y.set(read(y).mul(pc.scale));
-    if (e.bias && bias) y.set(read(y).add(bias.cmLoad(tOut, gc0, lit("u32", 0), "row").cast(tC32)));
-    if (e.act !== "none") k.for(0, k.cmLen(tC32), (q) => y.setAt(q, activate(k, e.act, y.at(q))), { name: "eq", unroll: true });
-    if (e.residual && residual) {
-      y.set(read(y).add(residual.cmLoad(tOut, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row").cast(tC32)));
-    }
-    return read(y).cast(tOut);
-  };
-  const storeBlock = (v: Expr, gr0: Expr, gc0: Expr) => {
-    const staged = () => {
-      // through the 4-wide view always: the array's widest view, which its coopmat stores must use
-      const stage = stageF32();
-      stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      for (let q = 0; q < 8; q++) {
-        const flat = k.let(lane.mul(8).add(q), "fl");
-        const gr = k.let(gr0.add(flat.shr(4)), "gr");
-        const gc = k.let(gc0.add(flat.band(15)), "gc");
-        k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
-          const x = stage.load(stOff.add(flat));
-          const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
-          const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
-          C.store(oi, y.cast(outElem));
-        });
-      }
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-    };
-    // the tile through the staging array's 4-wide view (so its coopmat store uses that view
-    // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
-    const stagedVec = (x: Expr = v.cast(tC32)) => {
-      const stage = stageF32();
-      stage.vec(4).cmStore(x, stOff.div(4), CM / 4, "row");
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      const r = k.let(lane.shr(1), "vr");
-      const cc = k.let(lane.band(1).mul(8), "vc");
-      if (c.wideOut16 && outElem !== "f32") {
-        const at = k.let(stOff.add(r.mul(CM)).add(cc).div(4), "va");
-        const halves = [0, 1].map((h) => k.let(stage.vec(4).load(at.add(h)).cast(`${outElem}x4` as ValueType), "vh"));
-        const packed = packHalves(halves.flatMap((x) => [x.swz("xy"), x.swz("zw")]));
-        const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc), "oi");
-        C.as("u32", 4).store(oi.div(8), packed);
-        k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-        return;
-      }
-      for (let h = 0; h < 2; h++) {
-        const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
-        const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
-        C.store(oi.div(4), outElem === "f32" ? x : x.cast(`${outElem}x4` as ValueType));
-      }
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-    };
-    const storeWhole = (x: Expr) => {
-      if (stageH) storeTileF16(k, C, stageH, k.let(sg.mul(TILE_SLOT), "hs"), lane, x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n);
-      else if (c.wideOut32) stagedVec(x);
-      else C.cmStore(x, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
-    };
-    // aligned: every block is full, so the bounds test and the edge path are not generated
-    const ifFull = (whole: () => void, edge: () => void) => {
-      if (c.aligned) whole();
-      else k.if(k.let(gr0.add(CM).le(pc.m).and(gc0.add(CM).le(pc.n)), "full"), whole, edge);
-    };
-    if (vecStaged) {
-      ifFull(stagedVec, staged);
-    } else if (plain || fragEpi) {
-      ifFull(() => storeWhole(plain ? v.cast(tOut) : fragment(v, gr0, gc0)), staged);
-    } else {
-      staged();
-    }
-  };
-  if (c.loopEpi) {
-    // one driver-unrolled loop over the sm×sn blocks (the body is described once): the
-    // accumulators are copied into an array indexed by the loop variable
-    const accs = k.array(tC, c.sm * c.sn, "accs");
-    for (let i = 0; i < c.sm; i++) for (let j = 0; j < c.sn; j++) accs.set(i * c.sn + j, read(acc[i][j]));
-    k.for(0, c.sm * c.sn, (q) => {
-      const gr0 = k.let(row0.add(sgRow).add(q.div(c.sn).mul(CM)), "gr0");
-      const gc0 = k.let(col0.add(sgCol).add(q.rem(c.sn).mul(CM)), "gc0");
-      storeBlock(accs.at(q), gr0, gc0);
-    }, { name: "blk", unroll: true });
-  } else {
-    for (let i = 0; i < c.sm; i++) {
-      for (let j = 0; j < c.sn; j++) {
-        storeBlock(read(acc[i][j]), k.let(row0.add(sgRow).add(i * CM), "gr0"), k.let(col0.add(sgCol).add(j * CM), "gc0"));
-      }
-    }
-  }
+  const { sgRow, sgCol, acc } = subgroupTile();
+  const t: TileRun = { row0, col0, aBase, bBase, kBeg, kEnd, nt, sgRow, sgCol, acc };
+  kLoop(t);
+  epilogue(t, k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase"));
   return k.finish();
+}
+
+/** One tile's k-range and where its accumulators go. */
+interface TileRun {
+  row0: Expr; col0: Expr; aBase: Expr; bBase: Expr; kBeg: Expr; kEnd: Expr; nt: Expr;
+  sgRow: Expr; sgCol: Expr; acc: Var[][];
 }
 
 interface StagedRefs {

@@ -25,7 +25,7 @@
 //     a forced cm_* variant computes it on f16 tiles.
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
-import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type ScratchRole } from "./common.js";
+import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
@@ -33,6 +33,7 @@ import { readMatmulConfig } from "./config.js";
 import { presplitKernel, presplitLimit, SPLIT_PUSH, splitJobs, type SplitJob } from "./presplit.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
+import { fixupKernel, FIXUP_SPAN, streamKSchedule, type StreamKSchedule } from "./streamk.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
 import { isUntuned, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
 
@@ -236,7 +237,11 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     const tile = wgs256 >= units ? big : 2 * wgs128 >= units ? medium : "cm_64x64x32_w2x2";
     // B K-contiguous: the all-operand pair-staged twin (H200 session 9: NT +7-18 %, TT 0 to +9 %;
     // in NN it depends on the tile, -9 to +2 %, so the tuner decides there)
-    base = variantByName(p.transB && VARIANTS.has(`${tile}_kpa`) ? `${tile}_kpa` : tile);
+    const paired = p.transB && VARIANTS.has(`${tile}_kpa`) ? `${tile}_kpa` : tile;
+    // the big tile over more than a wave whose last wave is far from full: the stream-K twin
+    // (H200 session 10: 3072³, 2.18 waves of 128×256 tiles, +24 % with f32 accumulation)
+    const twin = VARIANTS.get(`${paired}_stk`);
+    base = tile === big && twin && streamKHelps(twin, p, units) && waveWaste(p, twin, units) > 0.1 ? twin : variantByName(paired);
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
@@ -263,6 +268,12 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     // more than 16 f32 accumulators per subgroup spill (see variants.ts)
     const cfg = v.kind === "presplit" ? v.inner.cfg : v.kind === "coop" ? v.cfg : undefined;
     if (cfg && cfg.sm * cfg.sn > 16 && !p.accF16) continue;
+    // stream-K twins: only where the tiles are whole and leave a partial last wave
+    const inner = v.kind === "presplit" ? v.inner : v;
+    if (inner.kind === "coop" && inner.cfg.streamK) {
+      if (streamKHelps(v, p, units)) out.push(v);
+      continue;
+    }
     const s = defaultSplits(p, v, units);
     out.push(v);
     if (s > 1) out.push(withSplits(v, s));
@@ -276,6 +287,21 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     }
   }
   return out;
+}
+
+/** Workgroup slots a one-per-SM grid of v's tiles leaves idle in its last wave, as a fraction of the work (0 under one wave). */
+function waveWaste(p: NormalizedProblem, v: VariantSpec, units: number): number {
+  const { bm, bn } = tileOf(v);
+  const tiles = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+  return tiles < units ? 0 : Math.ceil(tiles / units) / (tiles / units) - 1;
+}
+
+/** Whether a stream-K twin would run as stream-K on p (whole tiles, a tile count off whole waves). */
+function streamKHelps(v: VariantSpec, problem: NormalizedProblem, units: number): boolean {
+  const p = loopProblem(v, problem);
+  const { bm, bn, bk } = tileOf(v);
+  if (!envDefaults().aligned || p.m % bm || p.n % bn || p.k % bk) return false;
+  return streamKSchedule((p.m / bm) * (p.n / bn) * p.batch, units) !== null;
 }
 
 function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>, split: boolean): SimtConfig {
@@ -407,7 +433,10 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);
+    const sk = cfg.streamK ? streamKFor(p, cfg, caps, split) : null;
+    if (!sk) cfg.streamK = undefined;
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
+    if (sk) return planStreamK(p, spec, cfg, desc, pv, sk);
   }
   const push = packPush(pv);
   const main: MatmulStep = {
@@ -439,6 +468,45 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     problem: p,
     steps,
     scratch: split ? { workspace: splits * p.batch * p.m * p.n * 4 } : {},
+    lowPrecision: isLowPrecision(spec, p),
+  };
+}
+
+/** Where a stream-K twin runs as stream-K: its schedule, or null (then it is the plain tile). */
+function streamKFor(p: NormalizedProblem, cfg: CoopConfig, caps: MatmulCaps, split: boolean): StreamKSchedule | null {
+  const unit = streamKUnit(cfg);
+  if (split || cfg.direct || !cfg.aligned || p.k % unit !== 0) return null;
+  const { bm, bn } = coopTile(cfg);
+  const s = streamKSchedule((p.m / bm) * (p.n / bn) * p.batch, caps.computeUnits ?? 132);
+  return s && s.dp + s.ctas <= 65535 ? s : null;
+}
+
+/** K elements per stream-K unit: one k-tile, or a pair of them with pair staging (an even count per range). */
+function streamKUnit(cfg: CoopConfig): number {
+  return cfg.bk * (cfg.pairK ? 2 : 1);
+}
+
+/** The stream-K kernel over D + P workgroups, then the fixup of the split tiles (streamk.ts). */
+function planStreamK(p: NormalizedProblem, spec: VariantSpec, cfg: CoopConfig, desc: KernelDesc, pv0: PushValues, sk: StreamKSchedule): MatmulPlan {
+  const { bm, bn } = coopTile(cfg);
+  const unit = streamKUnit(cfg);
+  const pv: PushValues = { ...pv0, kChunk: sk.dp, splits: sk.ctas };
+  const push = packPush(pv);
+  const epi = [...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])];
+  return {
+    variant: spec.name,
+    spec,
+    problem: p,
+    steps: [
+      { desc, groups: [sk.dp + sk.ctas, 1, 1], push, pushFields: PUSH_FIELDS, pushValues: pv, bindings: ["A", "B", "C", ...epi, "workspace"] },
+      {
+        desc: memo(`streamk|${cfg.wm}|${cfg.wn}|${cfg.sm}|${cfg.sn}|${unit}|${cfg.groupRows}|${p.accF16}|${problemKey(p)}`,
+          () => fixupKernel(p, { wm: cfg.wm, wn: cfg.wn, sm: cfg.sm, sn: cfg.sn, unit, groupRows: cfg.groupRows })),
+        groups: [sk.skTiles * ((bm * bn) / FIXUP_SPAN), 1, 1],
+        push, pushFields: PUSH_FIELDS, pushValues: pv, bindings: ["workspace", "C", ...epi],
+      },
+    ],
+    scratch: { workspace: 2 * sk.ctas * bm * bn * (p.accF16 ? 2 : 4) },
     lowPrecision: isLowPrecision(spec, p),
   };
 }

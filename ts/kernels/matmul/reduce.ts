@@ -6,7 +6,7 @@
 //   push      PUSH_FIELDS (common.ts)
 //   dispatch  [min(ceil(batch·M·N / 256), 65535), 1, 1], workgroup 256; grid-stride loop
 import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, epilogueTag } from "./common.js";
+import { applyEpilogue, finishBindings, read, epilogueTag } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export const REDUCE_THREADS = 256;
@@ -19,15 +19,9 @@ export function reduceName(p: NormalizedProblem): string {
 
 export function reduceKernel(p: NormalizedProblem): KernelDesc {
   const k = kernel(reduceName(p), { workgroup: [REDUCE_THREADS] });
-  const ws = k.buffer("ws", f32, "read");
-  const C = k.buffer("c", p.outDtype, "write");
-  const e = p.epilogue;
-  const bias = e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
-  const residual = e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
-  const pc = k.push(PUSH_FIELDS);
+  const { ws, C, pc, refs } = finishBindings(k, p, "f32");
   const total = k.let(pc.batch.mul(pc.strideC), "total");
   const stride = k.let(k.numWorkgroups.x.mul(REDUCE_THREADS), "stride");
-  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   k.for(k.globalId.x, total, (i: Expr) => {
     const acc = k.var(f32, 0, "acc");
     k.for(0, pc.splits, (s: Expr) => {

@@ -180,9 +180,24 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   // loops (a 3-4x smaller description); the k-tile loop DontUnroll
   "cm_128x128x32_w2x4_v128_irloops", "cm_128x128x32_w2x4_v128_du", "cm_128x256x16_w2x4_v128_pf2_du",
   "cmd_128x128_w2x2", "cmd_128x128_w4x2", "cmd_128x256_w2x4", "cmd_64x64_w2x2",
+  // the stream-K twin of a small tile, for tests (a 64×64 grid fills waves well enough without it)
+  "cm_64x64x32_w2x2_stk",
 ]);
 
 export const SPLITS = [1, 2, 4, 8, 16] as const;
+
+/**
+ * Tiles with a stream-K twin `<tile>_stk` (streamk.ts): the one-workgroup-per-SM tiles of 128×256
+ * and more, where a partial last wave costs most (8192³ in 256×256 tiles: 7.76 waves run as 8;
+ * 3072³ in 128×256: 2.18 as 3). The twin is the tile itself where the tile count fills whole waves.
+ */
+export const STREAMK_BASES: readonly string[] = [
+  "cm_128x256x32_w2x4_v128_s1", "cm_128x256x32_w2x4_v128_s1_kpa", "cm_128x256x32_w2x4_v128_s1_kpr",
+  "cm_256x128x32_w4x2_v128_s1", "cm_256x256x32_w4x2_v128_s1", "cm_256x256x32_w2x4_v128_s1",
+  "cm_256x256x32_w2x4_v128_s1_kpa", "cm_256x256x32_w2x4_v128_s1_kpr",
+  // small enough for the IR interpreter's tests; not tuned (UNTUNED)
+  "cm_64x64x32_w2x2",
+];
 
 function build(): Map<string, VariantSpec> {
   const m = new Map<string, VariantSpec>();
@@ -191,6 +206,12 @@ function build(): Map<string, VariantSpec> {
     for (const [n, cfg] of SIMT_BASES) m.set(n + suffix, { kind: "simt", name: n + suffix, base: n, cfg, splits: s });
     for (const [n, cfg] of COOP_BASES) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
     for (const [n, cfg] of COOP2_BASES) m.set(n + suffix, { kind: "coop2", name: n + suffix, base: n, cfg, splits: s });
+  }
+  // <tile>_stk: stream-K twins of the big tiles (streamk.ts), where the last wave is partial
+  for (const n of STREAMK_BASES) {
+    const v = m.get(n);
+    if (v?.kind !== "coop") throw new Error(`matmul variants: stream-K base ${n} is not a coopmat tile`);
+    m.set(`${n}_stk`, { kind: "coop", name: `${n}_stk`, base: n, cfg: { ...v.cfg, streamK: true }, splits: 1 });
   }
   // x3_<tile>: the presplit twin of every staged 16-bit tile
   for (const [name, v] of [...m]) {
@@ -212,9 +233,12 @@ export function variantByName(name: string): VariantSpec {
 
 /** Whether the tuner skips `v` (its tile is in UNTUNED). */
 export function isUntuned(v: VariantSpec): boolean {
-  return UNTUNED.has(v.kind === "presplit" ? v.inner.base : v.base);
+  const own = v.kind === "presplit" ? v.inner : v;
+  return UNTUNED.has(own.base) || UNTUNED.has(own.name);
 }
 
 export function withSplits(v: VariantSpec, splits: number): VariantSpec {
+  // (a stream-K twin is its own split-free form; its split-K forms are the tile's)
+  if (splits === v.splits) return v;
   return variantByName(splits === 1 ? v.base : `${v.base}_sk${splits}`);
 }

@@ -1,0 +1,104 @@
+// Stream-K (ts/kernels/matmul/streamk.ts): the schedule on the host, the plans the planner builds,
+// and the kernels in the IR interpreter against the fp64 reference — ranges with one and two
+// segments, tiles split over two and three workgroups, more workgroups than units, batches,
+// epilogues, pair staging and the two-block presplit operands.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
+import { candidateVariants, planMatmul } from "../ts/kernels/matmul/plan.js";
+import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { streamKSchedule, unitRange } from "../ts/kernels/matmul/streamk.js";
+import { variantByName } from "../ts/kernels/matmul/variants.js";
+import { InterpRuntime } from "./support/interp-runtime.js";
+
+test("stream-K schedule: whole waves data-parallel, the rest shared out, every unit in exactly one range", () => {
+  assert.equal(streamKSchedule(264, 132), null);
+  assert.deepEqual(streamKSchedule(1024, 132), { dp: 924, skTiles: 100, ctas: 132 });
+  assert.deepEqual(streamKSchedule(144, 132), { dp: 132, skTiles: 12, ctas: 132 });
+  assert.deepEqual(streamKSchedule(7, 132), { dp: 0, skTiles: 7, ctas: 132 });
+  for (const [tiles, units, ctas] of [[1024, 128, 132], [144, 96, 132], [11, 6, 3], [7, 2, 5], [3, 1, 5], [13, 1, 4]]) {
+    const s = streamKSchedule(tiles, ctas);
+    assert.ok(s);
+    let next = 0;
+    for (let w = 0; w < s.dp + s.ctas; w++) {
+      const [a, b] = unitRange(s, units, w);
+      assert.equal(a, next, `tiles ${tiles} units ${units} ctas ${ctas}: workgroup ${w} starts at ${a}, expected ${next}`);
+      assert.ok(b >= a);
+      next = b;
+    }
+    assert.equal(next, tiles * units);
+  }
+});
+
+test("stream-K plans: the kernel over D + P workgroups, the fixup, the workspace; plain where it does not apply", () => {
+  const caps = { ...new InterpRuntime().info, computeUnits: 132 };
+  const plan = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v });
+  const big = plan("cm_256x256x32_w2x4_v128_s1_kpa_stk", { m: 8192, n: 8192, k: 8192, dtype: "f16", accF16: true });
+  assert.match(big.steps[0].desc.name, /_kpa_stk_al_so8$/);
+  assert.match(big.steps[1].desc.name, /^mm_streamk_fixup_acc16_f16_256x256_w2x4_u64$/);
+  assert.deepEqual(big.steps[0].groups, [924 + 132, 1, 1]);
+  assert.deepEqual(big.steps[1].groups, [100 * 32, 1, 1]);
+  assert.deepEqual(big.steps[0].bindings, ["A", "B", "C", "workspace"]);
+  assert.deepEqual(big.steps[1].bindings, ["workspace", "C"]);
+  assert.equal(big.steps[0].pushValues.kChunk, 924);
+  assert.equal(big.steps[0].pushValues.splits, 132);
+  assert.equal(big.scratch.workspace, 2 * 132 * 256 * 256 * 2);
+  const epi = plan("cm_128x256x32_w2x4_v128_s1_stk", { m: 3072, n: 3072, k: 3072, dtype: "bf16", epilogue: { bias: true, residual: true } });
+  assert.deepEqual(epi.steps[0].bindings, ["A", "B", "C", "bias", "residual", "workspace"]);
+  assert.deepEqual(epi.steps[1].bindings, ["workspace", "C", "bias", "residual"]);
+  // whole waves (132 tiles of 128×256), edge tiles, split-K: the plain tile
+  const plainName = (p: MatmulProblem) => plan("cm_128x256x32_w2x4_v128_s1", p).steps.map((s) => s.desc.name);
+  for (const p of [{ m: 128 * 66, n: 512, k: 256 }, { m: 3000, n: 3072, k: 3072 }, { m: 3072, n: 3072, k: 3080 }]) {
+    assert.deepEqual(plan("cm_128x256x32_w2x4_v128_s1_stk", { ...p, dtype: "f16" }).steps.map((s) => s.desc.name), plainName({ ...p, dtype: "f16" }), JSON.stringify(p));
+  }
+  // the tuner races a twin only where it runs as stream-K
+  const cands = (p: MatmulProblem) => candidateVariants(normalize(p), caps).map((v) => v.name);
+  assert.ok(cands({ m: 3072, n: 3072, k: 3072, dtype: "f16" }).includes("cm_128x256x32_w2x4_v128_s1_stk"));
+  assert.ok(cands({ m: 8192, n: 8192, k: 8192, dtype: "f16", accF16: true }).includes("cm_256x256x32_w2x4_v128_s1_kpa_stk"));
+  assert.ok(!cands({ m: 128 * 66, n: 512, k: 256, dtype: "f16" }).includes("cm_128x256x32_w2x4_v128_s1_stk"));
+  assert.ok(!cands({ m: 3072, n: 3072, k: 3072, dtype: "f16" }).includes("cm_64x64x32_w2x2_stk"));
+});
+
+function run(caps: object, variants: string[], modes: DtypeMode[], cases: CheckCase[]) {
+  const rt = new InterpRuntime();
+  const rows = checkVariants(rt, { ...rt.info, ...caps }, { variants: variants.map(variantByName), modes, cases });
+  // every case runs as stream-K (a twin is not checked where it is its plain tile)
+  assert.equal(rows.length, variants.length * modes.length * cases.length);
+  const bad = rows.filter((r) => !r.pass || r.skipped);
+  assert.deepEqual(bad.map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.skipped ?? r.relErr}`), []);
+  return rows;
+}
+
+test("stream-K kernels in the interpreter: one and two segments per range, split tiles, empty ranges, batches, epilogues", () => {
+  // 704×64×192 in 64×64 tiles: 11 tiles of 6 units over 3 workgroups, so 9 run whole and 2 are
+  // shared out; workgroup 1 of the stream-K part holds a tile's end and the next tile's start
+  const s = streamKSchedule(11, 3);
+  assert.ok(s);
+  assert.deepEqual(unitRange(s, 6, s.dp + 1), [58, 62]);
+  const rows = run({ computeUnits: 3 }, ["cm_64x64x32_w2x2_stk"], [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }, { name: "bf16", dtype: "bf16" }], [
+    { name: "two_segments_bias_gelu_704x64x192", problem: { m: 704, n: 64, k: 192, epilogue: { bias: true, act: "gelu" } }, full: true },
+  ]);
+  for (const r of rows.filter((x) => x.mode !== "bf16")) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
+  // a tile split over three workgroups (3 tiles of 8 units over 5: 4.8 units each), NT, batches,
+  // residual; 3 tiles of one unit over 5 workgroups (two ranges empty)
+  const more = run({ computeUnits: 5 }, ["cm_64x64x32_w2x2_stk"], [{ name: "f16", dtype: "f16" }], [
+    { name: "NT_scale_res_64x192x256", problem: { m: 64, n: 192, k: 256, transB: true, epilogue: { scale: 0.5, residual: true } }, full: true },
+    { name: "batched_TN_128x64x96x3", problem: { m: 128, n: 64, k: 96, batch: 3, transA: true }, full: true },
+    { name: "more_workgroups_than_units_192x64x32", problem: { m: 192, n: 64, k: 32 }, full: true },
+  ]);
+  for (const r of more) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+});
+
+test("stream-K with pair staging (units of two k-tiles) and on two-block presplit f32 operands", () => {
+  const pair = run({ computeUnits: 5 }, ["cm_128x256x32_w2x4_v128_s1_kpa_stk"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [
+    { name: "NN_256x256x192", problem: { m: 256, n: 256, k: 192 }, full: true },
+  ]);
+  for (const r of pair) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+  const caps = { ...new InterpRuntime().info, computeUnits: 5 };
+  assert.match(planMatmul({ m: 256, n: 256, k: 192, dtype: "f16" }, caps, { variant: "cm_128x256x32_w2x4_v128_s1_kpa_stk" }).steps[1].desc.name, /_u64$/);
+  const x3 = planMatmul({ m: 192, n: 128, k: 64, dtype: "f32" }, caps, { variant: "x3_cm_64x64x32_w2x2_stk" });
+  assert.match(x3.steps[2].desc.name, /_stk_al.*_k2/);
+  run({ computeUnits: 5 }, ["x3_cm_64x64x32_w2x2_stk"], [{ name: "f32", dtype: "f32" }], [
+    { name: "x3_bias_192x128x64", problem: { m: 192, n: 128, k: 64, epilogue: { bias: true } }, full: true },
+  ]);
+});
