@@ -18,7 +18,7 @@ import { capsOf } from "../ts/kernels/matmul/autotune.js";
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { planMatmul } from "../ts/kernels/matmul/plan.js";
-import { tolerance } from "../ts/kernels/matmul/reference.js";
+import { decode, relFrobenius, tolerance } from "../ts/kernels/matmul/reference.js";
 import { pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
 import { candidateVariants, unsupported } from "../ts/kernels/matmul/plan.js";
 import { variantByName, type VariantSpec } from "../ts/kernels/matmul/variants.js";
@@ -284,12 +284,18 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
             }
             unfused[name] = summarize(reps).ms;
           }
+          // the baselines compute what the fused kernel does: c3 holds gelu(C + bias) from the
+          // two-kernel path; the fused plan writes C (an f16 intermediate rounds: 1e-2)
+          runPlan(rt, fused, bufs);
+          const fusedOut = decode(rt.readBuffer(bufs.C as number), dtype, n2);
+          const unfusedErr = relFrobenius(decode(rt.readBuffer(c3), dtype, n2), fusedOut);
+          if (!(unfusedErr <= 1e-2)) throw new Error(`unfused bias+gelu differs from the fused epilogue: relative error ${unfusedErr}`);
           rt.destroyBuffer(c2);
           rt.destroyBuffer(c3);
           const row = {
             size, dtype, variant: fused.variant, fusedMs: tf.ms,
             unfusedOneKernelMs: unfused.oneKernel, unfusedTwoKernelsMs: unfused.twoKernels,
-            speedupVsOne: unfused.oneKernel / tf.ms, speedupVsTwo: unfused.twoKernels / tf.ms, fusedRelErr: relErr,
+            speedupVsOne: unfused.oneKernel / tf.ms, speedupVsTwo: unfused.twoKernels / tf.ms, fusedRelErr: relErr, unfusedVsFusedErr: unfusedErr,
           };
           out.push(row);
           log(`fused ${typeof size === "number" ? `${size}³` : size} ${dtype}: fused ${tf.ms.toFixed(4)} ms, unfused ${unfused.oneKernel.toFixed(4)} / ${unfused.twoKernels.toFixed(4)} ms, speedup ${row.speedupVsOne.toFixed(2)}x / ${row.speedupVsTwo.toFixed(2)}x, err ${relErr.toExponential(2)}`);

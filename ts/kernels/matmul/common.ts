@@ -1,7 +1,7 @@
 // What every matmul kernel shares: the push-constant block (declared once, used by the generators
 // and by the dispatcher), binding roles, and the fused epilogue.
 import {
-  Expr, exp, f32, select, tanh, type Buffer, type KernelBuilder, type Var,
+  Expr, exp, f32, select, type Buffer, type KernelBuilder, type Var,
 } from "../../ir/index.js";
 import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
 
@@ -66,11 +66,8 @@ export function activate(k: KernelBuilder, act: Activation, x: Expr): Expr {
   switch (act) {
     case "relu":
       return x.max(0);
-    case "gelu": {
-      // tanh form, as Alpha's CPU reference
-      const inner = k.let(x.mul(x).mul(x).mul(0.044715).add(x).mul(0.7978845608028654), "gi");
-      return k.let(x.mul(0.5).mul(tanh(inner).add(1)), "gelu");
-    }
+    case "gelu":
+      return geluSigmoid(k, x);
     case "silu":
       return k.let(x.div(exp(x.neg()).add(1)), "silu");
     default:
@@ -91,6 +88,17 @@ export function finishBindings(k: KernelBuilder, p: NormalizedProblem, partials:
   const pc = k.push(PUSH_FIELDS);
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   return { ws, C, pc, refs };
+}
+
+/**
+ * Alpha's tanh-form GELU, 0.5·x·(1 + tanh(u)) with u = √(2/π)·(x + 0.044715·x³), computed as
+ * x / (1 + exp(−2u)) (the same function: 0.5·(1 + tanh(u)) = σ(2u)). NVIDIA's tanh costs ~60
+ * instructions: H200 session 10, a fused GELU epilogue added 97 µs to a 284 µs product
+ * (16384×3072×768) where SiLU's exp added 3.5. Huge |x| stays finite: exp → ∞ gives −0, exp → 0 gives x.
+ */
+export function geluSigmoid(k: KernelBuilder, x: Expr): Expr {
+  const z = k.let(x.mul(x).mul(0.044715).add(1).mul(x).mul(-2 * 0.7978845608028654), "gz");
+  return k.let(x.div(exp(z).add(1)), "gelu");
 }
 
 export interface EpilogueRefs {

@@ -14,8 +14,8 @@
 //   - plan.steps: dispatch each in order in one batch: compileKernel(step.desc) (memoize the
 //     handle), buffers = step.bindings.map(role => yours[role]) with roles A, B, C, bias, residual,
 //     workspace, groups = step.groups, push = step.push (40 bytes).
-//   - plan.scratch: for each role there (workspace: split-K partials; splitA/splitB: presplit bf16
-//     operands), bind a scratch buffer of at least that many bytes (fully overwritten before it is
+//   - plan.scratch: for each role there (workspace: split-K partials or stream-K partial tiles;
+//     splitA/splitB: presplit bf16 operands), bind a scratch buffer of at least that many bytes (fully overwritten before it is
 //     read; may be leased and released after the batch).
 //   - each step's push constants: step.push (packed), or step.pushFields + step.pushValues.
 //   - C is fully overwritten (no read of C). plan.variant names the choice (bench rows, tuning
