@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
 import { candidateVariants, planMatmul } from "../ts/kernels/matmul/plan.js";
+import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { streamKSchedule, unitRange } from "../ts/kernels/matmul/streamk.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
@@ -57,6 +58,17 @@ test("stream-K plans: the kernel over D + P workgroups, the fixup, the workspace
   assert.ok(cands({ m: 8192, n: 8192, k: 8192, dtype: "f16", accF16: true }).includes("cm_256x256x32_w2x4_v128_s1_kpa_stk"));
   assert.ok(!cands({ m: 128 * 66, n: 512, k: 256, dtype: "f16" }).includes("cm_128x256x32_w2x4_v128_s1_stk"));
   assert.ok(!cands({ m: 3072, n: 3072, k: 3072, dtype: "f16" }).includes("cm_64x64x32_w2x2_stk"));
+  // the default takes the twin where the last wave is far from full (3072³: 2.18 waves of 128×256)
+  assert.equal(planMatmul({ m: 3072, n: 3072, k: 3072, dtype: "f16" }, caps).variant, "cm_128x256x32_w2x4_v128_s1_stk");
+  assert.equal(planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16" }, caps).variant, "cm_128x256x32_w2x4_v128_s1");
+  // the kill switch (HELIOS_MATMUL_STREAMK=0): no twin in the race or the default, a forced one is its tile
+  assert.equal(readMatmulConfig({ HELIOS_MATMUL_STREAMK: "0" }).streamK, false);
+  assert.equal(readMatmulConfig({}).streamK, true);
+  const off = { streamK: false };
+  assert.ok(!candidateVariants(normalize({ m: 3072, n: 3072, k: 3072, dtype: "f16" }), caps, off).some((v) => v.name.endsWith("_stk")));
+  assert.equal(planMatmul({ m: 3072, n: 3072, k: 3072, dtype: "f16" }, caps, off).variant, "cm_128x256x32_w2x4_v128_s1");
+  const forced = planMatmul({ m: 3072, n: 3072, k: 3072, dtype: "f16" }, caps, { variant: "cm_128x256x32_w2x4_v128_s1_stk", streamK: false });
+  assert.deepEqual(forced.steps.map((st) => st.desc.name), plainName({ m: 3072, n: 3072, k: 3072, dtype: "f16" }));
 });
 
 function run(caps: object, variants: string[], modes: DtypeMode[], cases: CheckCase[]) {

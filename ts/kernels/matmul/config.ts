@@ -6,6 +6,7 @@
 //   HELIOS_MATMUL_STORE    wide    how whole output blocks leave: wide | coopmat | staged4 (plan.ts)
 //   HELIOS_MATMUL_PRESPLIT 1       0 = no x3_* variants (f32 on presplit bf16 operands, presplit.ts)
 //   HELIOS_MATMUL_SPLIT_BLOCKS 2   3 = the x3_* operands as three K blocks even where two serve (presplit.ts)
+//   HELIOS_MATMUL_STREAMK  1       0 = no stream-K (the _stk twins plan as their tiles; streamk.ts)
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { flag } from "../../config.js";
@@ -22,6 +23,8 @@ export interface MatmulConfig {
   presplit: boolean;
   /** Presplit operands as two K blocks [hi | lo] where the inner tile is aligned (presplit.ts), else three. */
   splitBlocks: 2 | 3;
+  /** Stream-K twins run as stream-K where they apply (streamk.ts); false plans them as their tiles. */
+  streamK: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -30,6 +33,7 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const autotune = flag(env, "HELIOS_AUTOTUNE", true);
   const aligned = flag(env, "HELIOS_MATMUL_ALIGNED", true);
   const presplit = flag(env, "HELIOS_MATMUL_PRESPLIT", true);
+  const streamK = flag(env, "HELIOS_MATMUL_STREAMK", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
   const blocks = env.HELIOS_MATMUL_SPLIT_BLOCKS?.trim() || "2";
   if (blocks !== "2" && blocks !== "3") throw new Error(`HELIOS_MATMUL_SPLIT_BLOCKS=${env.HELIOS_MATMUL_SPLIT_BLOCKS}: expected 2 or 3`);
@@ -39,5 +43,5 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, cacheDir, aligned, outStore: store, presplit, splitBlocks: blocks === "2" ? 2 : 3 };
+  return { variant, autotune, cacheDir, aligned, outStore: store, presplit, splitBlocks: blocks === "2" ? 2 : 3, streamK };
 }

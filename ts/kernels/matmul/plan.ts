@@ -107,12 +107,17 @@ export interface PlanOptions {
    * where the inner tile is aligned (presplit.ts), 3 = [hi | hi | lo] / [hi ; lo ; hi] always.
    */
   splitBlocks?: 2 | 3;
+  /**
+   * Stream-K twins (`<tile>_stk`) run as stream-K where they apply, and the tuner and the default
+   * may choose them (default: HELIOS_MATMUL_STREAMK, on); false plans a twin as its tile.
+   */
+  streamK?: boolean;
   /** Internal (planPresplit → the inner bf16 plan): A and B hold two K blocks (CoopConfig.kSeg2). */
   kSeg2?: boolean;
 }
 
-let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; splitBlocks: 2 | 3 } | undefined;
-/** HELIOS_MATMUL_ALIGNED, HELIOS_MATMUL_STORE and HELIOS_MATMUL_PRESPLIT, read once. */
+let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; splitBlocks: 2 | 3; streamK: boolean } | undefined;
+/** HELIOS_MATMUL_ALIGNED, _STORE, _PRESPLIT, _SPLIT_BLOCKS and _STREAMK, read once. */
 function envDefaults(): NonNullable<typeof fromEnv> {
   fromEnv ??= readMatmulConfig();
   return fromEnv;
@@ -241,7 +246,8 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // the big tile over more than a wave whose last wave is far from full: the stream-K twin
     // (H200 session 10: 3072³, 2.18 waves of 128×256 tiles, +24 % with f32 accumulation)
     const twin = VARIANTS.get(`${paired}_stk`);
-    base = tile === big && twin && streamKHelps(twin, p, units) && waveWaste(p, twin, units) > 0.1 ? twin : variantByName(paired);
+    const streamK = (opts.streamK ?? envDefaults().streamK) && tile === big && twin && streamKHelps(twin, p, units) && waveWaste(p, twin, units) > 0.1;
+    base = streamK && twin ? twin : variantByName(paired);
   } else {
     const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
@@ -271,7 +277,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     // stream-K twins: only where the tiles are whole and leave a partial last wave
     const inner = v.kind === "presplit" ? v.inner : v;
     if (inner.kind === "coop" && inner.cfg.streamK) {
-      if (streamKHelps(v, p, units)) out.push(v);
+      if ((opts.streamK ?? envDefaults().streamK) && streamKHelps(v, p, units)) out.push(v);
       continue;
     }
     const s = defaultSplits(p, v, units);
@@ -433,7 +439,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);
-    const sk = cfg.streamK ? streamKFor(p, cfg, caps, split) : null;
+    const sk = cfg.streamK && (opts.streamK ?? envDefaults().streamK) ? streamKFor(p, cfg, caps, split) : null;
     if (!sk) cfg.streamK = undefined;
     desc = memo(`coop|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coopKernel(p, cfg, split));
     if (sk) return planStreamK(p, spec, cfg, desc, pv, sk);
