@@ -31,7 +31,7 @@ import {
 import { pairedPipeline, pairRotSlots, pairRowSlots, pairSlots } from "./coopmat-pair.js";
 import { transposedSlots } from "./coopmat-probes.js";
 import type { NormalizedProblem } from "./problem.js";
-import { streamKGeometry, streamKRange, streamKSegment, streamKTile } from "./streamk.js";
+import { streamKGeometry, streamKRange, streamKSegment, streamKTile, streamKUnit } from "./streamk.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
 
 export interface CoopConfig {
@@ -267,16 +267,15 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     // Aligned tiles load each column block's bias once for all sm row blocks (every block is whole,
     // so no load sits in a branch): H200 session 10, 16384×3072×768, the bias cost 15 µs of 284
     const biasByCol: Expr[] = [];
-    const biasOf = (gc0: Expr, j?: number): Expr => {
-      if (!bias) throw new Error("coopmat: bias epilogue without a bias binding");
-      const load = () => bias.cmLoad(tOut, gc0, lit("u32", 0), "row");
+    const biasOf = (b: Buffer, gc0: Expr, j?: number): Expr => {
+      const load = () => b.cmLoad(tOut, gc0, lit("u32", 0), "row");
       if (j === undefined || !c.aligned) return load();
       return (biasByCol[j] ??= load());
     };
     const fragment = (v: Expr, gr0: Expr, gc0: Expr, j?: number): Expr => {
       const y = k.var(tC32, v.cast(tC32), "ep");
       if (e.scale !== 1) y.set(read(y).mul(pc.scale));
-      if (e.bias && bias) y.set(read(y).add(biasOf(gc0, j).cast(tC32)));
+      if (e.bias && bias) y.set(read(y).add(biasOf(bias, gc0, j).cast(tC32)));
       if (e.act !== "none") k.for(0, k.cmLen(tC32), (q) => y.setAt(q, activate(k, e.act, y.at(q))), { name: "eq", unroll: true });
       if (e.residual && residual) {
         y.set(read(y).add(residual.cmLoad(tOut, cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row").cast(tC32)));
@@ -377,7 +376,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     if (split || c.direct || !c.aligned) throw new Error("coopmat: stream-K needs staged, aligned tiles without split-K");
     // binding after bias and residual: the partial tiles (streamk.ts)
     const ws = k.buffer("ws", accElem, "write");
-    const unit = c.bk * (c.pairK ? 2 : 1);
+    const unit = streamKUnit(c);
     const { sgRow, sgCol, acc } = subgroupTile();
     const g = streamKGeometry(k, pc, bm, bn, unit);
     const range = streamKRange(k, g, k.let(wg.x, "lin"));

@@ -33,7 +33,7 @@ import { readMatmulConfig } from "./config.js";
 import { presplitKernel, presplitLimit, SPLIT_PUSH, splitJobs, type SplitJob } from "./presplit.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
-import { fixupKernel, FIXUP_SPAN, streamKSchedule, type StreamKSchedule } from "./streamk.js";
+import { fixupKernel, FIXUP_SPAN, streamKSchedule, streamKUnit, type StreamKSchedule } from "./streamk.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
 import { isUntuned, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
 
@@ -200,11 +200,16 @@ function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
   return { bm: t.bm, bn: t.bn, bk: v.cfg.bk };
 }
 
+/** Workgroups of a grid of bm×bn tiles over the problem's batches. */
+function gridTiles(p: { m: number; n: number; batch: number }, bm: number, bn: number): number {
+  return ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+}
+
 /** Split-K factor for small M·N with long K: fill about two waves of workgroups. */
 export function defaultSplits(problem: NormalizedProblem, v: VariantSpec, units: number): number {
   const p = loopProblem(v, problem);
   const { bm, bn, bk } = tileOf(v);
-  const wgs = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+  const wgs = gridTiles(p, bm, bn);
   let s = 1;
   while (s < 16 && wgs * s * 2 <= units * 2 && p.k / (s * 2) >= 4 * bk && p.k >= 1024) s *= 2;
   return s;
@@ -229,8 +234,8 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // H100 run 4 sweep (bench/results/h100-matmul-run4): 128×256×16 (8 subgroups × 4×4) is the
     // fastest tile at 2048³ and 4096³; 128×128×32 with 8 subgroups (4×2 each) next and best for
     // 4096×512×14336; the 4-subgroup 128×128 tile is 1.4× slower than either.
-    const wgs256 = ceilDiv(p.m, 128) * ceilDiv(p.n, 256) * p.batch;
-    const wgs128 = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
+    const wgs256 = gridTiles(p, 128, 256);
+    const wgs128 = gridTiles(p, 128, 128);
     // (4096×512×14336: 128 workgroups of 128×128 at 158 TF/s beat 512 of 64×64 at 63)
     // H100 run 15 (bench/results/h100-matmul128-run15): the single-stage 32-deep 128-bit tile
     // cm_128x256x32_w2x4_v128_s1 beats cm_128x256x16_w2x4 at 4096³ (198 vs 157 TF/s) and 8192³
@@ -249,7 +254,7 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     const streamK = (opts.streamK ?? envDefaults().streamK) && tile === big && twin && streamKHelps(twin, p, units) && waveWaste(p, twin, units) > 0.1;
     base = streamK && twin ? twin : variantByName(paired);
   } else {
-    const wgs = ceilDiv(p.m, 128) * ceilDiv(p.n, 128) * p.batch;
+    const wgs = gridTiles(p, 128, 128);
     base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
   }
   return withSplits(base, defaultSplits(p, base, units));
@@ -275,8 +280,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     const cfg = v.kind === "presplit" ? v.inner.cfg : v.kind === "coop" ? v.cfg : undefined;
     if (cfg && cfg.sm * cfg.sn > 16 && !p.accF16) continue;
     // stream-K twins: only where the tiles are whole and leave a partial last wave
-    const inner = v.kind === "presplit" ? v.inner : v;
-    if (inner.kind === "coop" && inner.cfg.streamK) {
+    if (cfg?.streamK) {
       if ((opts.streamK ?? envDefaults().streamK) && streamKHelps(v, p, units)) out.push(v);
       continue;
     }
@@ -287,7 +291,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     // weight-gradient products (M·N of one wave or less, K = tokens) gain from them on the H100
     const lp = loopProblem(v, p);
     const { bm, bn, bk } = tileOf(v);
-    const wgs = ceilDiv(lp.m, bm) * ceilDiv(lp.n, bn) * lp.batch;
+    const wgs = gridTiles(lp, bm, bn);
     for (const d of [2 * s, 4 * s]) {
       if (d <= 16 && lp.k >= 1024 && lp.k / d >= 4 * bk && wgs * d <= 4 * units) out.push(withSplits(v, d));
     }
@@ -298,7 +302,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
 /** Workgroup slots a one-per-SM grid of v's tiles leaves idle in its last wave, as a fraction of the work (0 under one wave). */
 function waveWaste(p: NormalizedProblem, v: VariantSpec, units: number): number {
   const { bm, bn } = tileOf(v);
-  const tiles = ceilDiv(p.m, bm) * ceilDiv(p.n, bn) * p.batch;
+  const tiles = gridTiles(p, bm, bn);
   return tiles < units ? 0 : Math.ceil(tiles / units) / (tiles / units) - 1;
 }
 
@@ -307,7 +311,7 @@ function streamKHelps(v: VariantSpec, problem: NormalizedProblem, units: number)
   const p = loopProblem(v, problem);
   const { bm, bn, bk } = tileOf(v);
   if (!envDefaults().aligned || p.m % bm || p.n % bn || p.k % bk) return false;
-  return streamKSchedule((p.m / bm) * (p.n / bn) * p.batch, units) !== null;
+  return streamKSchedule(gridTiles(p, bm, bn), units) !== null;
 }
 
 function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>, split: boolean): SimtConfig {
@@ -483,13 +487,8 @@ function streamKFor(p: NormalizedProblem, cfg: CoopConfig, caps: MatmulCaps, spl
   const unit = streamKUnit(cfg);
   if (split || cfg.direct || !cfg.aligned || p.k % unit !== 0) return null;
   const { bm, bn } = coopTile(cfg);
-  const s = streamKSchedule((p.m / bm) * (p.n / bn) * p.batch, caps.computeUnits ?? 132);
+  const s = streamKSchedule(gridTiles(p, bm, bn), caps.computeUnits ?? 132);
   return s && s.dp + s.ctas <= 65535 ? s : null;
-}
-
-/** K elements per stream-K unit: one k-tile, or a pair of them with pair staging (an even count per range). */
-function streamKUnit(cfg: CoopConfig): number {
-  return cfg.bk * (cfg.pairK ? 2 : 1);
 }
 
 /** The stream-K kernel over D + P workgroups, then the fixup of the split tiles (streamk.ts). */

@@ -39,6 +39,11 @@ export interface StreamKSchedule {
   ctas: number;
 }
 
+/** K elements per stream-K unit: one k-tile, or a pair of them with pair staging (an even count per range). */
+export function streamKUnit(c: { bk: number; pairK?: boolean }): number {
+  return c.bk * (c.pairK ? 2 : 1);
+}
+
 /** The split of `tiles` over `ctas` workgroups, or null where whole waves leave nothing to share. */
 export function streamKSchedule(tiles: number, ctas: number): StreamKSchedule | null {
   if (tiles <= 0 || ctas <= 0 || tiles % ctas === 0) return null;
