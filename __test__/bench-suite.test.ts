@@ -19,7 +19,8 @@ class FakeRuntime implements MatmulRuntime {
   dispatches = 0;
   profile: ProfileEntry[] = [];
   profiling = false;
-  constructor(private readonly error = 0) {}
+  /** `error` is added to every output of a problem with M ≥ errorFromM. */
+  constructor(private readonly error = 0, private readonly errorFromM = 0) {}
   info: MatmulDeviceInfo = { deviceName: "fake", coopMatSupported: false, subgroupSize: 32, maxSharedMemoryBytes: 49152, driverVersion: "1" };
   initDevice() { return this.info; }
   getDeviceInfo() { return this.info; }
@@ -42,7 +43,7 @@ class FakeRuntime implements MatmulRuntime {
     for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) {
       let s = 0;
       for (let t = 0; t < k; t++) s += a[i * k + t] * b[t * n + j];
-      c[i * n + j] = s + this.error;
+      c[i * n + j] = s + (m >= this.errorFromM ? this.error : 0);
     }
     this.dispatches++;
     if (this.profiling) this.profile.push({ label: desc.name, gpuNs: 1e6 });
@@ -82,6 +83,20 @@ test("runCudaSuite: a wrong result fails the gate before any timing", async () =
   const rt = new FakeRuntime(0.01);
   try {
     await assert.rejects(runCudaSuite(o, { runtime: rt }), CheckFailed);
+  } finally {
+    delete process.env.HELIOS_AUTOTUNE;
+  }
+});
+
+test("runCudaSuite: the timed kernel's own sampled check fails the run where the checkShape passes", async () => {
+  // forms that only whole tiles take (pair staging, two-stage twins, stream-K) do not run at an
+  // unaligned checkShape; the 64 sampled outputs of the timed shape are their gate
+  const o = parseBenchArgs(["--dtype=float32", "--shapes=24x20x16", "--iters=4", "--checkShape=13x11x9", "--quiet", "--torch=false"]);
+  process.env.HELIOS_AUTOTUNE = "0";
+  try {
+    await assert.rejects(runCudaSuite(o, { runtime: new FakeRuntime(0.5, 20) }), (e: unknown) => e instanceof CheckFailed && /24x20x16 \(64 sampled outputs\)/.test(e.message));
+    const ok = await runCudaSuite(o, { runtime: new FakeRuntime(0.5, 100) });
+    assert.ok(ok.meta.check?.every((c) => c.pass) && ok.rows.length === 1);
   } finally {
     delete process.env.HELIOS_AUTOTUNE;
   }

@@ -3,9 +3,10 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { CACHE_FILE, chooseMatmul, shapeClass } from "../ts/kernels/matmul/autotune.js";
+import { CACHE_FILE, chooseMatmul, duplicatePlans, roundOrder, shapeClass, TUNE_ROUNDS } from "../ts/kernels/matmul/autotune.js";
 import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
-import { candidateVariants, defaultVariant } from "../ts/kernels/matmul/plan.js";
+import { candidateVariants, defaultVariant, planMatmul } from "../ts/kernels/matmul/plan.js";
+import type { MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { normalize } from "../ts/kernels/matmul/problem.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
 
@@ -104,4 +105,49 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   assert.ok(names({ m: 768, n: 768, k: 16384, dtype: "f32", transA: true }).includes("x3_cm_128x128x32_w2x2_v128_s1_sk4"));
   assert.ok(!candidateVariants(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps, { presplit: false }).some((v) => v.kind === "presplit"));
   assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps).name, "x3_cm_128x256x32_w2x4_v128_s1");
+});
+
+/**
+ * The interpreter reporting synthetic GPU times: a per-kernel cost, times a clock factor that
+ * grows 10 % with every profiled batch (a GPU slowing down while it tunes).
+ */
+class DriftRuntime extends InterpRuntime {
+  private batches = 0;
+  constructor(private readonly cost: (kernel: string) => number) { super(); }
+  override batchProfile() {
+    const f = 1 + 0.1 * this.batches++;
+    return super.batchProfile().map((e) => ({ ...e, gpuNs: this.cost(e.label) * f }));
+  }
+}
+
+test("tuning rounds are interleaved in serpentine order, so a clock drifting during tuning picks the truly faster tile", () => {
+  assert.deepEqual([0, 1, 2, 3].map((r) => roundOrder(3, r)), [[0, 1, 2], [2, 1, 0], [0, 1, 2], [2, 1, 0]]);
+  assert.equal(TUNE_ROUNDS, 4);
+  // simt_64x64_4x4, timed second, is 5 % faster: timed one after the other it would read 0.95·(1 + drift
+  // of three more batches) and lose; interleaved, both see the same clocks
+  const rt = new DriftRuntime((k) => (k.includes("64x64") ? 950 : 1000));
+  Object.assign(rt.info, { coopMatSupported: false });
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const r = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_CACHE_DIR: dir }), iters: 1, warmup: 0 });
+  const names = r.record!.candidates.map((c) => c.variant);
+  assert.deepEqual(names.sort(), ["simt_128x128_8x8", "simt_64x64_4x4"]);
+  assert.equal(r.plan.variant, "simt_64x64_4x4", JSON.stringify(r.record));
+  const ms = Object.fromEntries(r.record!.candidates.map((c) => [c.variant, c.ms!]));
+  // 4 rounds over 2 candidates: batches 0..7, the middle two of each one's rounds sum to 7
+  assert.ok(Math.abs(ms.simt_128x128_8x8 - 1e-3 * (1 + 0.1 * 3.5)) < 1e-9, JSON.stringify(ms));
+  assert.ok(Math.abs(ms.simt_64x64_4x4 - 0.95e-3 * (1 + 0.1 * 3.5)) < 1e-9, JSON.stringify(ms));
+});
+
+test("a twin whose form does not apply plans another candidate's kernels and is not timed twice", () => {
+  const caps = { ...new InterpRuntime().info };
+  const names = ["cm_128x256x32_w2x4_v128_s1", "cm_128x256x32_w2x4_v128_s1_kpr", "cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1_sk2"];
+  const plansOf = (p: MatmulProblem) => names.map((v) => planMatmul(p, caps, { variant: v }));
+  // edge tiles: no pairs, and no second stage beside the f32 edge tile and the f16 output tile
+  assert.deepEqual([...duplicatePlans(names, plansOf({ m: 1000, n: 1000, k: 1000, dtype: "f16" }))], [
+    ["cm_128x256x32_w2x4_v128_s1_kpr", "cm_128x256x32_w2x4_v128_s1"], ["cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_128x256x32_w2x4_v128_s1"],
+    ["cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1"],
+  ]);
+  // whole tiles: every form applies (B's [n][k] stages do not fit in NT: that twin is _kpr)
+  assert.equal(duplicatePlans(names, plansOf({ m: 1024, n: 1024, k: 1024, dtype: "f16" })).size, 0);
+  assert.deepEqual([...duplicatePlans(names, plansOf({ m: 1024, n: 1024, k: 1024, dtype: "f16", transB: true }))], [["cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_128x256x32_w2x4_v128_s1_kpr"]]);
 });

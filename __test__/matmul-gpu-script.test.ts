@@ -58,7 +58,8 @@ test("matmul-gpu --phase=fused: only the fused-epilogue comparison", { timeout: 
   process.env.HELIOS_AUTOTUNE = "0";
   const code = await runMatmulGpu(new InterpRuntime(), { outDir: out, tiny: true, torch: false, phase: "fused" });
   const fused = JSON.parse(readFileSync(join(out, "fused.json"), "utf8"));
-  assert.equal(fused.length, 2); // one tiny size, f16 and f32
+  assert.equal(fused.length, 3); // one tiny size: f16, f16 in with f32 out, f32
+  assert.deepEqual(fused.map((r: { dtype: string }) => r.dtype), ["f16", "f16->f32", "f32"]);
   assert.ok(fused.every((r: { error?: string; fusedMs?: number }) => !r.error && r.fusedMs! > 0), JSON.stringify(fused));
   for (const f of ["check.json", "variant-sweep.json", "suite-f16.json"]) assert.ok(!existsSync(join(out, f)), `${f} written`);
   assert.equal(code, 0);

@@ -7,6 +7,7 @@ import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-c
 import { candidateVariants, planMatmul, unsupported } from "../ts/kernels/matmul/plan.js";
 import { normalize } from "../ts/kernels/matmul/problem.js";
 import type { MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
 
@@ -419,4 +420,41 @@ test("rotated pair staging (_kpr) and row pairs (_kpa): NN, NT, TT, several pair
     { name: "TT_256x256x64", problem: { m: 256, n: 256, k: 64, transA: true, transB: true }, full: true },
   ]);
   for (const r of big) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+});
+
+test("one operand in two shared stages (_a2, _b2): every layout, pair forms, epilogue, batches, edges, f32 out", () => {
+  const caps = { ...new InterpRuntime().info };
+  const plan = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v });
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_a2", { m: 128, n: 256, k: 128, dtype: "f16" }).steps[0].desc.name, /_s1_lk_kpr_a2_al/);
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16" }).steps[0].desc.name, /_s1_lk_kpr_b2_al/);
+  // B's two [k][n] stages fit beside the 16-bit output tile only: with f32 output (its staging
+  // tile), B's [n][k] stages (NT) and edge tiles (the f32 tile) the twin runs as its one-stage tile.
+  // A's fit beside the f32 staging tile.
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16", outDtype: "f32" }).steps[0].desc.name, /_s1_lk_kpr_al_so4$/);
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16", transB: true }).steps[0].desc.name, /_NT_v88_s1_lk_kpr_al_so8$/);
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 384, n: 384, k: 384, dtype: "f16" }).steps[0].desc.name, /_NN_v88_s1_lk_so8$/);
+  assert.equal(unsupported(variantByName("cm_128x256x32_w2x4_v128_s1_kpr_b2"), normalize({ m: 384, n: 384, k: 384, dtype: "f16" }), caps), null);
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_a2", { m: 128, n: 256, k: 128, dtype: "f16", outDtype: "f32" }).steps[0].desc.name, /_kpr_a2_al_so4$/);
+  const cases: CheckCase[] = [
+    { name: "NN_128x256x192", problem: { m: 128, n: 256, k: 192 }, full: true },
+    { name: "NT_batched_bias_gelu", problem: { m: 128, n: 128, k: 64, batch: 2, transB: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "TN_residual", problem: { m: 128, n: 256, k: 96, transA: true, epilogue: { residual: true, scale: 0.5 } }, full: true },
+    { name: "TT", problem: { m: 128, n: 128, k: 128, transA: true, transB: true }, full: true },
+    { name: "edges", problem: { m: 136, n: 264, k: 88 }, full: true },
+  ];
+  const rows = run(["cm_128x128x32_w2x2_v128_s1_a2", "cm_128x128x32_w2x2_v128_s1_kpa_a2", "cm_128x128x32_w2x2_v128_s1_kpa_b2"], [{ name: "f16", dtype: "f16" }, { name: "f32", dtype: "f32" }], cases);
+  for (const r of rows.filter((x) => !x.skipped)) assert.ok(r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
+  // the kill switch (HELIOS_MATMUL_TWO_STAGE=0): no twin in the race, a forced one is its tile
+  assert.equal(readMatmulConfig({ HELIOS_MATMUL_TWO_STAGE: "0" }).twoStage, false);
+  assert.equal(readMatmulConfig({}).twoStage, true);
+  const sq = normalize({ m: 4096, n: 4096, k: 4096, dtype: "f16" });
+  const coopCaps = { ...caps, computeUnits: 132 };
+  assert.ok(candidateVariants(sq, coopCaps).some((v) => v.name === "cm_128x256x32_w2x4_v128_s1_kpr_b2"));
+  assert.ok(!candidateVariants(sq, coopCaps, { twoStage: false }).some((v) => /_[ab]2(_stk)?$/.test(v.name)));
+  for (const v of ["cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1_kpr_b2"]) {
+    const off = planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16" }, coopCaps, { variant: v, twoStage: false });
+    assert.equal(off.steps[0].desc.name, planMatmul({ m: 4096, n: 4096, k: 4096, dtype: "f16" }, coopCaps, { variant: "cm_128x256x32_w2x4_v128_s1_kpr" }).steps[0].desc.name);
+  }
+  const big = run(["cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1_kpr_b2"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [cases[0], cases[2]]);
+  assert.equal(big.filter((r) => !r.skipped).length, 4);
 });

@@ -33,6 +33,8 @@ export const CHECK_CASES: CheckCase[] = [
   // whole tiles for every tile up to 256x256x64: the unchecked loads and, for f32, the two-block presplit operands
   { name: "aligned_TN_batched_256x256x128", problem: { m: 256, n: 256, k: 128, batch: 2, transA: true }, full: true },
   { name: "aligned_NT_bias_256x512x256", problem: { m: 256, n: 512, k: 256, transB: true, epilogue: { bias: true } }, full: true },
+  // NN on whole tiles: the parity suites' layout, where the pair forms and two-stage twins run
+  { name: "aligned_NN_gelu_512x256x192", problem: { m: 512, n: 256, k: 192, epilogue: { act: "gelu" } }, full: true },
   // stream-K: two waves of data-parallel tiles, then the remaining 25 tiles of 256×256 (50 of
   // 128×256) shared out; a grid under one wave where every tile is split (96 / 48 tiles)
   { name: "streamk_bias_gelu_4352x4352x320", problem: { m: 4352, n: 4352, k: 320, epilogue: { bias: true, act: "gelu" } }, full: false, streamK: true },

@@ -14,7 +14,7 @@ import { warmFor } from "./profiling.js";
 import { CHECK_CASES, checkVariants, type CheckRow, type DtypeMode } from "./matmul-check.js";
 import { runCudaSuite } from "./suite-cuda.js";
 import { summarize, tflops } from "./stats.js";
-import { capsOf } from "../ts/kernels/matmul/autotune.js";
+import { capsOf, chooseMatmul } from "../ts/kernels/matmul/autotune.js";
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { planMatmul } from "../ts/kernels/matmul/plan.js";
@@ -46,8 +46,8 @@ export interface GpuRunOptions {
 }
 
 // The quick gate of --variants: every staging path (unaligned fallback, 128-bit with edges, 64-bit
-// B, transposes, batches, epilogues, long K, whole tiles) in eight cases.
-const QUICK_CASES = CHECK_CASES.filter((c) => ["17x33x65", "1000x1000x1000", "batched3_70x50x40", "TT_64x48x96", "bias_gelu_77x129x96", "bias_silu_T_40x72x2048", "aligned_TN_batched_256x256x128", "aligned_NT_bias_256x512x256"].includes(c.name));
+// B, transposes, batches, epilogues, long K, whole tiles in three layouts) in nine cases.
+const QUICK_CASES = CHECK_CASES.filter((c) => ["17x33x65", "1000x1000x1000", "batched3_70x50x40", "TT_64x48x96", "bias_gelu_77x129x96", "bias_silu_T_40x72x2048", "aligned_TN_batched_256x256x128", "aligned_NT_bias_256x512x256", "aligned_NN_gelu_512x256x192"].includes(c.name));
 
 /** More than 16 f32 accumulators per subgroup spill: such tiles are f16-accumulation only. */
 function fitsMode(v: VariantSpec, accF16: boolean): boolean {
@@ -142,7 +142,7 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
   }
 
   // 4. fused matmul+bias+gelu vs matmul then bias-gelu
-  const fused = fusedVsUnfused(rt, caps, quick, tiny);
+  const fused = fusedVsUnfused(rt, quick, tiny);
   save("fused.json", fused);
   summary.fused = fused;
   save("summary.json", summary);
@@ -211,19 +211,28 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
   return out;
 }
 
-function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick: boolean, tiny: boolean) {
+function fusedVsUnfused(rt: MatmulRuntime, quick: boolean, tiny: boolean) {
   const out: unknown[] = [];
   // the squares, and GPT-2 124M's MLP up-projection at B=16, T=1024 (16384×3072×768: the
   // product the fused epilogue serves in training, where K is short and the output large)
   const shapes = tiny ? [[32, 32, 32]] : quick ? [[4096, 4096, 4096]] : [[2048, 2048, 2048], [4096, 4096, 4096], [8192, 8192, 8192], [16384, 3072, 768]];
   for (const [m, n, k] of shapes) {
     const size = m === n && n === k ? m : `${m}x${n}x${k}`;
-    for (const dtype of ["f16", "f32"] as const) {
-      const fusedProb: MatmulProblem = { m, n, k, dtype, epilogue: { bias: true, act: "gelu" } };
-      const plainProb: MatmulProblem = { m, n, k, dtype };
+    // f16 in and out; f16 in with f32 out (Alpha's trainer: f16 operands, f32 activations, so
+    // the unfused passes move twice the bytes); f32
+    for (const [dtype, outDtype] of [["f16", "f16"], ["f16", "f32"], ["f32", "f32"]] as const) {
+      const label = dtype === outDtype ? dtype : `${dtype}->${outDtype}`;
+      const fusedProb: MatmulProblem = { m, n, k, dtype, outDtype, epilogue: { bias: true, act: "gelu" } };
+      const plainProb: MatmulProblem = { m, n, k, dtype, outDtype };
       try {
-        const fused = planMatmul(fusedProb, caps);
-        const plain = planMatmul(plainProb, caps, { variant: fused.variant });
+        // each side as a user gets it: the tuned winner of its own shape class (HELIOS_AUTOTUNE,
+        // HELIOS_MATMUL_VARIANT apply), so neither side times a tile the tuner would not pick
+        // (the tiny interpreter run takes the cache or the default: tuning there times nothing real)
+        const fusedChoice = chooseMatmul(rt, fusedProb, { tune: !tiny });
+        const plainChoice = chooseMatmul(rt, plainProb, { tune: !tiny });
+        const [fused, plain] = [fusedChoice.plan, plainChoice.plan];
+        // what the tuner timed for each side (variant → ms; null: failed the gate or did not run)
+        const raced = (c: typeof fusedChoice) => c.record && Object.fromEntries(c.record.candidates.map((x) => [x.variant, x.ms]));
         const fx = new MatmulFixture(rt, fused.problem, 21);
         try {
           const bufs = fx.buffers(fused);
@@ -239,15 +248,16 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
           // unfused: plain matmul into C, then (a) one bias+gelu kernel, (b) a bias kernel and a gelu kernel
           pipelinesOf(rt, plain);
           const n2 = m * n;
-          const c2 = rt.createBuffer(n2 * (dtype === "f32" ? 4 : 2));
-          const c3 = rt.createBuffer(n2 * (dtype === "f32" ? 4 : 2));
+          const c2 = rt.createBuffer(n2 * (outDtype === "f32" ? 4 : 2));
+          const c3 = rt.createBuffer(n2 * (outDtype === "f32" ? 4 : 2));
           const push = new Uint32Array([n2, n]);
-          const one = biasActKernel(dtype, "gelu");
-          const biasOnly = biasActKernel(dtype, "none");
-          const geluOnly = biasActKernel(dtype, "gelu", false);
+          const one = biasActKernel(outDtype, "gelu");
+          const biasOnly = biasActKernel(outDtype, "none");
+          const geluOnly = biasActKernel(outDtype, "gelu", false);
           const [pOne, pBias, pGelu] = [one, biasOnly, geluOnly].map((x) => rt.compileKernel(JSON.stringify(x.desc)));
           const g = one.groups(n2);
           const variants: [string, () => void, number][] = [
+            ["product", () => recordPlan(rt, plain, bufs), plain.steps.length],
             ["oneKernel", () => { recordPlan(rt, plain, bufs); rt.recordDispatch(pOne, [bufs.C as number, bufs.bias as number, c2], g, push); }, plain.steps.length + 1],
             ["twoKernels", () => {
               recordPlan(rt, plain, bufs);
@@ -287,24 +297,25 @@ function fusedVsUnfused(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quic
           // the baselines compute what the fused kernel does: c3 holds gelu(C + bias) from the
           // two-kernel path; the fused plan writes C (an f16 intermediate rounds: 1e-2)
           runPlan(rt, fused, bufs);
-          const fusedOut = decode(rt.readBuffer(bufs.C as number), dtype, n2);
-          const unfusedErr = relFrobenius(decode(rt.readBuffer(c3), dtype, n2), fusedOut);
+          const fusedOut = decode(rt.readBuffer(bufs.C as number), outDtype, n2);
+          const unfusedErr = relFrobenius(decode(rt.readBuffer(c3), outDtype, n2), fusedOut);
           if (!(unfusedErr <= 1e-2)) throw new Error(`unfused bias+gelu differs from the fused epilogue: relative error ${unfusedErr}`);
           rt.destroyBuffer(c2);
           rt.destroyBuffer(c3);
           const row = {
-            size, dtype, variant: fused.variant, fusedMs: tf.ms,
+            size, dtype: label, variant: fused.variant, plainVariant: plain.variant, fusedMs: tf.ms, productMs: unfused.product,
             unfusedOneKernelMs: unfused.oneKernel, unfusedTwoKernelsMs: unfused.twoKernels,
             speedupVsOne: unfused.oneKernel / tf.ms, speedupVsTwo: unfused.twoKernels / tf.ms, fusedRelErr: relErr, unfusedVsFusedErr: unfusedErr,
+            tuning: { fused: { source: fusedChoice.source, raced: raced(fusedChoice) }, plain: { source: plainChoice.source, raced: raced(plainChoice) } },
           };
           out.push(row);
-          log(`fused ${typeof size === "number" ? `${size}³` : size} ${dtype}: fused ${tf.ms.toFixed(4)} ms, unfused ${unfused.oneKernel.toFixed(4)} / ${unfused.twoKernels.toFixed(4)} ms, speedup ${row.speedupVsOne.toFixed(2)}x / ${row.speedupVsTwo.toFixed(2)}x, err ${relErr.toExponential(2)}`);
+          log(`fused ${typeof size === "number" ? `${size}³` : size} ${label}: fused ${tf.ms.toFixed(4)} ms (${fused.variant}), product alone ${unfused.product.toFixed(4)} ms (${plain.variant}), unfused ${unfused.oneKernel.toFixed(4)} / ${unfused.twoKernels.toFixed(4)} ms, speedup ${row.speedupVsOne.toFixed(2)}x / ${row.speedupVsTwo.toFixed(2)}x, err ${relErr.toExponential(2)}`);
         } finally {
           fx.destroy();
         }
       } catch (err) {
-        out.push({ size, dtype, error: err instanceof Error ? err.message : String(err) });
-        log(`fused ${size} ${dtype} failed: ${String(err)}`);
+        out.push({ size, dtype: label, error: err instanceof Error ? err.message : String(err) });
+        log(`fused ${size} ${label} failed: ${String(err)}`);
       }
     }
   }

@@ -7,6 +7,7 @@
 //   HELIOS_MATMUL_PRESPLIT 1       0 = no x3_* variants (f32 on presplit bf16 operands, presplit.ts)
 //   HELIOS_MATMUL_SPLIT_BLOCKS 2   3 = the x3_* operands as three K blocks even where two serve (presplit.ts)
 //   HELIOS_MATMUL_STREAMK  1       0 = no stream-K (the _stk twins plan as their tiles; streamk.ts)
+//   HELIOS_MATMUL_TWO_STAGE 1      0 = no operand in two stages beside a one-stage one (the _a2/_b2 twins plan as their tiles)
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { flag } from "../../config.js";
@@ -25,6 +26,8 @@ export interface MatmulConfig {
   splitBlocks: 2 | 3;
   /** Stream-K twins run as stream-K where they apply (streamk.ts); false plans them as their tiles. */
   streamK: boolean;
+  /** `_a2`/`_b2` twins keep their second stage where it fits (CoopConfig.stagesA/B); false plans them as their tiles. */
+  twoStage: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -34,6 +37,7 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const aligned = flag(env, "HELIOS_MATMUL_ALIGNED", true);
   const presplit = flag(env, "HELIOS_MATMUL_PRESPLIT", true);
   const streamK = flag(env, "HELIOS_MATMUL_STREAMK", true);
+  const twoStage = flag(env, "HELIOS_MATMUL_TWO_STAGE", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
   const blocks = env.HELIOS_MATMUL_SPLIT_BLOCKS?.trim() || "2";
   if (blocks !== "2" && blocks !== "3") throw new Error(`HELIOS_MATMUL_SPLIT_BLOCKS=${env.HELIOS_MATMUL_SPLIT_BLOCKS}: expected 2 or 3`);
@@ -43,5 +47,5 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, cacheDir, aligned, outStore: store, presplit, splitBlocks: blocks === "2" ? 2 : 3, streamK };
+  return { variant, autotune, cacheDir, aligned, outStore: store, presplit, splitBlocks: blocks === "2" ? 2 : 3, streamK, twoStage };
 }

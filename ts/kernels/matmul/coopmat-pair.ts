@@ -6,7 +6,9 @@
 // (pairRowSlots); pairedPipeline is the k-loop that runs them in pairs of k-tiles.
 import { lit, select, type Expr, type KernelBuilder, type Shared } from "../../ir/index.js";
 import { read } from "./common.js";
-import { loadChunks, PAD, rowOrderChunk, stageOffset, storeChunks, type Operand, type PipelineShape, type Slot, type Stage } from "./coopmat-stage.js";
+import {
+  loadChunks, PAD, rowOrderChunk, stageOffset, stagesOf, storeAfterMultiply, storeChunks, type Operand, type PipelineShape, type Slot, type Stage,
+} from "./coopmat-stage.js";
 
 /**
  * Slots of a K-contiguous operand staged two k-tiles per load (CoopConfig.pairK). `s` describes
@@ -106,7 +108,7 @@ export function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand
   const last = k.let(nt.sub(1), "tlast");
   const lastPair = k.let(nt.sub(2), "tpair");
   const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, len: number): Expr => stageOffset(k, ps, tile, len);
+  const stageOf = (tile: Expr, o: Operand): Expr => stageOffset(k, stagesOf(ps, o), tile, o.len);
   const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
     const sh = o.slotHalf;
     if (sh) {
@@ -129,9 +131,8 @@ export function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand
       if (!o.half && !o.slotHalf) loadChunks(k, o.at(origin(next, false)), o.slots, o.regs[0], ps.regElem);
       else if (u === 1) loadChunks(k, o.at(origin(next, true)), o.slots, o.regs[0], ps.regElem);
     }
-    mma(ops.map((o) => stageOf(tile, o.len)));
-    if (ps.stages === 1) k.barrier();
-    for (const o of storeOrder) store(o, kBeg, stageOf(next, o.len), 1 - u);
+    mma(ops.map((o) => stageOf(tile, o)));
+    storeAfterMultiply(k, ps, storeOrder, (o) => store(o, kBeg, stageOf(next, o), 1 - u));
     k.barrier();
   };
   k.for(0, nt, (t) => {

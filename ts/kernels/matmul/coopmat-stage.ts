@@ -16,6 +16,9 @@
 //   stages 2, prefetch 1  load t+1 → R; mma(t); R → stage t+1; barrier                (1 barrier)
 //   stages 1, prefetch 1  load t+1 → R; mma(t); barrier; R → stage; barrier            (2 barriers)
 //   stages 2, prefetch 2  load t+2 → R[t%2]; mma(t); R[(t+1)%2] → stage t+1; barrier  (1 barrier)
+// An operand may have its own stage count (Operand.stages): with one stage for B and two for A,
+//   load t+1 → R; mma(t); R_A → A stage t+1; barrier; R_B → B stage; barrier
+// so A's stores no longer wait for the barrier that frees B's stage.
 // With register staging the latency a global load may take is the code between it and the
 // store of its register, so a deeper pipeline needs another register set, not a third shared
 // buffer: prefetch 2 keeps two tiles in flight for one more register set (12–16 registers at
@@ -203,6 +206,8 @@ export interface Operand {
   rotated?: boolean;
   /** Row-pair staging (pairRowSlots): the k-tile of the pair each slot belongs to. */
   slotHalf?: number[];
+  /** Shared stages of this operand where they differ from PipelineShape.stages. */
+  stages?: 1 | 2;
 }
 
 export interface PipelineShape {
@@ -227,8 +232,25 @@ export interface PipelineShape {
 }
 
 /** Element offset of the shared stage k-tile `tile` is staged in (stage tile % 2 of two). */
-export function stageOffset(k: KernelBuilder, ps: PipelineShape, tile: Expr, len: number): Expr {
-  return ps.stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+export function stageOffset(k: KernelBuilder, stages: 1 | 2, tile: Expr, len: number): Expr {
+  return stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
+}
+
+/** The operand's shared stages (its own, or the pipeline's). */
+export function stagesOf(ps: PipelineShape, o: Operand): 1 | 2 {
+  return o.stages ?? ps.stages;
+}
+
+/**
+ * The stores that follow a k-tile's multiply: two-stage operands store into their other stage at
+ * once; one-stage operands wait for the barrier that ends every read of their only stage.
+ */
+export function storeAfterMultiply(k: KernelBuilder, ps: PipelineShape, ops: Operand[], store: (o: Operand) => void): void {
+  for (const o of ops) if (stagesOf(ps, o) === 2) store(o);
+  const single = ops.filter((o) => stagesOf(ps, o) === 1);
+  if (!single.length) return;
+  k.barrier();
+  for (const o of single) store(o);
 }
 
 /**
@@ -240,7 +262,7 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
   const last = ps.aligned && !ps.peel ? k.let(nt.sub(1), "tlast") : undefined;
   const origin = (tile: Expr) => k.let(kBeg.add((last ? tile.min(last) : tile).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, len: number): Expr => stageOffset(k, ps, tile, len);
+  const stageOf = (tile: Expr, o: Operand): Expr => stageOffset(k, stagesOf(ps, o), tile, o.len);
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
   for (const o of ops) storeChunks(k, o.at(kBeg), o.slots, o.regs[0], lit("u32", 0));
   if (ps.prefetch === 2) {
@@ -253,14 +275,13 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
     const x = (u + 1) % ps.prefetch, y = u % ps.prefetch;
     const kNext = origin(tile.add(ps.prefetch));
     for (const o of ops) loadChunks(k, o.at(kNext), o.slots, o.regs[y], ps.regElem);
-    mma(ops.map((o) => stageOf(tile, o.len)));
-    if (ps.stages === 1) k.barrier();
-    for (const o of ops) storeChunks(k, o.at(kNext), o.slots, o.regs[x], stageOf(tile.add(1), o.len));
+    mma(ops.map((o) => stageOf(tile, o)));
+    storeAfterMultiply(k, ps, ops, (o) => storeChunks(k, o.at(kNext), o.slots, o.regs[x], stageOf(tile.add(1), o)));
     k.barrier();
   };
   const loopTiles = ps.peel ? k.let(nt.sub(1), "tloop") : nt;
   k.for(0, loopTiles, (t) => {
     for (let u = 0; u < ps.prefetch; u++) step(u === 0 ? t : k.let(t.add(u), "t1"), u);
   }, { name: "t", step: ps.prefetch, ...(ps.unroll === false ? { unroll: false } : {}) });
-  if (ps.peel) mma(ops.map((o) => stageOf(loopTiles, o.len)));
+  if (ps.peel) mma(ops.map((o) => stageOf(loopTiles, o)));
 }

@@ -164,6 +164,15 @@ export interface CoopConfig {
    * multiple of the workgroups per wave. Name tag `_stk`.
    */
   streamK?: boolean;
+  /**
+   * With one shared stage: A gets two, so A's next k-tile is stored right after the multiply
+   * (beside the MMAs still in flight) and only B's stores wait for the barrier that frees its
+   * stage (coopmat-stage.ts Operand.stages). Fits 128×256 and 128×128 tiles with 32-deep k-tiles.
+   * Name tag `_a2`.
+   */
+  stagesA?: 2;
+  /** The same for B (A keeps one stage). Name tag `_b2`. */
+  stagesB?: 2;
 }
 
 export const CM = 16;
@@ -179,7 +188,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.streamK ? "_stk" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.stagesA ? "_a2" : ""}${c.stagesB ? "_b2" : ""}${c.streamK ? "_stk" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -194,7 +203,8 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   // block is whole and leaves by a direct or f16 store), 512 B of f16 (halfOut)
   const f32Stage = c.aligned && c.directStore && !c.wideOut32 ? 0 : 1024;
   const halfStage = c.halfOut ? 512 : 0;
-  return copies * (c.stages ?? 2) * 2 * (a + b) + (f32Stage + halfStage) * c.wm * c.wn;
+  const stages = c.stages ?? 2;
+  return copies * 2 * ((c.stagesA ?? stages) * a + (c.stagesB ?? stages) * b) + (f32Stage + halfStage) * c.wm * c.wn;
 }
 
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
@@ -224,10 +234,11 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const bRows = p.transB ? bn : c.bk, bCols = p.transB ? c.bk : bn;
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const stages = c.stages ?? 2;
-  const shA = c.direct ? undefined : stageArray(k, "sha", elem, c.vecA, aLen, stages);
-  const shB = c.direct ? undefined : stageArray(k, "shb", elem, c.vecB, bLen, stages);
-  const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, stages) : undefined;
-  const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, stages) : undefined;
+  if ((c.stagesA || c.stagesB) && (stages !== 1 || (c.stagesA && c.stagesB))) throw new Error("coopmat: one operand in two stages goes with one stage for the other");
+  const shA = c.direct ? undefined : stageArray(k, "sha", elem, c.vecA, aLen, c.stagesA ?? stages);
+  const shB = c.direct ? undefined : stageArray(k, "shb", elem, c.vecB, bLen, c.stagesB ?? stages);
+  const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, c.stagesA ?? stages) : undefined;
+  const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, c.stagesB ?? stages) : undefined;
   const nsg = c.wm * c.wn;
   // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it
   let stageArr: Shared | undefined;
@@ -480,8 +491,8 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
     const regs = Array.from({ length: prefetch }, () => chunkRegs(k, s0, slots, r.regElem, tag));
     return { at, slots, regs, len, half: paired?.half, rotated: !!paired && !!c.pairRot };
   };
-  const opA = operand(mkA, aLen, "a", !!c.pairK && !p.transA, !!c.pairK && !!c.pairRows && p.transA, !!c.stageAT);
-  const opB = operand(mkB, bLen, "b", !!c.pairK && !!p.transB, !!c.pairK && !!c.pairRows && !p.transB);
+  const opA: Operand = { ...operand(mkA, aLen, "a", !!c.pairK && !p.transA, !!c.pairK && !!c.pairRows && p.transA, !!c.stageAT), ...(c.stagesA ? { stages: c.stagesA } : {}) };
+  const opB: Operand = { ...operand(mkB, bLen, "b", !!c.pairK && !!p.transB, !!c.pairK && !!c.pairRows && !p.transB), ...(c.stagesB ? { stages: c.stagesB } : {}) };
   const mma = (curA: Expr, curB: Expr, kk: Expr | number) => {
     const a: Expr[] = [], aLo: Expr[] = [];
     const kq = (x: number) => (typeof kk === "number" ? kk * x : kk.mul(x));

@@ -112,12 +112,17 @@ export interface PlanOptions {
    * may choose them (default: HELIOS_MATMUL_STREAMK, on); false plans a twin as its tile.
    */
   streamK?: boolean;
+  /**
+   * The `_a2`/`_b2` twins keep one operand in two shared stages where it fits, and the tuner races
+   * them (default: HELIOS_MATMUL_TWO_STAGE, on); false plans a twin as its one-stage tile.
+   */
+  twoStage?: boolean;
   /** Internal (planPresplit → the inner bf16 plan): A and B hold two K blocks (CoopConfig.kSeg2). */
   kSeg2?: boolean;
 }
 
-let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; splitBlocks: 2 | 3; streamK: boolean } | undefined;
-/** HELIOS_MATMUL_ALIGNED, _STORE, _PRESPLIT, _SPLIT_BLOCKS and _STREAMK, read once. */
+let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; splitBlocks: 2 | 3; streamK: boolean; twoStage: boolean } | undefined;
+/** HELIOS_MATMUL_ALIGNED, _STORE, _PRESPLIT, _SPLIT_BLOCKS, _STREAMK and _TWO_STAGE, read once. */
 function envDefaults(): NonNullable<typeof fromEnv> {
   fromEnv ??= readMatmulConfig();
   return fromEnv;
@@ -279,6 +284,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     // more than 16 f32 accumulators per subgroup spill (see variants.ts)
     const cfg = v.kind === "presplit" ? v.inner.cfg : v.kind === "coop" ? v.cfg : undefined;
     if (cfg && cfg.sm * cfg.sn > 16 && !p.accF16) continue;
+    if (cfg && (cfg.stagesA || cfg.stagesB) && !(opts.twoStage ?? envDefaults().twoStage)) continue;
     // stream-K twins: only where the tiles are whole and leave a partial last wave
     if (cfg?.streamK) {
       if ((opts.streamK ?? envDefaults().streamK) && streamKHelps(v, p, units)) out.push(v);
@@ -359,6 +365,13 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // transposed staging of A: K-contiguous A, whole 32-deep tiles of 128-bit chunks, not paired
   if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK || !!cfg.split3)) cfg.stageAT = undefined;
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
+  // a second stage for one operand goes only where it fits beside the output path the tile takes
+  // without it (edge tiles need the f32 tile; f32 output its staging tile: coopmat stores instead
+  // cost more than the stage gains, H200 session 11 run 8); elsewhere the twin is its one-stage tile
+  if ((cfg.stagesA || cfg.stagesB) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
+    cfg.stagesA = undefined;
+    cfg.stagesB = undefined;
+  }
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
     cfg.wideOut32 = false;
@@ -440,6 +453,10 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       // the operands hold 2K of K' = 3K per row or block
       pv.strideA = (pv.strideA / 3) * 2;
       pv.strideB = (pv.strideB / 3) * 2;
+    }
+    if (!(opts.twoStage ?? envDefaults().twoStage)) {
+      cfg.stagesA = undefined;
+      cfg.stagesB = undefined;
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);

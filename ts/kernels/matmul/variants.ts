@@ -134,6 +134,32 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
   ["cmd_64x64_w2x2", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 16, direct: true }],
 ];
 
+/**
+ * Single-stage tiles with a twin that gives one operand two shared stages (CoopConfig.stagesA,
+ * stagesB; tags `_a2`, `_b2`), so that operand's stores need not wait for the barrier that frees
+ * the other's one stage. H200 session 11 runs 2 and 6, f32 accumulation, the rotated-pair 128×256
+ * tile: `_a2` 8192³ 320 → 326–329 TF/s, 2048³ 317 → 330–331; `_b2` 330 at 8192³ and 327 at 4096³
+ * (+1.4–2.3 % over `_a2`) but 299 at 2048³, and it fits only B's [k][n] tile with 16-bit output
+ * (NN, TN: 48128 B), so the tuner races both. Where the second stage does not fit beside the output
+ * path (edge tiles, f32 or bf16 output for `_b2`) the planner drops it: the twin is its tile.
+ * The plain and `_kpa` 128×256 twins lost or tied and the 128×128 ones lost 18–27 %: only the
+ * 128×128 ones stay (untuned), for the tests of both k-loops.
+ */
+const TWO_STAGE_BASES: readonly [string, "A" | "B"][] = [
+  ["cm_128x256x32_w2x4_v128_s1_kpr", "A"], ["cm_128x256x32_w2x4_v128_s1_kpr", "B"],
+  ["cm_128x128x32_w2x2_v128_s1", "A"], ["cm_128x128x32_w2x2_v128_s1_kpa", "A"], ["cm_128x128x32_w2x2_v128_s1_kpa", "B"],
+];
+
+function coopTiles(): [string, Omit<CoopConfig, "vecA" | "vecB">][] {
+  const byName = new Map(COOP_BASES);
+  const twins = TWO_STAGE_BASES.map(([n, op]): [string, Omit<CoopConfig, "vecA" | "vecB">] => {
+    const cfg = byName.get(n);
+    if (!cfg || cfg.stages !== 1) throw new Error(`matmul variants: two-stage base ${n} is not a single-stage coopmat tile`);
+    return op === "A" ? [`${n}_a2`, { ...cfg, stagesA: 2 }] : [`${n}_b2`, { ...cfg, stagesB: 2 }];
+  });
+  return [...COOP_BASES, ...twins];
+}
+
 // Workgroup-scope (NV coopmat2) tiles, aligned shapes only.
 const COOP2_BASES: [string, Coop2Config][] = [
   ["cm2_128x128x32", { bm: 128, bn: 128, bk: 32, threads: 256 }],
@@ -182,6 +208,8 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   "cmd_128x128_w2x2", "cmd_128x128_w4x2", "cmd_128x256_w2x4", "cmd_64x64_w2x2",
   // the stream-K twin of a small tile, for tests (a 64×64 grid fills waves well enough without it)
   "cm_64x64x32_w2x2_stk",
+  // one operand in two stages on 128×128 tiles (session 11 run 2: −18 % / −27 % at 2048³), for tests
+  "cm_128x128x32_w2x2_v128_s1_a2", "cm_128x128x32_w2x2_v128_s1_kpa_a2", "cm_128x128x32_w2x2_v128_s1_kpa_b2",
 ]);
 
 export const SPLITS = [1, 2, 4, 8, 16] as const;
@@ -193,7 +221,7 @@ export const SPLITS = [1, 2, 4, 8, 16] as const;
  */
 export const STREAMK_BASES: readonly string[] = [
   "cm_128x256x32_w2x4_v128_s1", "cm_128x256x32_w2x4_v128_s1_kpa", "cm_128x256x32_w2x4_v128_s1_kpr",
-  "cm_256x128x32_w4x2_v128_s1", "cm_256x256x32_w4x2_v128_s1", "cm_256x256x32_w2x4_v128_s1",
+  "cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_256x128x32_w4x2_v128_s1", "cm_256x256x32_w4x2_v128_s1", "cm_256x256x32_w2x4_v128_s1",
   "cm_256x256x32_w2x4_v128_s1_kpa", "cm_256x256x32_w2x4_v128_s1_kpr",
   // small enough for the IR interpreter's tests; not tuned (UNTUNED)
   "cm_64x64x32_w2x2",
@@ -204,7 +232,7 @@ function build(): Map<string, VariantSpec> {
   for (const s of SPLITS) {
     const suffix = s === 1 ? "" : `_sk${s}`;
     for (const [n, cfg] of SIMT_BASES) m.set(n + suffix, { kind: "simt", name: n + suffix, base: n, cfg, splits: s });
-    for (const [n, cfg] of COOP_BASES) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
+    for (const [n, cfg] of coopTiles()) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
     for (const [n, cfg] of COOP2_BASES) m.set(n + suffix, { kind: "coop2", name: n + suffix, base: n, cfg, splits: s });
   }
   // <tile>_stk: stream-K twins of the big tiles (streamk.ts), where the last wave is partial
