@@ -427,10 +427,10 @@ test("one operand in two shared stages (_a2, _b2): every layout, pair forms, epi
   const plan = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v });
   assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_a2", { m: 128, n: 256, k: 128, dtype: "f16" }).steps[0].desc.name, /_s1_lk_kpr_a2_al/);
   assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16" }).steps[0].desc.name, /_s1_lk_kpr_b2_al/);
-  // B's two [k][n] stages fit beside the 16-bit output tile only: with f32 output (its staging
-  // tile), B's [n][k] stages (NT) and edge tiles (the f32 tile) the twin runs as its one-stage tile.
-  // A's fit beside the f32 staging tile.
-  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16", outDtype: "f32" }).steps[0].desc.name, /_s1_lk_kpr_al_so4$/);
+  // B's two [k][n] stages fit beside the 16-bit output tile; with f32 output the staging tile moves
+  // into B's stage array (_es); with B's [n][k] stages (NT) and on edge tiles the twin runs as its
+  // one-stage tile. A's fit beside the f32 staging tile.
+  assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16", outDtype: "f32" }).steps[0].desc.name, /_s1_lk_kpr_b2_es_al_so4$/);
   assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 128, n: 256, k: 128, dtype: "f16", transB: true }).steps[0].desc.name, /_NT_v88_s1_lk_kpr_al_so8$/);
   assert.match(plan("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 384, n: 384, k: 384, dtype: "f16" }).steps[0].desc.name, /_NN_v88_s1_lk_so8$/);
   assert.equal(unsupported(variantByName("cm_128x256x32_w2x4_v128_s1_kpr_b2"), normalize({ m: 384, n: 384, k: 384, dtype: "f16" }), caps), null);

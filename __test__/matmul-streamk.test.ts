@@ -114,3 +114,27 @@ test("stream-K with pair staging (units of two k-tiles) and on two-block prespli
     { name: "x3_bias_192x128x64", problem: { m: 192, n: 128, k: 64, epilogue: { bias: true } }, full: true },
   ]);
 });
+
+test("the epilogue's tiles in B's stage array (_es, with _b2): bf16 and f32 output, an epilogue, stream-K segments", () => {
+  const caps = { ...new InterpRuntime().info, computeUnits: 5 };
+  const name = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps[0].desc.name;
+  // B's second stage fits beside bf16 or f32 output only with the tiles moved into its stage array
+  assert.match(name("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 256, n: 256, k: 128, dtype: "bf16" }), /_kpr_b2_es_al_staged8$/);
+  assert.match(name("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 256, n: 256, k: 128, dtype: "f16", outDtype: "f32" }), /_kpr_b2_es_al_so4$/);
+  assert.match(name("cm_128x256x32_w2x4_v128_s1_kpr_b2", { m: 256, n: 256, k: 128, dtype: "f16" }), /_kpr_b2_al_so8$/);
+  assert.match(planMatmul({ m: 256, n: 256, k: 128, dtype: "bf16" }, caps, { variant: "cm_128x256x32_w2x4_v128_s1_kpr_b2", twoStage: false }).steps[0].desc.name, /_kpr_al_staged8$/);
+  const rt = new InterpRuntime();
+  const rows = checkVariants(rt, { ...rt.info, computeUnits: 5 }, {
+    variants: ["cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_128x256x32_w2x4_v128_s1_kpr_b2_stk"].map(variantByName),
+    modes: [{ name: "bf16", dtype: "bf16" }, { name: "f16", dtype: "f16" }],
+    cases: [
+      // 3 tiles of 4 pair units over 5 workgroups: every tile split, the stream-K form with segments
+      { name: "NN_128x768x256", problem: { m: 128, n: 768, k: 256 }, full: true },
+      { name: "NN_bias_gelu_256x256x128", problem: { m: 256, n: 256, k: 128, epilogue: { bias: true, act: "gelu" } }, full: true },
+      { name: "NN_f32_out_256x256x128", problem: { m: 256, n: 256, k: 128, outDtype: "f32" }, full: true },
+    ],
+  });
+  const bad = rows.filter((r) => !r.pass);
+  assert.deepEqual(bad.map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`), []);
+  assert.ok(rows.filter((r) => !r.skipped).length >= 8, JSON.stringify(rows.map((r) => [r.variant, r.mode, r.case, r.skipped])));
+});

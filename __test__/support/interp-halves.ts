@@ -49,6 +49,17 @@ export function storePackedHalf(arr: (number[] | undefined)[], w: number, h: num
   arr[at] = words;
 }
 
+/** Writes f32 `x` as word `e` of a shared array of u32xN words (a 32-bit coopmat store through that view). */
+export function storePackedWord(arr: (number[] | undefined)[], w: number, e: number, x: number, sh: string): void {
+  const at = Math.floor(e / w);
+  if (at >= arr.length) throw new Error(`interp: cmstore ${sh} element ${e} out of bounds (${arr.length} x u32x${w})`);
+  const words = (arr[at] ?? new Array(w).fill(0)).slice();
+  const view = new DataView(new ArrayBuffer(4));
+  view.setFloat32(0, x, true);
+  words[e % w] = view.getUint32(0, true);
+  arr[at] = words;
+}
+
 /** OpBitcast between equal-width types (e.g. bf16x2 -> u32, u32x4 -> f32x4), through the bytes. */
 export function bitcastValue(from: string, to: string, v: number | number[]): number | number[] {
   const src = Array.isArray(v) ? v : [v];

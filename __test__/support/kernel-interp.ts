@@ -7,7 +7,7 @@
 // issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
 import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
 import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
-import { bitcastValue, packedHalf, packedWords, storePackedHalf, unpackWords } from "./interp-halves.js";
+import { bitcastValue, packedHalf, packedWords, storePackedHalf, storePackedWord, unpackWords } from "./interp-halves.js";
 
 type Scalar = number | boolean;
 type Value = Scalar | Scalar[] | CoopVal;
@@ -470,11 +470,19 @@ export class Interp {
         const b = s.b, sh = s.sh; const vec = (s as { vec?: number }).vec ?? 1;
         const decl = sh !== undefined ? String((this.desc.shared ?? []).find((x) => x.name === sh)!.elem) : "";
         if (decl.startsWith("u32x")) {
-          // a 16-bit matrix into an array of u32xW words: offset and stride count words of 2W halves
+          // a 16-bit matrix into an array of u32xW words: offset and stride count words of 2W halves;
+          // a 32-bit one: words of W elements, each element's bits one word (read back by a bitcast)
           const w = Number(decl.slice(4));
           return function* (env, ctx) {
             const mem = ctx.shared.get(sh as string)! as unknown as (number[] | undefined)[];
             const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
+            if (m.t.elem === "f32") {
+              for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
+                const e = col ? (i0 + c * st) * w + r : (i0 + r * st) * w + c;
+                storePackedWord(mem, w, e, m.d[r * m.t.cols + c], sh as string);
+              }
+              return undefined;
+            }
             for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
               const h = col ? (i0 + c * st) * 2 * w + r : (i0 + r * st) * 2 * w + c;
               storePackedHalf(mem, w, h, m.t.elem, m.d[r * m.t.cols + c], sh as string);

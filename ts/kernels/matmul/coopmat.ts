@@ -173,6 +173,13 @@ export interface CoopConfig {
   stagesA?: 2;
   /** The same for B (A keeps one stage). Name tag `_b2`. */
   stagesB?: 2;
+  /**
+   * The epilogue's per-subgroup tiles (the f32 staging tile, the f16 output tile) live in B's
+   * u32x4 stage array, free once the k-loop's last barrier has passed, instead of arrays of their
+   * own: 4–8 KB that a second stage needs beside bf16 or f32 output. Whole tiles, 128-bit B chunks,
+   * no peel or split-K (epiFitsInStage). Name tag `_es`.
+   */
+  epiInStage?: boolean;
 }
 
 export const CM = 16;
@@ -188,7 +195,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.stagesA ? "_a2" : ""}${c.stagesB ? "_b2" : ""}${c.streamK ? "_stk" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.stagesA ? "_a2" : ""}${c.stagesB ? "_b2" : ""}${c.epiInStage ? "_es" : ""}${c.streamK ? "_stk" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -201,10 +208,27 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
   // epilogue tiles per subgroup: 1 KB of f32 (edge blocks, staged paths; not needed when every
   // block is whole and leaves by a direct or f16 store), 512 B of f16 (halfOut)
-  const f32Stage = c.aligned && c.directStore && !c.wideOut32 ? 0 : 1024;
-  const halfStage = c.halfOut ? 512 : 0;
+  const f32Stage = c.epiInStage || (c.aligned && c.directStore && !c.wideOut32) ? 0 : 1024;
+  const halfStage = c.halfOut && !c.epiInStage ? 512 : 0;
   const stages = c.stages ?? 2;
   return copies * 2 * ((c.stagesA ?? stages) * a + (c.stagesB ?? stages) * b) + (f32Stage + halfStage) * c.wm * c.wn;
+}
+
+/** u32x4 elements of B's stage array (all its stages). */
+function bStageWords(p: { transB?: boolean }, c: CoopConfig): number {
+  const { bn } = coopTile(c);
+  const rows = p.transB ? bn : c.bk, cols = p.transB ? c.bk : bn;
+  return ((c.stagesB ?? c.stages ?? 2) * stageLen(rows, cols)) / 8;
+}
+
+/**
+ * Whether the epilogue's tiles can live in B's stage array (CoopConfig.epiInStage): whole tiles
+ * (every block leaves through the tile paths that take 4-wide or u32x4 reads), B staged in
+ * 128-bit chunks (a u32x4 array), no peeled multiply after the loop, no split-K partials, and room
+ * for one 1 KB f32 tile per subgroup.
+ */
+export function epiFitsInStage(p: { transB?: boolean }, c: CoopConfig, split: boolean): boolean {
+  return !!c.aligned && c.vecB === 8 && !c.peel && !split && !c.split3 && !c.direct && bStageWords(p, c) >= 64 * c.wm * c.wn;
 }
 
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
@@ -240,10 +264,20 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, c.stagesA ?? stages) : undefined;
   const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, c.stagesB ?? stages) : undefined;
   const nsg = c.wm * c.wn;
-  // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it
+  // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it;
+  // with epiInStage it is B's stage array (u32x4: stores of the f32 matrix through it, reads bitcast)
+  if (c.epiInStage && !epiFitsInStage(p, c, split)) throw new Error("coopmat: the epilogue tiles do not fit in B's stage here");
+  const epiSh = c.epiInStage ? shB : undefined;
   let stageArr: Shared | undefined;
   const stageF32 = (): Shared => (stageArr ??= k.shared("stage", "f32", 256 * nsg));
-  const stageH = c.halfOut ? k.shared("stageh", "u32x4", TILE_SLOT * nsg) : undefined;
+  const f32Tile = {
+    /** The f32 matrix x at f32x4 offset at4 (rows of 4 f32x4). */
+    store: (x: Expr, at4: Expr) => (epiSh ? epiSh.cmStore(x, at4, CM / 4, "row") : stageF32().vec(4).cmStore(x, at4, CM / 4, "row")),
+    load4: (at4: Expr): Expr => (epiSh ? epiSh.load(at4).bitcast("f32x4") : stageF32().vec(4).load(at4)),
+    /** Element `at`, whose place in its f32x4 is q % 4 (a compile-time lane of the word). */
+    load1: (at: Expr, q: number): Expr => (epiSh ? epiSh.load(at.div(4)).swz("xyzw"[q % 4]).bitcast("f32") : stageF32().load(at)),
+  };
+  const stageH = c.halfOut ? (epiSh ?? k.shared("stageh", "u32x4", TILE_SLOT * nsg)) : undefined;
 
   const wg = k.let(k.workgroupId, "wg");
   const lid = k.let(k.localIndex, "lid");
@@ -296,15 +330,14 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     const storeBlock = (v: Expr, gr0: Expr, gc0: Expr, j?: number) => {
       const staged = () => {
         // through the 4-wide view always: the array's widest view, which its coopmat stores must use
-        const stage = stageF32();
-        stage.vec(4).cmStore(v.cast(tC32), stOff.div(4), CM / 4, "row");
+        f32Tile.store(v.cast(tC32), stOff.div(4));
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });
         for (let q = 0; q < 8; q++) {
           const flat = k.let(lane.mul(8).add(q), "fl");
           const gr = k.let(gr0.add(flat.shr(4)), "gr");
           const gc = k.let(gc0.add(flat.band(15)), "gc");
           k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
-            const x = stage.load(stOff.add(flat));
+            const x = f32Tile.load1(stOff.add(flat), q);
             const oi = k.let(cBase.add(gr.mul(pc.n)).add(gc), "oi");
             const y = split ? x : applyEpilogue(k, p, refs, x, gc, oi);
             C.store(oi, y.cast(outElem));
@@ -315,14 +348,13 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       // the tile through the staging array's 4-wide view (so its coopmat store uses that view
       // too); lane l writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores
       const stagedVec = (x: Expr = v.cast(tC32)) => {
-        const stage = stageF32();
-        stage.vec(4).cmStore(x, stOff.div(4), CM / 4, "row");
+        f32Tile.store(x, stOff.div(4));
         k.barrier({ scope: "subgroup", mem: ["workgroup"] });
         const r = k.let(lane.shr(1), "vr");
         const cc = k.let(lane.band(1).mul(8), "vc");
         if (c.wideOut16 && outElem !== "f32") {
           const at = k.let(stOff.add(r.mul(CM)).add(cc).div(4), "va");
-          const halves = [0, 1].map((h) => k.let(stage.vec(4).load(at.add(h)).cast(`${outElem}x4` as ValueType), "vh"));
+          const halves = [0, 1].map((h) => k.let(f32Tile.load4(at.add(h)).cast(`${outElem}x4` as ValueType), "vh"));
           const packed = packHalves(halves.flatMap((x) => [x.swz("xy"), x.swz("zw")]));
           const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc), "oi");
           C.as("u32", 4).store(oi.div(8), packed);
@@ -330,7 +362,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
           return;
         }
         for (let h = 0; h < 2; h++) {
-          const x = stage.vec(4).load(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
+          const x = f32Tile.load4(stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
           const oi = k.let(cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
           C.store(oi.div(4), outElem === "f32" ? x : x.cast(`${outElem}x4` as ValueType));
         }
@@ -392,6 +424,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
     const g = streamKGeometry(k, pc, bm, bn, unit);
     const range = streamKRange(k, g, k.let(wg.x, "lin"));
     k.for(0, range.segments, (q) => {
+      // epiInStage: the previous segment's epilogue read B's stage array, which this one's k-loop writes
+      if (c.epiInStage) k.barrier();
       const seg = streamKSegment(k, g, range, q, unit);
       const { bt, row0, col0 } = streamKTile(k, g, seg.tile, bm, bn, c.groupRows);
       const nt = k.let(seg.kEnd.sub(seg.kBeg).div(c.bk), "nt");
@@ -400,6 +434,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       for (const row of acc) for (const a of row) a.set(k.cmFill(tC, 0));
       const t: TileRun = { row0, col0, aBase, bBase, kBeg: seg.kBeg, kEnd: seg.kEnd, nt, sgRow, sgCol, acc };
       kLoop(t);
+      if (c.epiInStage) k.barrier();
       k.if(seg.whole, () => epilogue(t, k.let(bt.mul(pc.strideC), "cbase")), () => {
         // a partial tile: the range's first tile goes to slot 2c, its last to 2c + 1, each 16×16
         // block as 256 contiguous elements (whole lines; streamk.ts partialBlock)
@@ -425,6 +460,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const { sgRow, sgCol, acc } = subgroupTile();
   const t: TileRun = { row0, col0, aBase, bBase, kBeg, kEnd, nt, sgRow, sgCol, acc };
   kLoop(t);
+  // epiInStage: the epilogue reuses B's stage array once every subgroup is past the k-loop
+  if (c.epiInStage) k.barrier();
   epilogue(t, k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase"));
   return k.finish();
 }

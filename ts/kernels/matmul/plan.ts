@@ -26,7 +26,7 @@
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
 import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
-import { coopKernel, coopSharedBytes, coopTile, type CoopConfig } from "./coopmat.js";
+import { coopKernel, coopSharedBytes, coopTile, epiFitsInStage, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
 import { readMatmulConfig } from "./config.js";
@@ -369,8 +369,13 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // without it (edge tiles need the f32 tile; f32 output its staging tile: coopmat stores instead
   // cost more than the stage gains, H200 session 11 run 8); elsewhere the twin is its one-stage tile
   if ((cfg.stagesA || cfg.stagesB) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
-    cfg.stagesA = undefined;
-    cfg.stagesB = undefined;
+    // first: the epilogue's tiles in B's stage array (bf16 and f32 output on whole tiles)
+    if (epiFitsInStage(p, cfg, split)) cfg.epiInStage = true;
+    if (coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
+      cfg.epiInStage = undefined;
+      cfg.stagesA = undefined;
+      cfg.stagesB = undefined;
+    }
   }
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
@@ -457,6 +462,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     if (!(opts.twoStage ?? envDefaults().twoStage)) {
       cfg.stagesA = undefined;
       cfg.stagesB = undefined;
+      cfg.epiInStage = undefined;
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);

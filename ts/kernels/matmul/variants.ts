@@ -139,9 +139,10 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
  * stagesB; tags `_a2`, `_b2`), so that operand's stores need not wait for the barrier that frees
  * the other's one stage. H200 session 11 runs 2 and 6, f32 accumulation, the rotated-pair 128×256
  * tile: `_a2` 8192³ 320 → 326–329 TF/s, 2048³ 317 → 330–331; `_b2` 330 at 8192³ and 327 at 4096³
- * (+1.4–2.3 % over `_a2`) but 299 at 2048³, and it fits only B's [k][n] tile with 16-bit output
- * (NN, TN: 48128 B), so the tuner races both. Where the second stage does not fit beside the output
- * path (edge tiles, f32 or bf16 output for `_b2`) the planner drops it: the twin is its tile.
+ * (+1.4–2.3 % over `_a2`) but 299 at 2048³, and it fits only B's [k][n] tile (NN, TN; bf16 and f32
+ * output with the epilogue's tiles in B's stage, CoopConfig.epiInStage), so the tuner races both.
+ * Where the second stage does not fit (edge tiles, NT for `_b2`) the planner drops it: the twin is
+ * its tile.
  * The plain and `_kpa` 128×256 twins lost or tied and the 128×128 ones lost 18–27 %: only the
  * 128×128 ones stay (untuned), for the tests of both k-loops.
  */
