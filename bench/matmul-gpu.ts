@@ -248,8 +248,9 @@ function fusedVsUnfused(rt: MatmulRuntime, quick: boolean, tiny: boolean) {
           // unfused: plain matmul into C, then (a) one bias+gelu kernel, (b) a bias kernel and a gelu kernel
           pipelinesOf(rt, plain);
           const n2 = m * n;
-          const c2 = rt.createBuffer(n2 * (outDtype === "f32" ? 4 : 2));
-          const c3 = rt.createBuffer(n2 * (outDtype === "f32" ? 4 : 2));
+          const outBytes = n2 * (outDtype === "f32" ? 4 : 2);
+          const c2 = rt.createBuffer(outBytes);
+          const c3 = rt.createBuffer(outBytes);
           const push = new Uint32Array([n2, n]);
           const one = biasActKernel(outDtype, "gelu");
           const biasOnly = biasActKernel(outDtype, "none");

@@ -1,11 +1,8 @@
 // Timing statistics for the bench protocol. Pure functions over millisecond samples.
 
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
-}
+import { median } from "../ts/stats.js";
+
+export { median };
 
 /** Nearest-rank percentile, p in [0, 100]. */
 export function percentile(xs: readonly number[], p: number): number {

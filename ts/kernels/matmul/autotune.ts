@@ -12,6 +12,7 @@ import { variantByName } from "./variants.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { tolerance } from "./reference.js";
 import { precompilePlans, runPlan, timePlan } from "./run.js";
+import { median } from "../../stats.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
 
@@ -148,12 +149,6 @@ export const TUNE_ROUNDS = 4;
 export function roundOrder(n: number, r: number): number[] {
   const fwd = Array.from({ length: n }, (_, i) => i);
   return r % 2 ? fwd.reverse() : fwd;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
 }
 
 /**

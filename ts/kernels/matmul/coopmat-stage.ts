@@ -18,7 +18,8 @@
 //   stages 2, prefetch 2  load t+2 → R[t%2]; mma(t); R[(t+1)%2] → stage t+1; barrier  (1 barrier)
 // An operand may have its own stage count (Operand.stages): with one stage for B and two for A,
 //   load t+1 → R; mma(t); R_A → A stage t+1; barrier; R_B → B stage; barrier
-// so A's stores no longer wait for the barrier that frees B's stage.
+// so A's stores no longer wait for the barrier that frees B's stage. Both k-loops (pipeline,
+// pairedPipeline) end with a workgroup barrier: after them the stages are free (CoopConfig.epiInStage).
 // With register staging the latency a global load may take is the code between it and the
 // store of its register, so a deeper pipeline needs another register set, not a third shared
 // buffer: prefetch 2 keeps two tiles in flight for one more register set (12–16 registers at

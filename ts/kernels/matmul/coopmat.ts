@@ -265,7 +265,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, c.stagesB ?? stages) : undefined;
   const nsg = c.wm * c.wn;
   // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it;
-  // with epiInStage it is B's stage array (u32x4: stores of the f32 matrix through it, reads bitcast)
+  // with epiInStage it is B's stage array (u32x4: stores of the f32 matrix through it, reads
+  // bitcast), free for the epilogue because every staged k-loop ends with a workgroup barrier
   if (c.epiInStage && !epiFitsInStage(p, c, split)) throw new Error("coopmat: the epilogue tiles do not fit in B's stage here");
   const epiSh = c.epiInStage ? shB : undefined;
   let stageArr: Shared | undefined;
@@ -434,7 +435,6 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
       for (const row of acc) for (const a of row) a.set(k.cmFill(tC, 0));
       const t: TileRun = { row0, col0, aBase, bBase, kBeg: seg.kBeg, kEnd: seg.kEnd, nt, sgRow, sgCol, acc };
       kLoop(t);
-      if (c.epiInStage) k.barrier();
       k.if(seg.whole, () => epilogue(t, k.let(bt.mul(pc.strideC), "cbase")), () => {
         // a partial tile: the range's first tile goes to slot 2c, its last to 2c + 1, each 16×16
         // block as 256 contiguous elements (whole lines; streamk.ts partialBlock)
@@ -460,8 +460,6 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const { sgRow, sgCol, acc } = subgroupTile();
   const t: TileRun = { row0, col0, aBase, bBase, kBeg, kEnd, nt, sgRow, sgCol, acc };
   kLoop(t);
-  // epiInStage: the epilogue reuses B's stage array once every subgroup is past the k-loop
-  if (c.epiInStage) k.barrier();
   epilogue(t, k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase"));
   return k.finish();
 }

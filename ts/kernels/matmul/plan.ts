@@ -191,7 +191,7 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
   }
   if (caps.subgroupSize !== 32) return `cooperative-matrix kernels assume subgroup size 32 (device: ${caps.subgroupSize})`;
   // with the output path the planner would choose (aligned problems need no f32 edge tile)
-  const cfg = coopConfig(p, v, caps, v.splits > 1, envDefaults().aligned, envDefaults().outStore);
+  const cfg = coopConfig(p, v, caps, v.splits > 1, envDefaults().aligned, envDefaults().outStore, envDefaults().twoStage);
   const bytes = coopSharedBytes(p, cfg);
   if (bytes > caps.maxSharedMemoryBytes) return `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})`;
   return null;
@@ -332,7 +332,7 @@ function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt"
   };
 }
 
-function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean, allowAligned: boolean, outStore: PlanOptions["outStore"] = "wide"): CoopConfig {
+function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>, caps: MatmulCaps, split: boolean, allowAligned: boolean, outStore: PlanOptions["outStore"] = "wide", twoStage = true): CoopConfig {
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
   // The k extent of a tile ends at K (or a split boundary, a multiple of bk): vector chunks along
@@ -364,19 +364,18 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   if (cfg.pairRows && !(cfg.pairK && rowPairable(p, cfg))) cfg.pairRows = undefined;
   // transposed staging of A: K-contiguous A, whole 32-deep tiles of 128-bit chunks, not paired
   if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK || !!cfg.split3)) cfg.stageAT = undefined;
-  // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   // a second stage for one operand goes only where it fits beside the output path the tile takes
-  // without it (edge tiles need the f32 tile; f32 output its staging tile: coopmat stores instead
-  // cost more than the stage gains, H200 session 11 run 8); elsewhere the twin is its one-stage tile
-  if ((cfg.stagesA || cfg.stagesB) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
-    // first: the epilogue's tiles in B's stage array (bf16 and f32 output on whole tiles)
-    if (epiFitsInStage(p, cfg, split)) cfg.epiInStage = true;
-    if (coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
+  // without it, with the epilogue's tiles moved into B's stage array if need be (bf16 and f32
+  // output on whole tiles); elsewhere, or with HELIOS_MATMUL_TWO_STAGE=0, the twin is its tile
+  if ((cfg.stagesA || cfg.stagesB) && (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes)) {
+    if (twoStage && epiFitsInStage(p, cfg, split)) cfg.epiInStage = true;
+    if (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
       cfg.epiInStage = undefined;
       cfg.stagesA = undefined;
       cfg.stagesB = undefined;
     }
   }
+  // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
   if ((cfg.halfOut || cfg.wideOut32) && coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
     cfg.halfOut = false;
     cfg.wideOut32 = false;
@@ -448,7 +447,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     const cfg = spec.cfg;
     desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
-    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? envDefaults().aligned, opts.outStore ?? envDefaults().outStore);
+    const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? envDefaults().aligned, opts.outStore ?? envDefaults().outStore, opts.twoStage ?? envDefaults().twoStage);
     if (opts.kSeg2) {
       if (!cfg.aligned || p.k % 3 !== 0) throw new Error(`helios: internal error: matmul variant ${spec.name}: two-block operands need an aligned tile`);
       cfg.kSeg2 = true;
@@ -458,11 +457,6 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       // the operands hold 2K of K' = 3K per row or block
       pv.strideA = (pv.strideA / 3) * 2;
       pv.strideB = (pv.strideB / 3) * 2;
-    }
-    if (!(opts.twoStage ?? envDefaults().twoStage)) {
-      cfg.stagesA = undefined;
-      cfg.stagesB = undefined;
-      cfg.epiInStage = undefined;
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);

@@ -230,10 +230,11 @@ export const STREAMK_BASES: readonly string[] = [
 
 function build(): Map<string, VariantSpec> {
   const m = new Map<string, VariantSpec>();
+  const coop = coopTiles();
   for (const s of SPLITS) {
     const suffix = s === 1 ? "" : `_sk${s}`;
     for (const [n, cfg] of SIMT_BASES) m.set(n + suffix, { kind: "simt", name: n + suffix, base: n, cfg, splits: s });
-    for (const [n, cfg] of coopTiles()) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
+    for (const [n, cfg] of coop) m.set(n + suffix, { kind: "coop", name: n + suffix, base: n, cfg, splits: s });
     for (const [n, cfg] of COOP2_BASES) m.set(n + suffix, { kind: "coop2", name: n + suffix, base: n, cfg, splits: s });
   }
   // <tile>_stk: stream-K twins of the big tiles (streamk.ts), where the last wave is partial
