@@ -41,6 +41,32 @@ export function makeBackend(config: HeliosBackendOptions["config"] = {}): Helios
   return new HeliosBackend({ runtime: testRuntime(), config, validation: true });
 }
 
+/**
+ * Runs `body` on a backend whose device reports itself a discrete GPU, so the matmul tuner runs for
+ * real (SIMT candidates on lavapipe), with a fresh tuning cache dir and HELIOS_AUTOTUNE unset;
+ * the environment is restored after.
+ */
+export async function withGpuLikeBackend(
+  config: HeliosBackendOptions["config"], body: (G: HeliosBackend, cacheDir: string) => void | Promise<void>,
+): Promise<void> {
+  const { mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const saved = { cache: process.env.HELIOS_CACHE_DIR, tune: process.env.HELIOS_AUTOTUNE };
+  process.env.HELIOS_CACHE_DIR = dir;
+  delete process.env.HELIOS_AUTOTUNE;
+  try {
+    const base = testRuntime();
+    const gpuLike = { ...base, getDeviceInfo: () => ({ ...base.getDeviceInfo(), deviceType: "discrete-gpu" }) };
+    await body(new HeliosBackend({ runtime: gpuLike, validation: true, config }), dir);
+  } finally {
+    if (saved.cache === undefined) delete process.env.HELIOS_CACHE_DIR;
+    else process.env.HELIOS_CACHE_DIR = saved.cache;
+    if (saved.tune !== undefined) process.env.HELIOS_AUTOTUNE = saved.tune;
+  }
+}
+
 /** Drains validation messages on the native runtime; [] on the mock. */
 export function validationMessages(): string[] {
   const rt = nativeRuntime() as unknown as { takeValidationMessages?: () => string[] } | null;

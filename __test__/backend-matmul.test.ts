@@ -2,7 +2,7 @@
 // broadcast batch dims, transposed operands, f16 storage with f32 accumulation.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { makeBackend, onNative, testRuntime } from "./backend-helpers.js";
+import { makeBackend, onNative, withGpuLikeBackend } from "./backend-helpers.js";
 import { Rng, randTensor, assertClose, asF16Output } from "./harness.js";
 import * as N from "./ref/nn.js";
 import type { Dtype } from "../ts/types.js";
@@ -57,18 +57,9 @@ test("matmul shape errors name the op and shapes", () => {
 // right, the winner must land in the cache file (one entry), and a product of the same class
 // must reuse it.
 test("matmul tunes a new shape class on a GPU-class device and caches the winner", { skip: !onNative() && "needs the native runtime" }, async () => {
-  const { mkdtempSync, readFileSync } = await import("node:fs");
-  const { tmpdir } = await import("node:os");
+  const { readFileSync } = await import("node:fs");
   const { join } = await import("node:path");
-  const { HeliosBackend } = await import("../ts/backend.js");
-  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
-  const saved = { cache: process.env.HELIOS_CACHE_DIR, tune: process.env.HELIOS_AUTOTUNE };
-  process.env.HELIOS_CACHE_DIR = dir;
-  delete process.env.HELIOS_AUTOTUNE;
-  try {
-    const base = testRuntime();
-    const gpuLike = { ...base, getDeviceInfo: () => ({ ...base.getDeviceInfo(), deviceType: "discrete-gpu" }) };
-    const G = new HeliosBackend({ runtime: gpuLike, validation: true });
+  await withGpuLikeBackend({}, (G, dir) => {
     const rng = new Rng(57);
     const a = randTensor(rng, [70, 48], "f32"), b = randTensor(rng, [48, 90], "f32");
     assertClose(G.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "tuned matmul 70x48x90");
@@ -79,9 +70,5 @@ test("matmul tunes a new shape class on a GPU-class device and caches the winner
     assert.ok(entries[0][1].candidates.length >= 2, "several candidates timed");
     const c = randTensor(rng, [66, 48], "f32");
     assertClose(G.matmul(c.td, b.td), N.matmul(c.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "same class, cached winner");
-  } finally {
-    process.env.HELIOS_CACHE_DIR = saved.cache;
-    if (saved.tune !== undefined) process.env.HELIOS_AUTOTUNE = saved.tune;
-    if (saved.cache === undefined) delete process.env.HELIOS_CACHE_DIR;
-  }
+  });
 });

@@ -1,7 +1,6 @@
 // Correctness of the flash attention forward kernels on a device: f16 inputs, float64 causal
 // naive attention on the same values, worst output (absolute) and lse (relative) errors. Used by
 // bench/flash (the gate before timing) and bench/coop-tests.
-import { execFileSync } from "node:child_process";
 import { FA_PUSH } from "../ts/kernels/attention.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import { packPush } from "../ts/kernels/common.js";
@@ -9,6 +8,7 @@ import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { coopmat, f16, f32, kernel, lit, min, type KernelDesc } from "../ts/ir/index.js";
 import { f16BitsToF32 as f16Value, f32ToF16Bits as f16Bits } from "../ts/f16.js";
 import { Mulberry32 } from "../ts/random.js";
+import { torchEventsBatch } from "./torch.js";
 
 /** Uniform in [-2, 2), rounded to f16 bits. */
 function randHalves(n: number, seed: number): Uint16Array {
@@ -170,27 +170,6 @@ export function layoutProbeKernel(): KernelDesc {
  * Returns the median ms per call with the device and torch version, or why there is none.
  */
 export function torchEventsMs(setup: string, iters: number, repeats: number): { ms: number; device: string; torch: string } | string {
-  const script = `
-import json, time, torch
-if not torch.cuda.is_available(): raise SystemExit("no CUDA")
-d="cuda"
-${setup}
-t0=time.time()
-while time.time()-t0 < 0.4:
-    f(); torch.cuda.synchronize()
-reps=[]
-for _ in range(${repeats}):
-    s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(${iters}): f()
-    e.record(); torch.cuda.synchronize(); reps.append(s.elapsed_time(e)/${iters})
-print(json.dumps({"ms": sorted(reps)[len(reps)//2], "device": torch.cuda.get_device_name(0), "torch": torch.__version__}))
-`;
-  try {
-    const text = execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    return JSON.parse(text.trim().split("\n").pop() as string);
-  } catch (e) {
-    const err = e as Error & { stderr?: string };
-    return `PyTorch reference unavailable (${(err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0]})`;
-  }
+  const r = torchEventsBatch([{ name: "f", setup }], { iters, repeats, warmMs: 400 });
+  return typeof r === "string" ? r : { ms: r.ms.f, device: r.device, torch: r.torch };
 }

@@ -20,11 +20,11 @@
 // the previous dispatch drains. That sum is kept as `sumMs` in the JSON.) Helios host ms: wall clock
 // of the same repetition (recording, submit and the final wait) divided by `iters`.
 // ratio = torchMs / heliosGpuMs (> 1 means Helios is faster).
-import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { HeliosBackend } from "../ts/backend.js";
 import { runtime } from "../ts/device.js";
 import { ProfilingRuntime, summarize, warmFor } from "./profiling.js";
+import { torchEventsBatch } from "./torch.js";
 import type { TensorData } from "../ts/types.js";
 
 interface Case {
@@ -185,39 +185,10 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, c: Case): HeliosTimin
 }
 
 function torchTimes(): Record<string, number> | string {
-  const body = cases.map((c) => `${c.torch}\nres[${JSON.stringify(c.name)}]=bench(f)`).join("\n");
-  const script = `
-import json, torch
-if not torch.cuda.is_available(): raise SystemExit("no CUDA")
-d="cuda"; res={}
-def bench(f):
-    import time
-    t0=time.time()
-    while time.time()-t0 < ${WARM_MS}/1000:
-        f(); torch.cuda.synchronize()
-    for _ in range(${iters}): f()
-    torch.cuda.synchronize()
-    reps=[]
-    for _ in range(${REPEATS}):
-        s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(${iters}): f()
-        e.record(); torch.cuda.synchronize()
-        reps.append(s.elapsed_time(e)/${iters})
-    return sorted(reps)[len(reps)//2]
-${body}
-print(json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "ms": res}))
-`;
-  try {
-    const text = execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    const parsed = JSON.parse(text.trim().split("\n").pop() as string);
-    torchMeta = { device: parsed.device, torch: parsed.torch };
-    return parsed.ms;
-  } catch (e) {
-    const err = e as Error & { stderr?: string };
-    const why = (err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0];
-    return `PyTorch reference unavailable (${why}): Helios-only rows`;
-  }
+  const r = torchEventsBatch(cases.map((c) => ({ name: c.name, setup: c.torch })), { iters, repeats: REPEATS, warmMs: WARM_MS });
+  if (typeof r === "string") return `${r}: Helios-only rows`;
+  torchMeta = { device: r.device, torch: r.torch };
+  return r.ms;
 }
 
 let torchMeta: Record<string, string> | null = null;

@@ -1,5 +1,5 @@
 // Runs bench/torch_matmul.py in a python3 subprocess and turns its JSON into timing summaries.
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { BenchDtype, Shape } from "./args.js";
@@ -77,4 +77,43 @@ export function runTorchReference(opts: {
   const r = runPythonScript(opts.python, args, opts.timeoutMs);
   if ("error" in r) return { ok: false, note: `no CUDA reference: ${r.error}`, byShape: new Map() };
   return parseTorchOutput(r.stdout);
+}
+
+/**
+ * PyTorch on CUDA in one python3 subprocess for several snippets: each case's `setup` (python
+ * lines; `d` is "cuda") defines `f`, which runs for `warmMs` of warm-up and then `repeats` times
+ * `iters` calls between CUDA events. The median ms per call by case name, with the device and
+ * torch version, or why there is none. `prelude` runs first (e.g. turning TF32 off).
+ */
+export function torchEventsBatch(
+  cases: { name: string; setup: string }[], o: { iters: number; repeats: number; warmMs: number; prelude?: string },
+): { ms: Record<string, number>; device: string; torch: string } | string {
+  const body = cases.map((c) => `${c.setup}\nres[${JSON.stringify(c.name)}]=bench(f)`).join("\n");
+  const script = `
+import json, time, torch
+if not torch.cuda.is_available(): raise SystemExit("no CUDA")
+${o.prelude ?? ""}
+d="cuda"; res={}
+def bench(f):
+    t0=time.time()
+    while time.time()-t0 < ${o.warmMs}/1000:
+        f(); torch.cuda.synchronize()
+    reps=[]
+    for _ in range(${o.repeats}):
+        s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(${o.iters}): f()
+        e.record(); torch.cuda.synchronize()
+        reps.append(s.elapsed_time(e)/${o.iters})
+    return sorted(reps)[len(reps)//2]
+${body}
+print(json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "ms": res}))
+`;
+  try {
+    const text = execFileSync("python3", ["-c", script], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    return JSON.parse(text.trim().split("\n").pop() as string);
+  } catch (e) {
+    const err = e as Error & { stderr?: string };
+    return `PyTorch reference unavailable (${(err.stderr ?? "").trim().split("\n").pop() || err.message.split("\n")[0]})`;
+  }
 }

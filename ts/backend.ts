@@ -69,6 +69,7 @@ export class HeliosBackend implements Backend {
   /** Submits and waits for everything recorded so far. */
   syncGpu(): void {
     this.E.sched.drain();
+    this.E.roundTrips++;
   }
   /** Waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
   purgeBufferPools(): void {

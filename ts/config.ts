@@ -43,6 +43,14 @@ export interface HeliosConfig {
    * the scalar kernels.
    */
   readonly xentV4: boolean;
+  /**
+   * HELIOS_MATMUL_PREPACK: a matmul B operand (a 2-D weight) fed unchanged to products of one form on both sides
+   * of a host round trip is copied once into its other layout (K×N ↔ N×K) when that layout runs measurably faster
+   * (ts/ops/prepack.ts). "auto" (default): decided from the tuner's timings of both layouts (GPUs
+   * with HELIOS_AUTOTUNE on; never elsewhere); "on": every reused NT weight is packed to K×N
+   * (tests); "off" (or 0): never.
+   */
+  readonly matmulPrepack: "auto" | "on" | "off";
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -54,6 +62,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   attnBackward: "auto",
   copyV128: true,
   xentV4: true,
+  matmulPrepack: "auto",
 });
 
 type Env = Record<string, string | undefined>;
@@ -84,6 +93,13 @@ function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], 
   return raw as T;
 }
 
+/** HELIOS_MATMUL_PREPACK: auto, or a 0/1/on/off switch. */
+function prepackMode(env: Env): HeliosConfig["matmulPrepack"] {
+  const raw = env.HELIOS_MATMUL_PREPACK?.trim().toLowerCase();
+  if (raw === undefined || raw === "" || raw === "auto") return DEFAULT_CONFIG.matmulPrepack;
+  return flag(env, "HELIOS_MATMUL_PREPACK", true) ? "on" : "off";
+}
+
 /** Reads the environment once per call; HeliosBackend reads it at construction. */
 export function readConfig(env: Env = process.env): HeliosConfig {
   return Object.freeze({
@@ -95,5 +111,6 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "cm", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
     copyV128: flag(env, "HELIOS_COPY_V128", DEFAULT_CONFIG.copyV128),
     xentV4: flag(env, "HELIOS_XENT_V4", DEFAULT_CONFIG.xentV4),
+    matmulPrepack: prepackMode(env),
   });
 }

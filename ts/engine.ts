@@ -16,6 +16,7 @@ import { broadcastShape, fail, fmt, size } from "./shape.js";
 import type { KernelDesc } from "./ir/index.js";
 import { toF16Array } from "./f16.js";
 import { deviceGeneration } from "./device.js";
+import type { PackEntry } from "./ops/prepack.js";
 
 /** Most inputs one fused kernel binds; beyond this operands are materialized first. */
 const MAX_FUSED_INPUTS = 6;
@@ -34,6 +35,9 @@ export interface EngineStats {
   readbacks: number;
   kernelCompiles: number;
   cpuFallbacks: Record<string, number>;
+  /** Weights copied into their faster layout (HELIOS_MATMUL_PREPACK), and products that read such a copy. */
+  matmulPrepacks: number;
+  matmulPrepackedReads: number;
 }
 
 export class Engine implements TensorHost {
@@ -59,8 +63,18 @@ export class Engine implements TensorHost {
       throw e;
     }
   }
-  /** While capturing (ts/exec/capture.ts): outputs recorded into the capture, and the first lease serial inside it. */
-  capture: { outputs: WeakRef<HeliosTensor>[]; firstSerial: number } | null = null;
+  /**
+   * While capturing (ts/exec/capture.ts): outputs recorded into the capture, the buffers they
+   * write (each replay counts a write on them), and the first lease serial inside it.
+   */
+  capture: { outputs: WeakRef<HeliosTensor>[]; written: Set<Lease>; firstSerial: number } | null = null;
+  /** Prepacked copies of matmul weights, by source tensor (ts/ops/prepack.ts). */
+  readonly prepacked = new WeakMap<HeliosTensor, PackEntry>();
+  /** Host round trips so far: reads of results from the device and syncGpu (ts/ops/prepack.ts). */
+  roundTrips = 0;
+  /** Prepacked copies made, and products that read one instead of their source. */
+  prepacks = 0;
+  prepackedReads = 0;
   /** Dispatches this engine recorded since the trainer last reset the step counter. */
   opsThisStep = 0;
   private dispatches = 0;
@@ -97,6 +111,8 @@ export class Engine implements TensorHost {
       readbacks: this.readbacks,
       kernelCompiles: this.kernels.compiles,
       cpuFallbacks: { ...this.cpuFallbacks },
+      matmulPrepacks: this.prepacks,
+      matmulPrepackedReads: this.prepackedReads,
     };
   }
 
@@ -181,7 +197,8 @@ export class Engine implements TensorHost {
       return this.track(t, []);
     }
     t.lease = src.lease.retain();
-    if (src.host) t.host = src.host;
+    t.host = src.currentHost;
+    t.hostVersion = src.hostVersion;
     return this.track(t, [t.lease]);
   }
 
@@ -257,8 +274,17 @@ export class Engine implements TensorHost {
     for (const o of outputs) {
       o.ticket = ticket;
       o.host = null;
+      if (o.lease) {
+        o.lease.writes++;
+        o.lease.lastWrite = ticket;
+      }
     }
-    if (this.capture) for (const o of outputs) this.capture.outputs.push(new WeakRef(o));
+    if (this.capture) {
+      for (const o of outputs) {
+        this.capture.outputs.push(new WeakRef(o));
+        if (o.lease) this.capture.written.add(o.lease);
+      }
+    }
   }
 
   /**
@@ -395,17 +421,22 @@ export class Engine implements TensorHost {
 
   readTensor(t: HeliosTensor): TensorArray {
     if (t.released) throw new Error(`helios: reading tensor ${fmt(t.shape)} after releaseGpuTensor`);
-    if (t.host) return t.host;
+    const host = t.currentHost;
+    if (host) return host;
     this.rethrowDeferred();
     this.materialize(t);
     const lease = t.lease;
     if (!lease) return (t.host = emptyArray(t.dtype));
     this.sched.sync();
     this.sched.wait(t.ticket);
+    // a write through another view of the buffer (an in-place op on a reshape) is not t's ticket
+    if (lease.lastWrite !== t.ticket) this.sched.wait(lease.lastWrite);
     const bytes = size(t.shape) * storageBytes(t.dtype);
     const raw = this.rt.readBuffer(lease.handle, 0, bytes);
     this.readbacks++;
+    this.roundTrips++;
     t.host = fromStorage(t.dtype, raw);
+    t.hostVersion = lease.writes;
     return t.host;
   }
 
@@ -421,6 +452,7 @@ export class Engine implements TensorHost {
     this.sched.sync();
     this.rt.uploadBuffer(t.lease.handle, toStorage(t.dtype, data as TensorArray));
     this.uploads++;
+    t.lease.writes++;
     t.host = null;
   }
 
@@ -428,6 +460,11 @@ export class Engine implements TensorHost {
   release(t: HeliosTensor): void {
     if (t.released) return;
     t.released = true;
+    const pack = this.prepacked.get(t);
+    if (pack) {
+      this.prepacked.delete(t);
+      if (pack.packed) this.release(pack.packed);
+    }
     const h = this.holders.get(t);
     this.registry.unregister(t);
     if (h) {

@@ -18,9 +18,9 @@ export class HeliosTensor implements TensorData {
   ticket: Ticket | null = null;
   /** Pending fused expression (holds references on its leaves' leases). */
   expr: Expr | null = null;
-  /** Host copy and the lease version it reflects. */
+  /** Host copy and the lease's write count it reflects (a write through another view of the lease outdates it). */
   host: TensorArray | null = null;
-  hostVersion = -1;
+  hostVersion = 0;
   released = false;
 
   constructor(
@@ -28,6 +28,11 @@ export class HeliosTensor implements TensorData {
     readonly shape: Shape,
     readonly dtype: Dtype,
   ) {}
+
+  /** The host copy if no write reached the buffer since it was taken, else null. */
+  get currentHost(): TensorArray | null {
+    return this.host && (!this.lease || this.hostVersion === this.lease.writes) ? this.host : null;
+  }
 
   get data(): TensorArray {
     return this.owner.readTensor(this);

@@ -120,7 +120,7 @@ function writeInputs(o: TrainSuiteOptions): { init: string; batches: string } {
 }
 
 type Stats = {
-  stats?: () => { pool: { peakBytes: number; peakLeasedBytes?: number; inBatchReuses?: number } };
+  stats?: () => { pool: { peakBytes: number; peakLeasedBytes?: number; inBatchReuses?: number }; matmulPrepacks?: number };
   purgeBufferPools?: () => void;
 };
 
@@ -154,14 +154,15 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
       break;
     }
   }
-  const pool = B.stats?.().pool;
+  const stats = B.stats?.();
+  const pool = stats?.pool;
   const res = side(losses, ms, pool?.peakBytes ?? 0, n);
   res.peakLiveBytes = pool?.peakLeasedBytes;
   res.estimateBytes = estimateLiveSet(o.model, o.batch, o.seq, tr.model.matmul16, tr.model.headRows(n)).peak;
   if (pool) {
     const mib = (b: number | undefined) => (b === undefined ? "?" : (b / 2 ** 20).toFixed(1));
     o.log(`helios ${mode} memory: pool peak ${mib(pool.peakBytes)} MiB, live-set peak ${mib(pool.peakLeasedBytes)} MiB, ` +
-      `model estimate ${mib(res.estimateBytes)} MiB, in-batch reuses ${pool.inBatchReuses ?? "?"}`);
+      `model estimate ${mib(res.estimateBytes)} MiB, in-batch reuses ${pool.inBatchReuses ?? "?"}, weights prepacked ${stats?.matmulPrepacks ?? "?"}`);
   }
   // The capture pins every buffer it uses: free it before the next mode.
   tr.dropCapture();

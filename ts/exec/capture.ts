@@ -7,6 +7,7 @@
 // ERR_HELIOS_CAPTURE and the capture stays open, so the caller can abortCapture.
 import type { Engine } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
+import type { Lease } from "./lease.js";
 import { type Ticket, captureError } from "./scheduler.js";
 
 export class CapturedBatch {
@@ -18,6 +19,8 @@ export class CapturedBatch {
     private readonly ticket: Ticket,
     /** Tensors written by the capture: their host copies are stale after each replay. */
     private readonly outputs: WeakRef<HeliosTensor>[],
+    /** Buffers the capture writes: each replay is a write to them (prepacked copies go stale). */
+    private readonly written: Set<Lease>,
   ) {}
 
   get destroyed(): boolean {
@@ -32,6 +35,7 @@ export class CapturedBatch {
       const t = r.deref();
       if (t) t.host = null;
     }
+    for (const l of this.written) l.writes++;
   }
 
   /** Frees the captured batch once its last replay completes; the runtime unpins its buffers. */
@@ -46,7 +50,7 @@ export function beginCapture(E: Engine): void {
   if (E.capture) throw captureError("beginCapture", "a capture is already open (endCapture or abortCapture it first)");
   E.sched.beginCapture();
   // The serial of the next lease: anything older was made before the capture.
-  E.capture = { outputs: [], firstSerial: E.pool.leases + 1 };
+  E.capture = { outputs: [], written: new Set(), firstSerial: E.pool.leases + 1 };
 }
 
 export function endCapture(E: Engine): CapturedBatch {
@@ -59,7 +63,7 @@ export function endCapture(E: Engine): CapturedBatch {
   } finally {
     E.capture = null;
   }
-  return new CapturedBatch(E, graph, ticket, c.outputs);
+  return new CapturedBatch(E, graph, ticket, c.outputs, c.written);
 }
 
 /** Drops an open capture (after a refused op): nothing recorded in it runs. No-op when none is open. */

@@ -5,9 +5,18 @@
 // work completed or, inside an open batch, only to work ordered after it (with a barrier).
 // Release temporaries as soon as they are dead: that is what lets a captured step reuse them.
 import type { Runtime } from "./runtime.js";
+import type { Ticket } from "./scheduler.js";
 
 export class Lease {
   private refs = 1;
+  /**
+   * GPU and host writes to this buffer so far (dispatch outputs, uploads, replays of a capture
+   * that writes it): a copy derived from the buffer (a prepacked weight) is current while this
+   * count is the one it was made at.
+   */
+  writes = 0;
+  /** The batch of the last dispatch that wrote this buffer: a read through any view waits for it. */
+  lastWrite: Ticket | null = null;
 
   constructor(
     private readonly pool: BufferPool,

@@ -6,7 +6,7 @@ import { fail, fmt } from "../shape.js";
 
 /** The host copy of an index tensor, or null when it only lives on the device. */
 export function hostIndices(t: TensorData): ArrayLike<number> | null {
-  if (t instanceof HeliosTensor) return t.host;
+  if (t instanceof HeliosTensor) return t.currentHost;
   return t.data;
 }
 

@@ -13,6 +13,8 @@ import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
 import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
+import { packPays, prepackedB } from "./prepack.js";
+import { racePlans } from "../kernels/matmul/race.js";
 
 const capsByEngine = new WeakMap<Engine, MatmulCaps>();
 
@@ -99,6 +101,42 @@ function plannerDtype(a: Dtype, b: Dtype): MatmulDtype | null {
   return x;
 }
 
+/** The planner's problem for these operands, or null when the planner cannot take them. */
+function plannerProblem(
+  A: TensorData, B: TensorData, out: TensorData, g: { m: number; n: number; k: number; batch: number },
+  transA: boolean, transB: boolean, broadcastB: boolean, extra: { scale?: number } = {},
+): MatmulProblem | null {
+  const dtype = plannerDtype(A.dtype, B.dtype);
+  const outDtype = plannerDtype(out.dtype, out.dtype);
+  if (!dtype || !outDtype || (outDtype !== dtype && outDtype !== "f32")) return null;
+  const epilogue = extra.scale !== undefined && extra.scale !== 1 ? { scale: extra.scale } : undefined;
+  return { m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue };
+}
+
+const layoutRaces = new WeakMap<Engine, Map<string, [number, number]>>();
+
+/**
+ * Whether `flipped` (the product with B in its other layout) repays a copy of B over `uses`
+ * products (packPays): both layouts' tuned plans (tuned now where missing) raced head to head,
+ * once per problem. Never on devices that do not tune (nothing measured there) or in a capture.
+ */
+function packedLayoutPays(E: Engine, flipped: MatmulProblem, bytes: number, uses: number): boolean {
+  const rt = tunerRuntime(E);
+  if (!rt || !tunesOnDevice(E) || E.capture) return false;
+  let memo = layoutRaces.get(E);
+  if (!memo) layoutRaces.set(E, (memo = new Map()));
+  const key = JSON.stringify(flipped);
+  let ms = memo.get(key);
+  if (!ms) {
+    const plain = { ...flipped, transB: !flipped.transB };
+    const plans = [choosePlan(E, plain), choosePlan(E, flipped)];
+    E.sched.submit();
+    const [msPlain, msPacked] = racePlans(rt, [{ problem: plain, plan: plans[0] }, { problem: flipped, plan: plans[1] }]);
+    memo.set(key, (ms = [msPlain, msPacked]));
+  }
+  return packPays(ms[0], ms[1], bytes, uses);
+}
+
 /**
  * Records planMatmul's steps for C = scale · op(A) op(B) over `batch` contiguous batches (B
  * shared by every batch when broadcastB), written in `out`'s dtype (the inputs' or f32).
@@ -109,11 +147,9 @@ export function planned(
   g: { m: number; n: number; k: number; batch: number }, transA: boolean, transB: boolean, broadcastB: boolean,
   extra: { scale?: number } = {},
 ): boolean {
-  const dtype = plannerDtype(A.dtype, B.dtype);
-  const outDtype = plannerDtype(out.dtype, out.dtype);
-  if (!dtype || !outDtype || (outDtype !== dtype && outDtype !== "f32")) return false;
-  const epilogue = extra.scale !== undefined && extra.scale !== 1 ? { scale: extra.scale } : undefined;
-  const plan = choosePlan(E, { m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue });
+  const problem = plannerProblem(A, B, out, g, transA, transB, broadcastB, extra);
+  if (!problem) return false;
+  const plan = choosePlan(E, problem);
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   E.withInputs(op, [A, B], ([la, lb]) => {
     const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][]).map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
@@ -155,9 +191,13 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
   if (g.batch > 65535) fail(op, `batch ${g.batch} exceeds 65535`);
   const plainA = g.batch === 1 || sa === g.m * g.k;
   const plainB = g.batch === 1 || sb === g.k * g.n;
-  if (plainA && (plainB || sb === 0) && planned(E, op, A, B, out, g, transA, transB, g.batch > 1 && !plainB)) {
-    for (const t of temps) E.release(t);
-    return out;
+  if (plainA && (plainB || sb === 0)) {
+    const broadcastB = g.batch > 1 && !plainB;
+    const use = prepackedB(E, B, transB, plannerProblem(A, B, out, g, transA, transB, broadcastB), (flipped, bytes, uses) => packedLayoutPays(E, flipped, bytes, uses));
+    if (planned(E, op, A, use.B, out, g, transA, use.transB, broadcastB)) {
+      for (const t of temps) E.release(t);
+      return out;
+    }
   }
   // 128-wide tiles (8x8 per thread) once the output fills enough of them to occupy the GPU
   const tile: MatmulTile = g.m >= 128 && g.n >= 128 && g.m * g.n * g.batch >= 512 * 512 ? 128 : 64;

@@ -1,0 +1,103 @@
+// Prepacking of reused matmul weights. A 2-D B operand fed unchanged to products of one form
+// (x·W or x·Wᵀ) on both sides of a host round trip — a weight in an inference loop, whose results
+// are read between calls — is copied once into its other layout (N×K ↔ K×N) when the product runs
+// measurably faster that way and the copy pays for itself over the products still to come; later
+// products of that form read the copy until the source's buffer is written (a dispatch output, an
+// upload, a replay of a capture that writes it) or the source is released. A training step uses
+// each weight version only before its one host read (the loss), so training never packs and never
+// pays for the race that decides it.
+import type { TensorData } from "../types.js";
+import type { Engine } from "../engine.js";
+import type { Lease } from "../exec/lease.js";
+import { HeliosTensor } from "../tensor.js";
+import { storageBytes } from "../kernels/common.js";
+import { size } from "../shape.js";
+import type { MatmulProblem } from "../kernels/matmul/index.js";
+import { transpose } from "./layout.js";
+
+export interface PackEntry {
+  /** The source's buffer and its write count when this entry opened (one version of the source). */
+  lease: Lease;
+  writes: number;
+  /** Products of this version, by form: [B as K×N, B as N×K]. */
+  uses: [number, number];
+  /** Engine.roundTrips at each form's first product of this version (-1: none yet). */
+  firstTrip: [number, number];
+  /** Whether packing was considered for this version, by form (once each). */
+  decided: [boolean, boolean];
+  /** The same counts for the source's previous version (null before its first rewrite). */
+  previousUses: [number, number] | null;
+  /** The copy in the other layout, and the form it serves (transB of the products it replaces). */
+  packed: HeliosTensor | null;
+  packedFor: boolean;
+}
+
+/** How much faster the other layout must run per product (the tuner's noise is ~1–2 %). */
+export const PACK_MIN_GAIN = 0.03;
+/**
+ * Products the copy must pay for itself within when the source has no history (never rewritten:
+ * an inference weight, reused far more often); after a rewrite, the previous version's count of
+ * products of the form says how many are to come.
+ */
+export const PACK_PAYBACK_USES = 16;
+/**
+ * Bytes per ms a layout copy is assumed to move (read + write): 0.5 TB/s, what the strided
+ * transpose reached on the H200 for GPT-2's 50304×768 f16 embedding (bench/RESULTS.md, session 12).
+ */
+export const COPY_BYTES_PER_MS = 0.5e9;
+
+/**
+ * Whether products taking `msPlain` as is and `msPacked` on the copy repay copying `bytes` of B
+ * over `uses` products.
+ */
+export function packPays(msPlain: number, msPacked: number, bytes: number, uses: number): boolean {
+  const gain = msPlain - msPacked;
+  return gain >= PACK_MIN_GAIN * msPlain && gain * uses >= (2 * bytes) / COPY_BYTES_PER_MS;
+}
+
+/**
+ * The B operand a product reads and its transB: B itself, or its packed copy in the other layout.
+ * `pays(flipped, bytes, uses)` answers whether `problem` with B in the other layout repays copying
+ * `bytes` over `uses` products (the backend races both layouts' tuned plans, packPays); it is asked
+ * once per version and form, at its first product after a host round trip (Engine.roundTrips).
+ */
+export function prepackedB(
+  E: Engine, B: TensorData, transB: boolean, problem: MatmulProblem | null,
+  pays: (flipped: MatmulProblem, bytes: number, uses: number) => boolean,
+): { B: TensorData; transB: boolean } {
+  const as = { B, transB };
+  const mode = E.config.matmulPrepack;
+  // inside a capture a replay may rewrite B before the copy is read: never pack there
+  if (mode === "off" || !problem || E.capture || !(B instanceof HeliosTensor) || B.released || B.shape.length !== 2) return as;
+  E.materialize(B);
+  const lease = B.lease;
+  if (!lease) return as;
+  let e = E.prepacked.get(B);
+  if (!e || e.lease !== lease || e.writes !== lease.writes) {
+    if (e?.packed) E.release(e.packed);
+    e = { lease, writes: lease.writes, uses: [0, 0], firstTrip: [-1, -1], decided: [false, false], previousUses: e ? e.uses : null, packed: null, packedFor: false };
+    E.prepacked.set(B, e);
+  }
+  const form = transB ? 1 : 0;
+  e.uses[form]++;
+  if (e.firstTrip[form] < 0) e.firstTrip[form] = E.roundTrips;
+  if (e.packed && e.packedFor === transB) {
+    E.prepackedReads++;
+    return { B: e.packed, transB: !transB };
+  }
+  // considered once, at the first product after a host round trip since this version's first
+  if (e.packed || e.decided[form] || E.roundTrips === e.firstTrip[form]) return as;
+  e.decided[form] = true;
+  const flipped = { ...problem, transB: !transB };
+  const bytes = size(B.shape) * storageBytes(B.dtype);
+  // products still to come, this one included: as many as the previous version had, if any
+  const done = e.uses[form] - 1;
+  const uses = e.previousUses ? Math.max(1, e.previousUses[form] - done) : PACK_PAYBACK_USES;
+  // "on" packs every reused N×K weight (x·Wᵀ becomes x·W): no timing, for tests and A/B runs
+  if (!(mode === "on" ? transB : pays(flipped, bytes, uses))) return as;
+  e.packed = transpose(E, B, 0, 1);
+  e.packedFor = transB;
+  E.prepacks++;
+  E.prepackedReads++;
+  return { B: e.packed, transB: !transB };
+}
