@@ -157,7 +157,7 @@ test("prepackedB asks once per version and form, after a host round trip, with t
   for (const [products, expectUses] of [[4, PACK_PAYBACK_USES], [5, 4 - 1], [7, 5 - 1]]) {
     asked.length = 0;
     for (let i = 0; i < products; i++) {
-      assert.equal(prepackedB(E, W, true, problem, never).B, W);
+      assert.equal(prepackedB(E, W, problem, never).B, W);
       E.roundTrips++;
     }
     assert.equal(asked.length, 1, "asked once per version");
@@ -165,13 +165,13 @@ test("prepackedB asks once per version and form, after a host round trip, with t
     B.scaleInplace(W, 1);
   }
   asked.length = 0;
-  for (let i = 0; i < 9; i++) prepackedB(E, W, true, problem, never);
+  for (let i = 0; i < 9; i++) prepackedB(E, W, problem, never);
   assert.equal(asked.length, 0, "no round trip between the products of a version: never asked");
   const always = () => true;
   const W2 = B.fromArray(Array.from({ length: 6 * 4 }, (_, i) => 0.25 * i), [6, 4]);
-  assert.equal(prepackedB(E, W2, true, problem, always).B, W2, "first product: as is");
+  assert.equal(prepackedB(E, W2, problem, always).B, W2, "first product: as is");
   E.roundTrips++;
-  const packed = prepackedB(E, W2, true, problem, always);
+  const packed = prepackedB(E, W2, problem, always);
   assert.equal(packed.transB, false);
   assert.deepEqual(packed.B.shape, [4, 6]);
   assert.deepEqual(Array.from(packed.B.data as Float32Array), Array.from({ length: 24 }, (_, i) => 0.25 * ((i % 6) * 4 + Math.floor(i / 6))), "the copy is Wᵀ");

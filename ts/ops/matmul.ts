@@ -149,6 +149,12 @@ export function planned(
 ): boolean {
   const problem = plannerProblem(A, B, out, g, transA, transB, broadcastB, extra);
   if (!problem) return false;
+  recordPlan(E, op, A, B, out, problem);
+  return true;
+}
+
+/** Records the chosen plan's steps for `problem` over these operands. */
+function recordPlan(E: Engine, op: string, A: TensorData, B: TensorData, out: HeliosTensor, problem: MatmulProblem): void {
   const plan = choosePlan(E, problem);
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   E.withInputs(op, [A, B], ([la, lb]) => {
@@ -164,7 +170,6 @@ export function planned(
       for (const [, lease] of scratch) lease.release();
     }
   });
-  return true;
 }
 
 export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, transA: boolean, transB: boolean): HeliosTensor {
@@ -191,13 +196,12 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
   if (g.batch > 65535) fail(op, `batch ${g.batch} exceeds 65535`);
   const plainA = g.batch === 1 || sa === g.m * g.k;
   const plainB = g.batch === 1 || sb === g.k * g.n;
-  if (plainA && (plainB || sb === 0)) {
-    const broadcastB = g.batch > 1 && !plainB;
-    const use = prepackedB(E, B, transB, plannerProblem(A, B, out, g, transA, transB, broadcastB), (flipped, bytes, uses) => packedLayoutPays(E, flipped, bytes, uses));
-    if (planned(E, op, A, use.B, out, g, transA, use.transB, broadcastB)) {
-      for (const t of temps) E.release(t);
-      return out;
-    }
+  const problem = plainA && (plainB || sb === 0) ? plannerProblem(A, B, out, g, transA, transB, g.batch > 1 && !plainB) : null;
+  if (problem) {
+    const use = prepackedB(E, B, problem, (flipped, bytes, uses) => packedLayoutPays(E, flipped, bytes, uses));
+    recordPlan(E, op, A, use.B, out, use.transB === transB ? problem : { ...problem, transB: use.transB });
+    for (const t of temps) E.release(t);
+    return out;
   }
   // 128-wide tiles (8x8 per thread) once the output fills enough of them to occupy the GPU
   const tile: MatmulTile = g.m >= 128 && g.n >= 128 && g.m * g.n * g.batch >= 512 * 512 ? 128 : 64;

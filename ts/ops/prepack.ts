@@ -56,19 +56,20 @@ export function packPays(msPlain: number, msPacked: number, bytes: number, uses:
 }
 
 /**
- * The B operand a product reads and its transB: B itself, or its packed copy in the other layout.
+ * The B operand `problem` reads and its transB: B itself, or its packed copy in the other layout.
  * `pays(flipped, bytes, uses)` answers whether `problem` with B in the other layout repays copying
  * `bytes` over `uses` products (the backend races both layouts' tuned plans, packPays); it is asked
  * once per version and form, at its first product after a host round trip (Engine.roundTrips).
  */
 export function prepackedB(
-  E: Engine, B: TensorData, transB: boolean, problem: MatmulProblem | null,
+  E: Engine, B: TensorData, problem: MatmulProblem,
   pays: (flipped: MatmulProblem, bytes: number, uses: number) => boolean,
 ): { B: TensorData; transB: boolean } {
+  const transB = problem.transB ?? false;
   const as = { B, transB };
   const mode = E.config.matmulPrepack;
   // inside a capture a replay may rewrite B before the copy is read: never pack there
-  if (mode === "off" || !problem || E.capture || !(B instanceof HeliosTensor) || B.released || B.shape.length !== 2) return as;
+  if (mode === "off" || E.capture || !(B instanceof HeliosTensor) || B.released || B.shape.length !== 2) return as;
   E.materialize(B);
   const lease = B.lease;
   if (!lease) return as;
