@@ -191,7 +191,6 @@ export class Engine implements TensorHost {
   view(src: HeliosTensor, shape: Shape): HeliosTensor {
     this.materialize(src);
     const t = new HeliosTensor(this, [...shape], src.dtype);
-    t.ticket = src.ticket;
     if (!src.lease) {
       t.host = emptyArray(src.dtype);
       return this.track(t, []);
@@ -257,7 +256,7 @@ export class Engine implements TensorHost {
     return this.kernels.get(key, build);
   }
 
-  /** Records one dispatch; `outputs` get the batch ticket so readers wait for it. */
+  /** Records one dispatch; the buffers of `outputs` get the batch as their last write, so readers wait for it. */
   dispatch(
     pipeline: number, buffers: (Lease | null)[], groups: [number, number, number],
     spec: PushSpec, push: Record<string, number>, outputs: HeliosTensor[],
@@ -272,7 +271,6 @@ export class Engine implements TensorHost {
     this.opsThisStep++;
     this.dispatches++;
     for (const o of outputs) {
-      o.ticket = ticket;
       o.host = null;
       if (o.lease) {
         o.lease.writes++;
@@ -302,7 +300,6 @@ export class Engine implements TensorHost {
     for (const l of h.leases) l.release();
     h.leases = [next.lease.retain()];
     t.lease = next.lease;
-    t.ticket = next.ticket;
     t.expr = null;
     t.host = null;
     this.release(next);
@@ -428,9 +425,8 @@ export class Engine implements TensorHost {
     const lease = t.lease;
     if (!lease) return (t.host = emptyArray(t.dtype));
     this.sched.sync();
-    this.sched.wait(t.ticket);
-    // a write through another view of the buffer (an in-place op on a reshape) is not t's ticket
-    if (lease.lastWrite !== t.ticket) this.sched.wait(lease.lastWrite);
+    // the buffer's last write, whichever view of it made that write (an in-place op on a reshape)
+    this.sched.wait(lease.lastWrite);
     const bytes = size(t.shape) * storageBytes(t.dtype);
     const raw = this.rt.readBuffer(lease.handle, 0, bytes);
     this.readbacks++;

@@ -1,9 +1,8 @@
 // HeliosTensor: a TensorData whose `data` is a lazy getter. It lives in a leased device
 // buffer (or, while pending, as a fused expression over other tensors' buffers) and reads
-// back only when `data` is touched, waiting only for the batch that wrote it.
+// back only when `data` is touched, waiting only for the batch that last wrote its buffer.
 import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
 import type { Lease } from "./exec/lease.js";
-import type { Ticket } from "./exec/scheduler.js";
 import type { Expr } from "./fusion/expr.js";
 
 /** What a tensor needs from the engine that owns it. */
@@ -14,8 +13,6 @@ export interface TensorHost {
 export class HeliosTensor implements TensorData {
   /** Own buffer; null while pending (expr set) or for empty tensors. */
   lease: Lease | null = null;
-  /** Batch of the last GPU write to `lease`. */
-  ticket: Ticket | null = null;
   /** Pending fused expression (holds references on its leaves' leases). */
   expr: Expr | null = null;
   /** Host copy and the lease's write count it reflects (a write through another view of the lease outdates it). */

@@ -11,7 +11,7 @@ import { candidateVariants, planMatmul, unsupported, type MatmulCaps, type Matmu
 import { variantByName } from "./variants.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { tolerance } from "./reference.js";
-import { precompilePlans, runPlan, timePlan } from "./run.js";
+import { precompilePlans, runPlan, timePlan, type PlanBuffers } from "./run.js";
 import { median } from "../../stats.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
@@ -145,6 +145,36 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
  */
 export const TUNE_ROUNDS = 4;
 
+/**
+ * Each entry's per-round GPU ms over TUNE_ROUNDS interleaved rounds (roundOrder), 100 ms of load
+ * before the very first timing (a GPU timed right after an idle gap runs at idle clocks). `entry(i)`
+ * gives the plan and its buffers at each timing (fetched per timing: a fixture's scratch only grows,
+ * so a later entry's bigger workspace may have replaced an earlier one's). An entry whose timing
+ * throws goes to `failed` and is not timed again; without `failed` the error propagates.
+ */
+export function timeInRounds(
+  rt: MatmulRuntime, entries: (() => { plan: MatmulPlan; bufs: PlanBuffers })[], t: { warmup?: number; iters?: number },
+  failed?: (i: number, err: unknown) => void,
+): number[][] {
+  const rounds: number[][] = entries.map(() => []);
+  const dropped = new Set<number>();
+  for (let r = 0; r < TUNE_ROUNDS; r++) {
+    for (const i of roundOrder(entries.length, r)) {
+      if (dropped.has(i)) continue;
+      try {
+        const { plan, bufs } = entries[i]();
+        const ms = timePlan(rt, plan, bufs, { warmup: t.warmup ?? 2, iters: t.iters ?? 8, repeats: 1, warmMs: r === 0 && i === 0 ? 100 : 0 }).flat();
+        rounds[i].push(median(ms));
+      } catch (err) {
+        if (!failed) throw err;
+        dropped.add(i);
+        failed(i, err);
+      }
+    }
+  }
+  return rounds;
+}
+
 /** The position of each candidate in round r (serpentine: odd rounds run backwards). */
 export function roundOrder(n: number, r: number): number[] {
   const fwd = Array.from({ length: n }, (_, i) => i);
@@ -189,7 +219,7 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
     // 1. the correctness gate, every candidate once; a twin whose form does not apply to this
     // problem (pair staging, a second stage, stream-K on edge tiles) plans the kernels of another
     // candidate and is not timed again
-    const timed: { name: string; plan: MatmulPlan; relErr: number; rounds: number[] }[] = [];
+    const timed: { name: string; plan: MatmulPlan; relErr: number }[] = [];
     const dup = duplicatePlans(cands.map((v) => v.name), plans);
     for (const [i, v] of cands.entries()) {
       try {
@@ -208,34 +238,23 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
           results.push({ variant: v.name, ms: null, relErr, error: `failed the gate (${relErr.toExponential(2)} > ${tol})` });
           continue;
         }
-        timed.push({ name: v.name, plan, relErr, rounds: [] });
+        timed.push({ name: v.name, plan, relErr });
       } catch (err) {
         results.push({ variant: v.name, ms: null, relErr: null, error: err instanceof Error ? err.message : String(err) });
       }
     }
-    // 2. interleaved timing rounds; 100 ms of load first: a candidate timed right after an idle gap
-    // runs at idle clocks (the buffers are fetched per timing: scratch only grows, so a later
-    // candidate's bigger workspace may have replaced an earlier one's)
-    const failed = new Set<string>();
-    for (let r = 0; r < TUNE_ROUNDS; r++) {
-      for (const i of roundOrder(timed.length, r)) {
-        const c = timed[i];
-        if (failed.has(c.name)) continue;
-        try {
-          const t = timePlan(rt, c.plan, fx.buffers(c.plan), { warmup: opts.warmup ?? 2, iters: opts.iters ?? 8, repeats: 1, warmMs: r === 0 && i === 0 ? 100 : 0 }).flat();
-          c.rounds.push(median(t));
-        } catch (err) {
-          failed.add(c.name);
-          results.push({ variant: c.name, ms: null, relErr: c.relErr, error: err instanceof Error ? err.message : String(err) });
-        }
-      }
-    }
-    for (const c of timed) {
-      if (failed.has(c.name)) continue;
-      const ms = median(c.rounds);
+    // 2. interleaved timing rounds
+    const failed = new Set<number>();
+    const rounds = timeInRounds(rt, timed.map((c) => () => ({ plan: c.plan, bufs: fx.buffers(c.plan) })), opts, (i, err) => {
+      failed.add(i);
+      results.push({ variant: timed[i].name, ms: null, relErr: timed[i].relErr, error: err instanceof Error ? err.message : String(err) });
+    });
+    timed.forEach((c, i) => {
+      if (failed.has(i)) return;
+      const ms = median(rounds[i]);
       results.push({ variant: c.name, ms, relErr: c.relErr });
-      opts.onProgress?.(`tune ${p.m}x${p.n}x${p.k} ${c.name}: ${ms.toFixed(4)} ms (rounds ${c.rounds.map((x) => x.toFixed(4)).join(", ")})`);
-    }
+      opts.onProgress?.(`tune ${p.m}x${p.n}x${p.k} ${c.name}: ${ms.toFixed(4)} ms (rounds ${rounds[i].map((x) => x.toFixed(4)).join(", ")})`);
+    });
   } finally {
     fx.destroy();
   }

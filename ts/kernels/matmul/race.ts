@@ -2,12 +2,11 @@
 // interleaved serpentine rounds, so a GPU clock that drifts during the race moves every plan
 // alike (see autotune.ts TUNE_ROUNDS). Times from separate tuning runs are not compared
 // directly: they can come from different clock states (~3 % apart on the H200).
-import { TUNE_ROUNDS, roundOrder } from "./autotune.js";
+import { timeInRounds } from "./autotune.js";
 import type { MatmulRuntime } from "./device.js";
 import { MatmulFixture } from "./fixture.js";
 import type { MatmulPlan } from "./plan.js";
 import { normalize, type MatmulProblem } from "./problem.js";
-import { timePlan } from "./run.js";
 import { median } from "../../stats.js";
 
 export interface RaceEntry {
@@ -19,17 +18,7 @@ export interface RaceEntry {
 export function racePlans(rt: MatmulRuntime, entries: RaceEntry[], opts: { warmup?: number; iters?: number } = {}): number[] {
   const fixtures = entries.map((e, i) => new MatmulFixture(rt, normalize(e.problem), 23 + i));
   try {
-    const rounds: number[][] = entries.map(() => []);
-    for (let r = 0; r < TUNE_ROUNDS; r++) {
-      for (const i of roundOrder(entries.length, r)) {
-        const { plan } = entries[i];
-        const t = timePlan(rt, plan, fixtures[i].buffers(plan), {
-          warmup: opts.warmup ?? 2, iters: opts.iters ?? 8, repeats: 1, warmMs: r === 0 && i === 0 ? 100 : 0,
-        }).flat();
-        rounds[i].push(median(t));
-      }
-    }
-    return rounds.map(median);
+    return timeInRounds(rt, entries.map((e, i) => () => ({ plan: e.plan, bufs: fixtures[i].buffers(e.plan) })), opts).map(median);
   } finally {
     for (const f of fixtures) f.destroy();
   }
