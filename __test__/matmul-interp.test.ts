@@ -458,3 +458,38 @@ test("one operand in two shared stages (_a2, _b2): every layout, pair forms, epi
   const big = run(["cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1_kpr_b2"], [{ name: "f16acc16", dtype: "f16", accF16: true }], [cases[0], cases[2]]);
   assert.equal(big.filter((r) => !r.skipped).length, 4);
 });
+
+// Half of A in two stages (CoopConfig.halfA2, `_ah2`): the 256×256 f16-accumulation tile keeps its
+// first 128 rows of A in two half-tile stages and the rest in one. NN on whole tiles only (B's
+// [n][k] stage in NT leaves no room, a transposed A has no row halves, edge tiles no `_es`).
+test("half of A in two shared stages (_ah2): whole tiles, epilogue, batches, stream-K, kill switch", () => {
+  const caps = { ...new InterpRuntime().info };
+  const coopCaps = { ...caps, computeUnits: 132 };
+  const name = (v: string, p: MatmulProblem, o = {}) => planMatmul(p, coopCaps, { variant: v, ...o }).steps[0].desc.name;
+  const sq = { m: 8192, n: 8192, k: 8192, dtype: "f16", accF16: true } as const;
+  assert.match(name("cm_256x256x32_w2x4_v128_s1_kpa_ah2", sq), /_NN_v88_s1_lk_kpa_ah2_es_al_so8$/);
+  assert.match(name("cm_256x256x32_w2x4_v128_s1_kpa_ah2_stk", sq), /_kpa_ah2_es_stk_al_so8$/);
+  assert.match(name("cm_256x256x32_w2x4_v128_s1_kpa_ah2", { ...sq, transB: true }), /_NT_v88_s1_lk_kpa_al_so8$/);
+  assert.match(name("cm_256x256x32_w2x4_v128_s1_kpa_ah2", { ...sq, transA: true }), /_TN_v88_s1_lk_al_so8$/);
+  assert.doesNotMatch(name("cm_256x256x32_w2x4_v128_s1_kpa_ah2", { ...sq, m: 8200 }), /_ah2/);
+  assert.equal(name("cm_256x256x32_w2x4_v128_s1_kpa_ah2", sq, { twoStage: false }), name("cm_256x256x32_w2x4_v128_s1_kpa", sq));
+  const norm = normalize(sq);
+  assert.ok(candidateVariants(norm, coopCaps).some((v) => v.name === "cm_256x256x32_w2x4_v128_s1_kpa_ah2"));
+  assert.ok(!candidateVariants(norm, coopCaps, { twoStage: false }).some((v) => /_ah2/.test(v.name)));
+  const acc16: DtypeMode[] = [{ name: "f16acc16", dtype: "f16", accF16: true }];
+  const rows = [
+    ...run(["cm_256x256x32_w2x4_v128_s1_kpa_ah2", "cm_256x256x32_w2x4_v128_s1_kpa_ah2_stk"], acc16, [{ name: "NN_256x256x128", problem: { m: 256, n: 256, k: 128 }, full: true }]),
+    ...run(["cm_256x256x32_w2x4_v128_s1_kpa_ah2", "cm_256x256x32_w2x4_v128_s1_ah2"], acc16, [
+      { name: "NN_batched_bias_gelu_f32", problem: { m: 256, n: 256, k: 64, batch: 2, outDtype: "f32", epilogue: { bias: true, act: "gelu" } }, full: true },
+    ]),
+  ];
+  assert.equal(rows.length, 4);
+  for (const r of rows) assert.ok(!r.skipped && r.relErr !== null && r.relErr < 1e-3, `${r.variant} ${r.case}: ${r.relErr}`);
+  // the checked kernels are the `_ah2` ones (and the stream-K twin runs as stream-K)
+  for (const p of [{ m: 256, n: 256, k: 128 }, { m: 256, n: 256, k: 64, batch: 2, outDtype: "f32" as const, epilogue: { bias: true, act: "gelu" as const } }]) {
+    const at = { ...p, dtype: "f16" as const, accF16: true };
+    assert.match(planMatmul(at, caps, { variant: "cm_256x256x32_w2x4_v128_s1_kpa_ah2" }).steps[0].desc.name, /_kpa_ah2_es_al/);
+    assert.match(planMatmul(at, caps, { variant: "cm_256x256x32_w2x4_v128_s1_ah2" }).steps[0].desc.name, /_lk_ah2_es_al/);
+    assert.match(planMatmul(at, caps, { variant: "cm_256x256x32_w2x4_v128_s1_kpa_ah2_stk" }).steps[0].desc.name, /_kpa_ah2_es_stk_al/);
+  }
+});

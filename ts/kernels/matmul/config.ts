@@ -7,7 +7,7 @@
 //   HELIOS_MATMUL_PRESPLIT 1       0 = no x3_* variants (f32 on presplit bf16 operands, presplit.ts)
 //   HELIOS_MATMUL_SPLIT_BLOCKS 2   3 = the x3_* operands as three K blocks even where two serve (presplit.ts)
 //   HELIOS_MATMUL_STREAMK  1       0 = no stream-K (the _stk twins plan as their tiles; streamk.ts)
-//   HELIOS_MATMUL_TWO_STAGE 1      0 = no operand in two stages beside a one-stage one (the _a2/_b2 twins plan as their tiles)
+//   HELIOS_MATMUL_TWO_STAGE 1      0 = no operand (or half of A) in two stages beside a one-stage one (the _a2/_b2/_ah2 twins plan as their tiles)
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { flag } from "../../config.js";

@@ -7,7 +7,7 @@
 import { lit, select, type Expr, type KernelBuilder, type Shared } from "../../ir/index.js";
 import { read } from "./common.js";
 import {
-  loadChunks, PAD, rowOrderChunk, stageOffset, stagesOf, storeAfterMultiply, storeChunks, type Operand, type PipelineShape, type Slot, type Stage,
+  loadChunks, operandStage, PAD, rowOrderChunk, storeAfterMultiply, storeChunks, type Operand, type PipelineShape, type Slot, type Stage,
 } from "./coopmat-stage.js";
 
 /**
@@ -108,7 +108,7 @@ export function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand
   const last = k.let(nt.sub(1), "tlast");
   const lastPair = k.let(nt.sub(2), "tpair");
   const origin = (tile: Expr, pair: boolean) => k.let(kBeg.add(tile.min(pair ? lastPair : last).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, o: Operand): Expr => stageOffset(k, stagesOf(ps, o), tile, o.len);
+  const stageOf = (tile: Expr, o: Operand): Expr => operandStage(k, ps, o, tile);
   const store = (o: Operand, at: Expr, off: Expr, parity: number) => {
     const sh = o.slotHalf;
     if (sh) {
@@ -123,7 +123,7 @@ export function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand
   const branched = (o: Operand) => !!o.half && !o.rotated;
   const storeOrder = [...ops.filter((o) => !branched(o)), ...ops.filter(branched)];
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
-  for (const o of storeOrder) store(o, kBeg, lit("u32", 0), 0);
+  for (const o of storeOrder) store(o, kBeg, lit("u32", o.offset ?? 0), 0);
   k.barrier();
   const step = (tile: Expr, u: 0 | 1) => {
     const next = k.let(tile.add(1), "tn");

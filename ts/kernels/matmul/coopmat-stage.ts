@@ -18,7 +18,9 @@
 //   stages 2, prefetch 2  load t+2 → R[t%2]; mma(t); R[(t+1)%2] → stage t+1; barrier  (1 barrier)
 // An operand may have its own stage count (Operand.stages): with one stage for B and two for A,
 //   load t+1 → R; mma(t); R_A → A stage t+1; barrier; R_B → B stage; barrier
-// so A's stores no longer wait for the barrier that frees B's stage. Both k-loops (pipeline,
+// so A's stores no longer wait for the barrier that frees B's stage. Where only half of A's second
+// stage fits (the 256×256 tile), A's first half of rows is such a two-stage operand and its second
+// half a one-stage one (splitRows). Both k-loops (pipeline,
 // pairedPipeline) end with a workgroup barrier: after them the stages are free (CoopConfig.epiInStage).
 // With register staging the latency a global load may take is the code between it and the
 // store of its register, so a deeper pipeline needs another register set, not a third shared
@@ -209,6 +211,28 @@ export interface Operand {
   slotHalf?: number[];
   /** Shared stages of this operand where they differ from PipelineShape.stages. */
   stages?: 1 | 2;
+  /** Element offset of this operand's stages in its array (the one-stage half of splitRows). */
+  offset?: number;
+}
+
+/**
+ * CoopConfig.halfA2: a [rows][k] operand split by rows into two operands over one array — the
+ * first half in two stages of half tiles, the second in one stage after them (`len` is a half
+ * tile). Slot `it` of the row-order layouts (chunkSlots, pairSlots, pairRotSlots) covers rows
+ * [it·rps, (it + 1)·rps), rps = threads / chunks per row, so each slot falls in one half.
+ */
+export function splitRows(o: Operand, rows: number, pitch: number, threads: number, perRow: number): [Operand, Operand] {
+  const rps = threads / perRow;
+  const perHalf = rows / 2 / rps;
+  if (!Number.isInteger(rps) || !Number.isInteger(perHalf) || (o.rotated && perHalf % 2)) {
+    throw new Error(`coopmat: a ${rows}-row tile in ${rps}-row slots does not split in halves`);
+  }
+  const pick = (top: boolean) => {
+    const mine = (_: unknown, i: number) => i * rps < rows / 2 === top;
+    return { slots: o.slots.filter(mine), regs: o.regs.map((set) => set.filter(mine)) };
+  };
+  const half = (rows / 2) * pitch;
+  return [{ ...o, ...pick(true), len: half, stages: 2 }, { ...o, ...pick(false), len: half, stages: 1, offset: half }];
 }
 
 export interface PipelineShape {
@@ -237,6 +261,12 @@ export function stageOffset(k: KernelBuilder, stages: 1 | 2, tile: Expr, len: nu
   return stages === 1 ? lit("u32", 0) : k.let(tile.band(1).mul(len), "st");
 }
 
+/** Where the operand stages k-tile `tile`: its stage's offset plus the operand's own (Operand.offset). */
+export function operandStage(k: KernelBuilder, ps: PipelineShape, o: Operand, tile: Expr): Expr {
+  const st = stageOffset(k, stagesOf(ps, o), tile, o.len);
+  return o.offset ? k.let(st.add(o.offset), "st") : st;
+}
+
 /** The operand's shared stages (its own, or the pipeline's). */
 export function stagesOf(ps: PipelineShape, o: Operand): 1 | 2 {
   return o.stages ?? ps.stages;
@@ -263,9 +293,9 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   if (ps.peel && !ps.aligned) throw new Error("coopmat: a peeled k-loop needs unchecked staging");
   const last = ps.aligned && !ps.peel ? k.let(nt.sub(1), "tlast") : undefined;
   const origin = (tile: Expr) => k.let(kBeg.add((last ? tile.min(last) : tile).mul(ps.bk)), "k0");
-  const stageOf = (tile: Expr, o: Operand): Expr => stageOffset(k, stagesOf(ps, o), tile, o.len);
+  const stageOf = (tile: Expr, o: Operand): Expr => operandStage(k, ps, o, tile);
   for (const o of ops) loadChunks(k, o.at(kBeg), o.slots, o.regs[0], ps.regElem);
-  for (const o of ops) storeChunks(k, o.at(kBeg), o.slots, o.regs[0], lit("u32", 0));
+  for (const o of ops) storeChunks(k, o.at(kBeg), o.slots, o.regs[0], lit("u32", o.offset ?? 0));
   if (ps.prefetch === 2) {
     const k1 = origin(lit("u32", 1));
     for (const o of ops) loadChunks(k, o.at(k1), o.slots, o.regs[1], ps.regElem);

@@ -26,7 +26,7 @@ import {
 } from "../../ir/index.js";
 import { activate, applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import {
-  chunkRegs, chunkSlots, fragLoad, PAD, pipeline, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
+  chunkRegs, chunkSlots, fragLoad, PAD, pipeline, splitRows, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
 } from "./coopmat-stage.js";
 import { pairedPipeline, pairRotSlots, pairRowSlots, pairSlots } from "./coopmat-pair.js";
 import { transposedSlots } from "./coopmat-probes.js";
@@ -174,6 +174,14 @@ export interface CoopConfig {
   /** The same for B (A keeps one stage). Name tag `_b2`. */
   stagesB?: 2;
   /**
+   * With one shared stage and A staged [m][k]: the first half of A's rows gets a second stage
+   * (coopmat-stage.ts splitRows), so those rows of the next k-tile are stored right after the
+   * multiply and only the other half and B wait for the barrier. Half of A's second stage is what
+   * fits beside the 256×256 tile in 48 KiB (with the epilogue's tiles in B's stage, epiInStage),
+   * where a whole one does not. Subgroups read one half each (wm even). Name tag `_ah2`.
+   */
+  halfA2?: boolean;
+  /**
    * The epilogue's per-subgroup tiles (the f32 staging tile, the f16 output tile) live in B's
    * u32x4 stage array, free once the k-loop's last barrier has passed, instead of arrays of their
    * own: 4–8 KB that a second stage needs beside bf16 or f32 output. Whole tiles, 128-bit B chunks,
@@ -195,7 +203,7 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const epi = split ? "_split" : epilogueTag(e);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
-  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.stagesA ? "_a2" : ""}${c.stagesB ? "_b2" : ""}${c.epiInStage ? "_es" : ""}${c.streamK ? "_stk" : ""}`;
+  const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${c.loopEpi ? "_le" : ""}${c.noUnrollK ? "_du" : ""}${c.groupRows ? `_g${c.groupRows}` : ""}${c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : ""}${c.stageAT ? "_ta" : ""}${c.spread ? "_sp" : ""}${c.stagesA ? "_a2" : ""}${c.stagesB ? "_b2" : ""}${c.halfA2 ? "_ah2" : ""}${c.epiInStage ? "_es" : ""}${c.streamK ? "_stk" : ""}`;
   return `mm_cm${c.direct ? "d" : ""}_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
 }
 
@@ -211,7 +219,8 @@ export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: b
   const f32Stage = c.epiInStage || (c.aligned && c.directStore && !c.wideOut32) ? 0 : 1024;
   const halfStage = c.halfOut && !c.epiInStage ? 512 : 0;
   const stages = c.stages ?? 2;
-  return copies * 2 * ((c.stagesA ?? stages) * a + (c.stagesB ?? stages) * b) + (f32Stage + halfStage) * c.wm * c.wn;
+  const aStages = c.halfA2 ? 1.5 : (c.stagesA ?? stages);
+  return copies * 2 * (aStages * a + (c.stagesB ?? stages) * b) + (f32Stage + halfStage) * c.wm * c.wn;
 }
 
 /** u32x4 elements of B's stage array (all its stages). */
@@ -259,7 +268,11 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const stages = c.stages ?? 2;
   if ((c.stagesA || c.stagesB) && (stages !== 1 || (c.stagesA && c.stagesB))) throw new Error("coopmat: one operand in two stages goes with one stage for the other");
-  const shA = c.direct ? undefined : stageArray(k, "sha", elem, c.vecA, aLen, c.stagesA ?? stages);
+  if (c.halfA2 && (stages !== 1 || c.stagesA || c.stagesB || aT || c.split3 || c.direct || c.spread || c.wm % 2)) {
+    throw new Error("coopmat: half of A in two stages needs one stage, A staged [m][k] and an even subgroup row count");
+  }
+  // halfA2: the first half of A's rows in two stages, the second in one (three half tiles)
+  const shA = c.direct ? undefined : c.halfA2 ? stageArray(k, "sha", elem, c.vecA, (3 * aLen) / 2, 1) : stageArray(k, "sha", elem, c.vecA, aLen, c.stagesA ?? stages);
   const shB = c.direct ? undefined : stageArray(k, "shb", elem, c.vecB, bLen, c.stagesB ?? stages);
   const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, c.stagesA ?? stages) : undefined;
   const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, c.stagesB ?? stages) : undefined;
@@ -557,7 +570,13 @@ function stagedLoop(k: KernelBuilder, p: NormalizedProblem, c: CoopConfig, r: St
       }
   };
   const paired = [opA, opB].some((o) => o.half || o.slotHalf);
-  (paired ? pairedPipeline : pipeline)(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined, aligned: al, peel: al && !!c.peel }, [opA, opB], r.kBeg, r.nt, ([curA, curB]) => {
+  // halfA2: A's first half of rows in two stages, its second in one; each subgroup reads one half
+  const perRowA = ((c.pairK ? 2 : 1) * c.bk) / c.vecA;
+  const ops = c.halfA2 ? [...splitRows(opA, bm, c.bk + PAD, threads, perRowA), opB] : [opA, opB];
+  const topRows = c.halfA2 ? k.let(r.sgRow.lt(bm / 2), "atop") : undefined;
+  (paired ? pairedPipeline : pipeline)(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: r.regElem, unroll: c.noUnrollK ? false : undefined, aligned: al, peel: al && !!c.peel }, ops, r.kBeg, r.nt, (cur) => {
+    const curA = topRows ? k.let(select(topRows, cur[0], cur[1]), "ca") : cur[0];
+    const curB = cur[cur.length - 1];
     // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
     if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(curA, curB, kk), { name: "kk", unroll: true });
     else for (let kk = 0; kk < c.bk / CM; kk++) mma(curA, curB, kk);

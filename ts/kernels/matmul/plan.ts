@@ -284,7 +284,7 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
     // more than 16 f32 accumulators per subgroup spill (see variants.ts)
     const cfg = v.kind === "presplit" ? v.inner.cfg : v.kind === "coop" ? v.cfg : undefined;
     if (cfg && cfg.sm * cfg.sn > 16 && !p.accF16) continue;
-    if (cfg && (cfg.stagesA || cfg.stagesB) && !(opts.twoStage ?? envDefaults().twoStage)) continue;
+    if (cfg && (cfg.stagesA || cfg.stagesB || cfg.halfA2) && !(opts.twoStage ?? envDefaults().twoStage)) continue;
     // stream-K twins: only where the tiles are whole and leave a partial last wave
     if (cfg?.streamK) {
       if ((opts.streamK ?? envDefaults().streamK) && streamKHelps(v, p, units)) out.push(v);
@@ -367,12 +367,14 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // a second stage for one operand goes only where it fits beside the output path the tile takes
   // without it, with the epilogue's tiles moved into B's stage array if need be (bf16 and f32
   // output on whole tiles); elsewhere, or with HELIOS_MATMUL_TWO_STAGE=0, the twin is its tile
-  if ((cfg.stagesA || cfg.stagesB) && (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes)) {
+  if (cfg.halfA2 && !halfA2Holds(p, cfg)) cfg.halfA2 = undefined;
+  if ((cfg.stagesA || cfg.stagesB || cfg.halfA2) && (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes)) {
     if (twoStage && epiFitsInStage(p, cfg, split)) cfg.epiInStage = true;
     if (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
       cfg.epiInStage = undefined;
       cfg.stagesA = undefined;
       cfg.stagesB = undefined;
+      cfg.halfA2 = undefined;
     }
   }
   // the f16 output tile must fit beside the staged k-tiles (edge problems keep the f32 tile too)
@@ -393,6 +395,21 @@ function pairable(p: NormalizedProblem, c: CoopConfig, split: boolean): boolean 
   const { bm, bn, threads } = coopTile(c);
   const fits = (rows: number, vw: number) => threads % ((2 * c.bk) / vw) === 0 && (rows * ((2 * c.bk) / vw)) % threads === 0;
   return (p.transA || fits(bm, c.vecA)) && (!p.transB || fits(bn, c.vecB));
+}
+
+/**
+ * Where half of A's rows can have a second stage (CoopConfig.halfA2): one shared stage, A staged
+ * [m][k] in row order (not transposed, spread or split in bf16 halves), an even number of subgroup
+ * rows, and each thread's chunk slots within one half of the rows (an even count per half for the
+ * rotated pairs, which store slots two by two).
+ */
+function halfA2Holds(p: NormalizedProblem, c: CoopConfig): boolean {
+  if (p.transA || c.stageAT || c.spread || c.split3 || c.direct || (c.stages ?? 2) !== 1 || c.stagesA || c.stagesB || c.wm % 2) return false;
+  const { bm, threads } = coopTile(c);
+  const perRow = ((c.pairK ? 2 : 1) * c.bk) / c.vecA;
+  const rps = threads / perRow;
+  const perHalf = bm / 2 / rps;
+  return Number.isInteger(rps) && Number.isInteger(perHalf) && !(c.pairRot && perHalf % 2);
 }
 
 function rotatable(p: NormalizedProblem, c: CoopConfig): boolean {

@@ -146,9 +146,12 @@ const COOP_BASES: [string, Omit<CoopConfig, "vecA" | "vecB">][] = [
  * The plain and `_kpa` 128×256 twins lost or tied and the 128×128 ones lost 18–27 %: only the
  * 128×128 ones stay (untuned), for the tests of both k-loops.
  */
-const TWO_STAGE_BASES: readonly [string, "A" | "B"][] = [
+const TWO_STAGE_BASES: readonly [string, "A" | "B" | "halfA"][] = [
   ["cm_128x256x32_w2x4_v128_s1_kpr", "A"], ["cm_128x256x32_w2x4_v128_s1_kpr", "B"],
   ["cm_128x128x32_w2x2_v128_s1", "A"], ["cm_128x128x32_w2x2_v128_s1_kpa", "A"], ["cm_128x128x32_w2x2_v128_s1_kpa", "B"],
+  // the 256×256 f16-accumulation tile has room for neither operand's second stage, only for half
+  // of A's (CoopConfig.halfA2, tag `_ah2`; NN on whole tiles, the epilogue's tiles in B's stage)
+  ["cm_256x256x32_w2x4_v128_s1_kpa", "halfA"], ["cm_256x256x32_w2x4_v128_s1", "halfA"],
 ];
 
 function coopTiles(): [string, Omit<CoopConfig, "vecA" | "vecB">][] {
@@ -156,6 +159,7 @@ function coopTiles(): [string, Omit<CoopConfig, "vecA" | "vecB">][] {
   const twins = TWO_STAGE_BASES.map(([n, op]): [string, Omit<CoopConfig, "vecA" | "vecB">] => {
     const cfg = byName.get(n);
     if (!cfg || cfg.stages !== 1) throw new Error(`matmul variants: two-stage base ${n} is not a single-stage coopmat tile`);
+    if (op === "halfA") return [`${n}_ah2`, { ...cfg, halfA2: true }];
     return op === "A" ? [`${n}_a2`, { ...cfg, stagesA: 2 }] : [`${n}_b2`, { ...cfg, stagesB: 2 }];
   });
   return [...COOP_BASES, ...twins];
@@ -193,7 +197,7 @@ export const UNTUNED: ReadonlySet<string> = new Set([
   "cm_256x256x32_w4x2_v128_s1_g4", "cm_256x256x32_w4x2_v128_s1_g16",
   // session 8 probes of the f16-acc 256×256 tile (H200 runs 1, 3): 16 subgroups 2.5 % slower than
   // 8, 128×64 per subgroup 1.3 % faster — neither worth a tuning candidate
-  "cm_256x256x32_w4x4_v128_s1", "cm_256x256x32_w2x4_v128_s1",
+  "cm_256x256x32_w4x4_v128_s1", "cm_256x256x32_w2x4_v128_s1", "cm_256x256x32_w2x4_v128_s1_ah2",
   // session 9: the branch-only pair form (dominated by _kpa: equal in NT, ahead in NN and TT), and
   // two probes slower everywhere: A staged transposed (_ta), spread chunk order (_sp)
   "cm_128x128x32_w2x2_v128_s1_kp", "cm_128x256x32_w2x4_v128_s1_kp", "cm_256x256x32_w2x4_v128_s1_kp",
@@ -223,7 +227,7 @@ export const SPLITS = [1, 2, 4, 8, 16] as const;
 export const STREAMK_BASES: readonly string[] = [
   "cm_128x256x32_w2x4_v128_s1", "cm_128x256x32_w2x4_v128_s1_kpa", "cm_128x256x32_w2x4_v128_s1_kpr",
   "cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_256x128x32_w4x2_v128_s1", "cm_256x256x32_w4x2_v128_s1", "cm_256x256x32_w2x4_v128_s1",
-  "cm_256x256x32_w2x4_v128_s1_kpa", "cm_256x256x32_w2x4_v128_s1_kpr",
+  "cm_256x256x32_w2x4_v128_s1_kpa", "cm_256x256x32_w2x4_v128_s1_kpr", "cm_256x256x32_w2x4_v128_s1_kpa_ah2",
   // small enough for the IR interpreter's tests; not tuned (UNTUNED)
   "cm_64x64x32_w2x2",
 ];
