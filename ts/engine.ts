@@ -276,9 +276,7 @@ export class Engine implements TensorHost {
         o.lease.writes++;
         o.lease.lastWrite = ticket;
       }
-    }
-    if (this.capture) {
-      for (const o of outputs) {
+      if (this.capture) {
         this.capture.outputs.push(new WeakRef(o));
         if (o.lease) this.capture.written.add(o.lease);
       }

@@ -219,14 +219,11 @@ export interface Operand {
  * CoopConfig.halfA2: a [rows][k] operand split by rows into two operands over one array — the
  * first half in two stages of half tiles, the second in one stage after them (`len` is a half
  * tile). Slot `it` of the row-order layouts (chunkSlots, pairSlots, pairRotSlots) covers rows
- * [it·rps, (it + 1)·rps), rps = threads / chunks per row, so each slot falls in one half.
+ * [it·rps, (it + 1)·rps), rps = threads / chunks per row; coopmat.ts halfA2Fits checks that each
+ * slot falls in one half.
  */
 export function splitRows(o: Operand, rows: number, pitch: number, threads: number, perRow: number): [Operand, Operand] {
   const rps = threads / perRow;
-  const perHalf = rows / 2 / rps;
-  if (!Number.isInteger(rps) || !Number.isInteger(perHalf) || (o.rotated && perHalf % 2)) {
-    throw new Error(`coopmat: a ${rows}-row tile in ${rps}-row slots does not split in halves`);
-  }
   const pick = (top: boolean) => {
     const mine = (_: unknown, i: number) => i * rps < rows / 2 === top;
     return { slots: o.slots.filter(mine), regs: o.regs.map((set) => set.filter(mine)) };

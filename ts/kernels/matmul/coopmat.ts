@@ -240,6 +240,20 @@ export function epiFitsInStage(p: { transB?: boolean }, c: CoopConfig, split: bo
   return !!c.aligned && c.vecB === 8 && !c.peel && !split && !c.split3 && !c.direct && bStageWords(p, c) >= 64 * c.wm * c.wn;
 }
 
+/**
+ * Where half of A's rows can have a second stage (CoopConfig.halfA2): one shared stage, A staged
+ * [m][k] in row order (not transposed, spread or split in bf16 halves), an even number of subgroup
+ * rows, and each thread's chunk slots within one half of the rows (an even count per half for the
+ * rotated pairs, which store slots two by two; coopmat-stage.ts splitRows).
+ */
+export function halfA2Fits(p: { transA?: boolean }, c: CoopConfig): boolean {
+  if (p.transA || c.stageAT || c.spread || c.split3 || c.direct || (c.stages ?? 2) !== 1 || c.stagesA || c.stagesB || c.wm % 2) return false;
+  const { bm, threads } = coopTile(c);
+  const rps = threads / (((c.pairK ? 2 : 1) * c.bk) / c.vecA);
+  const perHalf = bm / 2 / rps;
+  return Number.isInteger(rps) && Number.isInteger(perHalf) && !(c.pairRot && perHalf % 2);
+}
+
 export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean): KernelDesc {
   const { bm, bn, threads } = coopTile(c);
   if (c.split3 && p.dtype !== "f32") throw new Error("coopmat: split3 is for f32 inputs");
@@ -268,9 +282,7 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const aLen = stageLen(aRows, aCols), bLen = stageLen(bRows, bCols);
   const stages = c.stages ?? 2;
   if ((c.stagesA || c.stagesB) && (stages !== 1 || (c.stagesA && c.stagesB))) throw new Error("coopmat: one operand in two stages goes with one stage for the other");
-  if (c.halfA2 && (stages !== 1 || c.stagesA || c.stagesB || aT || c.split3 || c.direct || c.spread || c.wm % 2)) {
-    throw new Error("coopmat: half of A in two stages needs one stage, A staged [m][k] and an even subgroup row count");
-  }
+  if (c.halfA2 && !halfA2Fits(p, c)) throw new Error("coopmat: half of A in two stages does not hold for this tile (halfA2Fits)");
   // halfA2: the first half of A's rows in two stages, the second in one (three half tiles)
   const shA = c.direct ? undefined : c.halfA2 ? stageArray(k, "sha", elem, c.vecA, (3 * aLen) / 2, 1) : stageArray(k, "sha", elem, c.vecA, aLen, c.stagesA ?? stages);
   const shB = c.direct ? undefined : stageArray(k, "shb", elem, c.vecB, bLen, c.stagesB ?? stages);

@@ -26,7 +26,7 @@
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
 import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
-import { coopKernel, coopSharedBytes, coopTile, epiFitsInStage, type CoopConfig } from "./coopmat.js";
+import { coopKernel, coopSharedBytes, coopTile, epiFitsInStage, halfA2Fits, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { coop2Kernel } from "./coopmat2.js";
 import { readMatmulConfig } from "./config.js";
@@ -367,7 +367,7 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // a second stage for one operand goes only where it fits beside the output path the tile takes
   // without it, with the epilogue's tiles moved into B's stage array if need be (bf16 and f32
   // output on whole tiles); elsewhere, or with HELIOS_MATMUL_TWO_STAGE=0, the twin is its tile
-  if (cfg.halfA2 && !halfA2Holds(p, cfg)) cfg.halfA2 = undefined;
+  if (cfg.halfA2 && !halfA2Fits(p, cfg)) cfg.halfA2 = undefined;
   if ((cfg.stagesA || cfg.stagesB || cfg.halfA2) && (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes)) {
     if (twoStage && epiFitsInStage(p, cfg, split)) cfg.epiInStage = true;
     if (!twoStage || coopSharedBytes(p, cfg) > caps.maxSharedMemoryBytes) {
@@ -395,21 +395,6 @@ function pairable(p: NormalizedProblem, c: CoopConfig, split: boolean): boolean 
   const { bm, bn, threads } = coopTile(c);
   const fits = (rows: number, vw: number) => threads % ((2 * c.bk) / vw) === 0 && (rows * ((2 * c.bk) / vw)) % threads === 0;
   return (p.transA || fits(bm, c.vecA)) && (!p.transB || fits(bn, c.vecB));
-}
-
-/**
- * Where half of A's rows can have a second stage (CoopConfig.halfA2): one shared stage, A staged
- * [m][k] in row order (not transposed, spread or split in bf16 halves), an even number of subgroup
- * rows, and each thread's chunk slots within one half of the rows (an even count per half for the
- * rotated pairs, which store slots two by two).
- */
-function halfA2Holds(p: NormalizedProblem, c: CoopConfig): boolean {
-  if (p.transA || c.stageAT || c.spread || c.split3 || c.direct || (c.stages ?? 2) !== 1 || c.stagesA || c.stagesB || c.wm % 2) return false;
-  const { bm, threads } = coopTile(c);
-  const perRow = ((c.pairK ? 2 : 1) * c.bk) / c.vecA;
-  const rps = threads / perRow;
-  const perHalf = bm / 2 / rps;
-  return Number.isInteger(rps) && Number.isInteger(perHalf) && !(c.pairRot && perHalf % 2);
 }
 
 function rotatable(p: NormalizedProblem, c: CoopConfig): boolean {
