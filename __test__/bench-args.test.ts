@@ -33,6 +33,18 @@ test("defaults", () => {
   assert.equal(o.dtype, "float16");
   assert.equal(o.check, true);
   assert.equal(o.shapes.length, 3);
+  assert.equal(o.warmMs, 400);
+  assert.equal(o.rest, 0);
+});
+
+test("sustained load and rest between repeats", () => {
+  const o = parseBenchArgs(["--warmMs=0", "--rest=2.5"]);
+  assert.equal(o.warmMs, 0);
+  assert.equal(o.rest, 2.5);
+  assert.equal(parseBenchArgs(["--warm-ms", "150"]).warmMs, 150);
+  for (const bad of [["--rest=-1"], ["--rest=abc"], ["--rest="], ["--rest=601"], ["--warmMs=-5"], ["--warmMs=1.5"]]) {
+    assert.throws(() => parseBenchArgs(bad), (e: unknown) => e instanceof ArgError && e.message.includes(bad[0].split("=")[0]), bad.join(" "));
+  }
 });
 
 test("rejects bad input with ArgError", () => {

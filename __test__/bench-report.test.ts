@@ -12,7 +12,7 @@ function report(withCuda: boolean): BenchReport {
   return {
     meta: {
       suite: "cuda", device: "Test <GPU> & co", driver: "1.0", gitCommit: "abc", env: {}, timestamp: "t",
-      dtype: "float16", accF16: false, epilogue: "none", iters: 2, warmup: 0, repeats: 3, protocol: "p",
+      dtype: "float16", accF16: false, epilogue: "none", iters: 2, warmup: 0, repeats: 3, warmMs: 400, rest: 0, protocol: "p",
       note: withCuda ? undefined : "Helios-only rows: no torch",
     },
     rows,

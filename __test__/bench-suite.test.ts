@@ -77,6 +77,24 @@ test("runCudaSuite: gate, timings, CUDA rows, JSON and SVG files", async () => {
   assert.ok(readFileSync(join(dir, "out.svg"), "utf8").startsWith("<svg"));
 });
 
+test("runCudaSuite: --rest idles before every repeat on both sides and is recorded in meta", async () => {
+  const o = parseBenchArgs(["--dtype=float32", "--shapes=8x8x8,9x7x5", "--iters=2", "--repeats=3", "--warmMs=0", "--rest=0.05", "--checkShape=8x8x8", "--quiet"]);
+  const rt = new FakeRuntime();
+  let seen: { rest: number; warmMs: number } | undefined;
+  const t0 = performance.now();
+  const rep = await runCudaSuite(o, { runtime: rt, torch: (x) => { seen = { rest: x.rest, warmMs: x.warmMs }; return { ok: false, note: "none", byShape: new Map() }; } });
+  const wall = performance.now() - t0;
+  assert.deepEqual(seen, { rest: 0.05, warmMs: 0 });
+  // 2 shapes × 3 repeats × 50 ms of idle
+  assert.ok(wall >= 290, `wall ${wall.toFixed(0)} ms`);
+  assert.equal(rep.rows.length, 2);
+  assert.equal(rep.rows[0].heliosMs, 1);
+  assert.equal(rep.meta.rest, 0.05);
+  assert.equal(rep.meta.warmMs, 0);
+  assert.match(rep.meta.protocol, /each repeat after 0\.05 s idle/);
+  assert.match((await runCudaSuite(parseBenchArgs(["--dtype=float32", "--shapes=8x8x8", "--iters=2", "--checkShape=8x8x8", "--quiet", "--torch=false"]), { runtime: rt })).meta.protocol, /after 8 warmup and 400 ms of sustained load/);
+});
+
 test("runCudaSuite: a wrong result fails the gate before any timing", async () => {
   const o = parseBenchArgs(["--dtype=float32", "--shapes=24x20x16", "--iters=4", "--checkShape=13x11x9", "--quiet", "--torch=false"]);
   process.env.HELIOS_AUTOTUNE = "0";

@@ -15,6 +15,16 @@ export interface CudaSuiteOptions {
   warmup: number;
   /** Timed repeats of `iters` iterations each; the reported time is the median of their medians. */
   repeats: number;
+  /**
+   * Sustained load (ms) before timing, after the warm-up iterations: ramps the GPU clocks from
+   * idle. At 8192³ it also brings the board to its power cap, so what follows is the sustained rate.
+   */
+  warmMs: number;
+  /**
+   * Idle seconds before each timed repeat, on both sides (0: none). With a short warmMs every repeat
+   * then starts from a rested board: the rate of a short burst rather than the sustained one.
+   */
+  rest: number;
   dtype: BenchDtype;
   shapes: Shape[];
   check: boolean;
@@ -42,6 +52,8 @@ export const DEFAULTS: Omit<CudaSuiteOptions, "shapes" | "checkShape"> = {
   iters: 40,
   warmup: 8,
   repeats: 3,
+  warmMs: 400,
+  rest: 0,
   dtype: "float16",
   check: true,
   torch: true,
@@ -89,6 +101,14 @@ function parseInt(name: string, v: string, min: number, max: number): number {
   return n;
 }
 
+function parseSeconds(name: string, v: string, min: number, max: number): number {
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n < min || n > max) {
+    throw new ArgError(`--${name}=${v}: expected seconds in [${min}, ${max}]`);
+  }
+  return n;
+}
+
 const DTYPE_ALIASES: Record<string, BenchDtype> = {
   float16: "float16", f16: "float16", fp16: "float16", half: "float16",
   bfloat16: "bfloat16", bf16: "bfloat16",
@@ -113,7 +133,7 @@ export function parseBenchArgs(argv: readonly string[]): CudaSuiteOptions {
     const eq = a.indexOf("=");
     let key: string;
     let val: string;
-    const KNOWN = ["suite", "iters", "warmup", "repeats", "dtype", "shapes", "check", "checkShape", "check-shape", "out", "plot", "torch", "python", "accF16", "acc-f16", "epilogue", "variant", "quiet"];
+    const KNOWN = ["suite", "iters", "warmup", "repeats", "warmMs", "warm-ms", "rest", "dtype", "shapes", "check", "checkShape", "check-shape", "out", "plot", "torch", "python", "accF16", "acc-f16", "epilogue", "variant", "quiet"];
     const name = eq >= 0 ? a.slice(2, eq) : a.slice(2);
     if (!KNOWN.includes(name)) throw new ArgError(`unknown option --${name}`);
     if (eq >= 0) {
@@ -139,6 +159,8 @@ export function parseBenchArgs(argv: readonly string[]): CudaSuiteOptions {
       case "iters": o.iters = parseInt(key, val, 1, 100000); break;
       case "warmup": o.warmup = parseInt(key, val, 0, 100000); break;
       case "repeats": o.repeats = parseInt(key, val, 1, 100); break;
+      case "warmMs": case "warm-ms": o.warmMs = parseInt(key, val, 0, 600000); break;
+      case "rest": o.rest = parseSeconds(key, val, 0, 600); break;
       case "dtype": {
         const d = DTYPE_ALIASES[val.toLowerCase()];
         if (!d) throw new ArgError(`--dtype=${val}: expected float16, bfloat16 or float32`);
@@ -176,6 +198,8 @@ export function parseBenchArgs(argv: readonly string[]): CudaSuiteOptions {
 
 export const USAGE = `usage: helios bench --suite=cuda [options]
   --iters=40 --warmup=8 --repeats=3     timing protocol (median of per-repeat medians)
+  --warmMs=400 --rest=0                 sustained load (ms) before timing; idle seconds before
+                                        each repeat (--rest=3 --warmMs=0: a rested board's burst)
   --dtype=float16|bfloat16|float32      input dtype (f32 accumulation)
   --shapes=2048x2048x2048,...           MxNxK list (a single number means a cube)
   --check=true --checkShape=384x384x384 correctness gate vs a CPU fp64 reference

@@ -45,6 +45,9 @@ export interface BenchMeta {
   iters: number;
   warmup: number;
   repeats: number;
+  /** Sustained load before timing (ms) and idle seconds before each repeat (CudaSuiteOptions). */
+  warmMs: number;
+  rest: number;
   protocol: string;
   /** Set when no CUDA reference ran, saying why. */
   note?: string;

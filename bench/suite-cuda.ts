@@ -61,6 +61,25 @@ function problemFor(o: CudaSuiteOptions, s: Shape): MatmulProblem {
   return { m: s.m, n: s.n, k: s.k, dtype: dtypeOf(o.dtype), accF16: o.accF16, epilogue: epilogueOf(o.epilogue) };
 }
 
+/** The timing protocol in words, as meta.protocol records it. */
+export function protocolOf(o: CudaSuiteOptions): string {
+  const load = `${o.warmup} warmup and ${o.warmMs} ms of sustained load`;
+  const before = o.rest > 0
+    ? `each repeat after ${o.rest} s idle, then ${load} (a rested board: the rate of a short burst)`
+    : `after ${load} (GPU clocks ramped: the sustained rate)`;
+  return `median of ${o.repeats} per-repeat medians of ${o.iters} iterations, ${before}; Helios: GPU timestamps per dispatch; CUDA: torch.cuda.Event per iteration (torch.matmul, TF32 off for float32)`;
+}
+
+/** `repeats` timings of one repeat each, every one after `rest` seconds of idle GPU. */
+async function timeRested(o: CudaSuiteOptions, timeOnce: (first: boolean) => number[][]): Promise<number[][]> {
+  const out: number[][] = [];
+  for (let r = 0; r < o.repeats; r++) {
+    await new Promise((done) => setTimeout(done, o.rest * 1000));
+    out.push(...timeOnce(r === 0));
+  }
+  return out;
+}
+
 /** Runs the suite; throws CheckFailed (no timings) when a variant fails the gate. */
 export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promise<BenchReport> {
   const rt = deps.runtime;
@@ -114,13 +133,15 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
   for (let i = 0; i < o.shapes.length; i++) {
     const s = o.shapes[i];
     const plan = plans[i];
-    log(`time ${shapeName(s)} ${plan.variant} (${o.repeats}x${o.iters} iters, ${o.warmup} warmup) ...`);
+    log(`time ${shapeName(s)} ${plan.variant} (${o.repeats}x${o.iters} iters, ${o.warmup} warmup${o.rest > 0 ? `, ${o.rest} s idle before each` : ""}) ...`);
     const fx = new MatmulFixture(rt, normalize(problemFor(o, s)), 5);
     try {
       const bufs = fx.buffers(plan);
       log(`  inputs ready`);
       const onWarm = (n: number, ms: number) => log(`  warm-up: ${n} batches of ${Math.max(1, o.warmup)} in ${ms.toFixed(0)} ms`);
-      const reps = timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: o.repeats, warmMs: 400, onWarm });
+      const reps = o.rest > 0
+        ? await timeRested(o, (onWarmOnce) => timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: 1, warmMs: o.warmMs, onWarm: onWarmOnce ? onWarm : undefined }))
+        : timePlan(rt, plan, bufs, { warmup: o.warmup, iters: o.iters, repeats: o.repeats, warmMs: o.warmMs, onWarm });
       const row = makeRow(s, 1, o.dtype, plan.variant, summarize(reps), torch.byShape.get(shapeName(s)) ?? null);
       if (o.check) {
         // the timed kernel itself, on 64 sampled outputs against fp64: forms that only whole tiles
@@ -157,7 +178,9 @@ export async function runCudaSuite(o: CudaSuiteOptions, deps: SuiteDeps): Promis
     iters: o.iters,
     warmup: o.warmup,
     repeats: o.repeats,
-    protocol: `median of ${o.repeats} per-repeat medians of ${o.iters} iterations after ${o.warmup} warmup and 400 ms of sustained load (GPU clocks ramped); Helios: GPU timestamps per dispatch; CUDA: torch.cuda.Event per iteration (torch.matmul, TF32 off for float32)`,
+    warmMs: o.warmMs,
+    rest: o.rest,
+    protocol: protocolOf(o),
     note: torch.ok ? undefined : `Helios-only rows: ${torch.note ?? "no CUDA reference"}`,
     check: o.check ? checks : undefined,
   };

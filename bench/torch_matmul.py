@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch reference for `helios bench --suite=cuda`: times torch.matmul with CUDA events.
 
-Same protocol as Helios: warmup, then `repeats` runs of `iters` timed iterations, one CUDA event
-pair per iteration. Prints one JSON object on stdout; errors are reported in it too (never a
+Same protocol as Helios: warmup and --warm-ms of sustained load, then `repeats` runs of `iters`
+timed iterations, one CUDA event pair per iteration; with --rest every repeat follows that many
+idle seconds and its own warm-up. Prints one JSON object on stdout; errors are reported in it too (never a
 traceback without JSON), so the caller can fall back to Helios-only rows with a clear note.
 """
 import argparse
@@ -20,6 +21,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--epilogue", default="none")
     p.add_argument("--tf32", default="off", choices=["on", "off"])
+    p.add_argument("--warm-ms", type=float, default=400.0, help="sustained load before timing")
+    p.add_argument("--rest", type=float, default=0.0, help="idle seconds before each repeat")
     a = p.parse_args()
     out = {"ok": False, "rows": []}
     try:
@@ -62,16 +65,24 @@ def main() -> int:
                     y = torch.nn.functional.silu(y)
             return y
 
-        for _ in range(a.warmup):
-            step()
-        torch.cuda.synchronize()
-        # the same 400 ms of sustained load as the Helios side (GPU clocks ramped)
-        t0 = time.time()
-        while time.time() - t0 < 0.4:
-            step()
+        def warm():
+            for _ in range(a.warmup):
+                step()
             torch.cuda.synchronize()
+            # the same sustained load as the Helios side (GPU clocks ramped)
+            t0 = time.time()
+            while time.time() - t0 < a.warm_ms / 1000:
+                step()
+                torch.cuda.synchronize()
+
+        if a.rest <= 0:
+            warm()
         repeats = []
         for _ in range(a.repeats):
+            if a.rest > 0:
+                # every repeat from a rested board, as the Helios side does
+                time.sleep(a.rest)
+                warm()
             ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(a.iters)]
             for e0, e1 in ev:

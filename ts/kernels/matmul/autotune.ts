@@ -11,7 +11,7 @@ import { candidateVariants, planMatmul, unsupported, type MatmulCaps, type Matmu
 import { variantByName } from "./variants.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { tolerance } from "./reference.js";
-import { precompilePlans, runPlan, timePlan, type PlanBuffers } from "./run.js";
+import { precompilePlans, runPlan, timeInterleaved, type PlanBuffers } from "./run.js";
 import { median } from "../../stats.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
@@ -137,40 +137,67 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
 }
 
 /**
- * Timing rounds of the tuner. Candidates are timed in interleaved rounds in serpentine order
- * (forward, backward, forward, backward): a GPU whose clock drifts during tuning (H200 session 11:
- * the candidates timed last read 25–50 % slow after a long run of heavy ones) then shifts every
- * candidate alike, since with four rounds the two middle positions of candidate i always sum to
- * 4n − 1. Each candidate's time is the median of its round medians.
+ * Timing rounds of the tuner. Every round is one batch in which the candidates take turns of about
+ * TURN_MS of GPU time each (timeInterleaved), passes in serpentine order, rotated: each candidate
+ * runs at the clock the others run at. Separate batches of 10 products per candidate (~26 ms at
+ * 8192³) were read at whatever clock the previous candidates' power draw had left: on the H200 at
+ * 8192³, where the board sits at its power cap, a candidate timed after a slower, cooler one read up
+ * to 5 % fast, and the tuner picked a tile that the parity suite then timed 3 % slower than its
+ * stream-K twin. Turns of one product are no answer for short products: switching kernels costs a
+ * few microseconds, which at 2048³ (0.05 ms) reranked the tiles by their switching cost
+ * (bench/RESULTS.md, session 14). Each candidate's time is the median of its round medians.
  */
 export const TUNE_ROUNDS = 4;
 
+/** GPU time per turn: one product at 8192³ on the H200 (2.6 ms), 8 products at 3072³ and below. */
+export const TURN_MS = 2;
+
+/** Products per turn for a product of `ms`: enough for TURN_MS, at most `iters`. */
+export function turnLength(ms: number, iters: number): number {
+  return Math.max(1, Math.min(iters, Math.ceil(TURN_MS / Math.max(ms, 1e-6))));
+}
+
 /**
- * Each entry's per-round GPU ms over TUNE_ROUNDS interleaved rounds (roundOrder), 100 ms of load
- * before the very first timing (a GPU timed right after an idle gap runs at idle clocks). `entry(i)`
- * gives the plan and its buffers at each timing (fetched per timing: a fixture's scratch only grows,
- * so a later entry's bigger workspace may have replaced an earlier one's). An entry whose timing
- * throws goes to `failed` and is not timed again; without `failed` the error propagates.
+ * Each entry's per-round GPU ms over TUNE_ROUNDS rounds, each round `warmup` untimed and then enough
+ * timed passes over all entries (passOrder) for `iters` products each, after 100 ms of such passes (a
+ * GPU timed right after an idle gap runs at idle clocks). Every entry first runs once on its own:
+ * one whose run throws goes to `failed` and is left out (without `failed` the error propagates).
+ * `entry(i)` gives the plan and its buffers; they are fetched once every entry has run, because a
+ * fixture's scratch only grows and a later entry's bigger workspace may replace an earlier one's.
  */
 export function timeInRounds(
   rt: MatmulRuntime, entries: (() => { plan: MatmulPlan; bufs: PlanBuffers })[], t: { warmup?: number; iters?: number },
   failed?: (i: number, err: unknown) => void,
 ): number[][] {
   const rounds: number[][] = entries.map(() => []);
-  const dropped = new Set<number>();
-  for (let r = 0; r < TUNE_ROUNDS; r++) {
-    for (const i of roundOrder(entries.length, r)) {
-      if (dropped.has(i)) continue;
-      try {
-        const { plan, bufs } = entries[i]();
-        const ms = timePlan(rt, plan, bufs, { warmup: t.warmup ?? 2, iters: t.iters ?? 8, repeats: 1, warmMs: r === 0 && i === 0 ? 100 : 0 }).flat();
-        rounds[i].push(median(ms));
-      } catch (err) {
-        if (!failed) throw err;
-        dropped.add(i);
-        failed(i, err);
-      }
+  const live: number[] = [];
+  entries.forEach((entry, i) => {
+    try {
+      const { plan, bufs } = entry();
+      runPlan(rt, plan, bufs);
+      live.push(i);
+    } catch (err) {
+      if (!failed) throw err;
+      failed(i, err);
     }
+  });
+  if (live.length === 0) return rounds;
+  try {
+    const items = live.map((i) => entries[i]());
+    const n = items.length;
+    const iters = Math.max(1, t.iters ?? 8);
+    let probe: number[][] = [];
+    for (const w0 = performance.now(); probe.length === 0 || performance.now() - w0 < 100; ) {
+      probe = timeInterleaved(rt, items, { warmup: 0, iters: 1, order: (p) => passOrder(n, p) });
+    }
+    const turn = turnLength(median(probe.map((ms) => ms[0])), iters);
+    for (let r = 0; r < TUNE_ROUNDS; r++) {
+      const ms = timeInterleaved(rt, items, { warmup: t.warmup ?? 2, iters: Math.ceil(iters / turn), turn, order: (p) => passOrder(n, r + p) });
+      ms.forEach((xs, j) => rounds[live[j]].push(median(xs)));
+    }
+  } catch (err) {
+    if (!failed) throw err;
+    for (const i of live) failed(i, err);
   }
   return rounds;
 }
@@ -179,6 +206,16 @@ export function timeInRounds(
 export function roundOrder(n: number, r: number): number[] {
   const fwd = Array.from({ length: n }, (_, i) => i);
   return r % 2 ? fwd.reverse() : fwd;
+}
+
+/**
+ * The order of pass p of a round: serpentine (roundOrder), rotated by ⌊p / 2⌋, so no candidate
+ * always follows the same one and each takes every position in turn.
+ */
+export function passOrder(n: number, p: number): number[] {
+  const o = roundOrder(n, p);
+  const k = Math.floor(p / 2) % n;
+  return [...o.slice(k), ...o.slice(0, k)];
 }
 
 /**

@@ -1,5 +1,5 @@
 // Two or more plans timed head to head: each on a fixture of its own problem, in the tuner's
-// interleaved serpentine rounds, so a GPU clock that drifts during the race moves every plan
+// rounds (product by product), so a GPU clock that drifts during the race moves every plan
 // alike (see autotune.ts TUNE_ROUNDS). Times from separate tuning runs are not compared
 // directly: they can come from different clock states (~3 % apart on the H200).
 import { timeInRounds } from "./autotune.js";

@@ -159,3 +159,45 @@ export function timePlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers,
   }
   return out;
 }
+
+export interface TimedItem {
+  plan: MatmulPlan;
+  bufs: PlanBuffers;
+}
+
+/**
+ * GPU ms per product of several plans timed in one batch, in turns: pass p gives every item, in the
+ * order `order(p)`, a turn of `turn` products; the first `warmup` passes are not timed. Each plan
+ * then runs at the clock the others run at, so a clock that the board's power cap moves within
+ * milliseconds (H200 at 8192³) shifts them alike. Returns each item's timed products' ms.
+ */
+export function timeInterleaved(rt: MatmulRuntime, items: readonly TimedItem[], t: { warmup: number; iters: number; turn?: number; order: (pass: number) => number[] }): number[][] {
+  for (const it of items) pipelinesOf(rt, it.plan);
+  const turn = Math.max(1, t.turn ?? 1);
+  const seq: { item: number; timed: boolean }[] = [];
+  const tl = inBatch(rt, { profile: true }, () => {
+    for (let p = 0; p < t.warmup + t.iters; p++) {
+      for (const i of t.order(p)) {
+        for (let j = 0; j < turn; j++) {
+          recordPlan(rt, items[i].plan, items[i].bufs);
+          seq.push({ item: i, timed: p >= t.warmup });
+        }
+      }
+    }
+  });
+  const prof = rt.batchProfile(tl);
+  const dispatches = seq.reduce((n, e) => n + items[e.item].plan.steps.length, 0);
+  if (prof.length !== dispatches) {
+    throw new Error(`matmul timing: batchProfile returned ${prof.length} entries for ${dispatches} dispatches`);
+  }
+  const out: number[][] = items.map(() => []);
+  let at = 0;
+  for (const e of seq) {
+    const steps = items[e.item].plan.steps.length;
+    let ns = 0;
+    for (let s = 0; s < steps; s++) ns += prof[at + s].gpuNs;
+    at += steps;
+    if (e.timed) out[e.item].push(ns / 1e6);
+  }
+  return out;
+}
