@@ -1,11 +1,13 @@
 // The GPU-host script end to end on the interpreter runtime (tiny shapes): every file it promises
 // is written and parses, with no error rows. Guards the one-shot GPU run against harness bugs.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { runMatmulGpu } from "../bench/matmul-gpu.js";
+import { CACHE_FILE, tuneKey } from "../ts/kernels/matmul/autotune.js";
+import { normalize } from "../ts/kernels/matmul/problem.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
 
@@ -63,4 +65,31 @@ test("matmul-gpu --phase=fused: only the fused-epilogue comparison", { timeout: 
   assert.ok(fused.every((r: { error?: string; fusedMs?: number }) => !r.error && r.fusedMs! > 0), JSON.stringify(fused));
   for (const f of ["check.json", "variant-sweep.json", "suite-f16.json"]) assert.ok(!existsSync(join(out, f)), `${f} written`);
   assert.equal(code, 0);
+});
+
+test("matmul-gpu --phase=fused: the product alone may need scratch the fused plan does not", { timeout: 600_000 }, async () => {
+  // H200 session 14: the tuner gave the plain f16→f32 product a stream-K tile (a workspace) and the
+  // fused one a tile without; the plain product was recorded with the fused plan's buffers, failed,
+  // and left its batch open for every row after it. Here the cache says the same with split-K.
+  const out = mkdtempSync(join(tmpdir(), "helios-mm-gpu-"));
+  const cacheDir = join(out, "cache");
+  mkdirSync(cacheDir, { recursive: true });
+  const rt = new InterpRuntime();
+  const plain = normalize({ m: 32, n: 32, k: 32, dtype: "f16", outDtype: "f32" });
+  const record = { variant: "simt_64x64_4x4_sk2", ms: 1, tunedShape: "32x32x32", at: "test", candidates: [] };
+  writeFileSync(join(cacheDir, CACHE_FILE), JSON.stringify({ [tuneKey(rt.info, plain)]: record }));
+  process.env.HELIOS_CACHE_DIR = cacheDir;
+  delete process.env.HELIOS_AUTOTUNE;
+  try {
+    const code = await runMatmulGpu(rt, { outDir: out, tiny: true, torch: false, phase: "fused" });
+    const fused = JSON.parse(readFileSync(join(out, "fused.json"), "utf8"));
+    assert.ok(fused.every((r: { error?: string; fusedMs?: number }) => !r.error && r.fusedMs! > 0), JSON.stringify(fused));
+    const row = fused.find((r: { dtype: string }) => r.dtype === "f16->f32");
+    assert.equal(row.plainVariant, "simt_64x64_4x4_sk2");
+    assert.notEqual(row.variant, row.plainVariant);
+    assert.ok(row.unfusedVsFusedErr <= 1e-2, JSON.stringify(row));
+    assert.equal(code, 0);
+  } finally {
+    process.env.HELIOS_AUTOTUNE = "0";
+  }
 });

@@ -19,7 +19,7 @@ import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { planMatmul } from "../ts/kernels/matmul/plan.js";
 import { decode, relFrobenius, tolerance } from "../ts/kernels/matmul/reference.js";
-import { pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
+import { inBatch, pipelinesOf, recordPlan, runPlan, timePlan } from "../ts/kernels/matmul/run.js";
 import { candidateVariants, unsupported } from "../ts/kernels/matmul/plan.js";
 import { variantByName, type VariantSpec } from "../ts/kernels/matmul/variants.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
@@ -235,6 +235,10 @@ function fusedVsUnfused(rt: MatmulRuntime, quick: boolean, tiny: boolean) {
         const raced = (c: typeof fusedChoice) => c.record && Object.fromEntries(c.record.candidates.map((x) => [x.variant, x.ms]));
         const fx = new MatmulFixture(rt, fused.problem, 21);
         try {
+          // the two plans may need different scratch (a stream-K or split-K workspace on one side
+          // only); fetched after both have grown the fixture's scratch, so neither handle is stale
+          fx.buffers(fused);
+          const plainBufs = fx.buffers(plain);
           const bufs = fx.buffers(fused);
           fx.poisonC();
           runPlan(rt, fused, bufs);
@@ -258,31 +262,23 @@ function fusedVsUnfused(rt: MatmulRuntime, quick: boolean, tiny: boolean) {
           const [pOne, pBias, pGelu] = [one, biasOnly, geluOnly].map((x) => rt.compileKernel(JSON.stringify(x.desc)));
           const g = one.groups(n2);
           const variants: [string, () => void, number][] = [
-            ["product", () => recordPlan(rt, plain, bufs), plain.steps.length],
-            ["oneKernel", () => { recordPlan(rt, plain, bufs); rt.recordDispatch(pOne, [bufs.C as number, bufs.bias as number, c2], g, push); }, plain.steps.length + 1],
+            ["product", () => recordPlan(rt, plain, plainBufs), plain.steps.length],
+            ["oneKernel", () => { recordPlan(rt, plain, plainBufs); rt.recordDispatch(pOne, [bufs.C as number, bufs.bias as number, c2], g, push); }, plain.steps.length + 1],
             ["twoKernels", () => {
-              recordPlan(rt, plain, bufs);
+              recordPlan(rt, plain, plainBufs);
               rt.recordDispatch(pBias, [bufs.C as number, bufs.bias as number, c2], g, push);
               rt.recordDispatch(pGelu, [c2, bufs.bias as number, c3], g, push);
             }, plain.steps.length + 2],
           ];
           const unfused: Record<string, number> = {};
           for (const [name, record, per] of variants) {
-            rt.beginBatch();
+            // inBatch: a record that throws still closes its batch, so the next row can begin one
             const iters = tiny ? 2 : 20;
-            for (let i = 0; i < (tiny ? 1 : 5); i++) record();
-            rt.waitTimeline(rt.submitBatch());
-            warmFor(warmMs, () => {
-              rt.beginBatch();
-              for (let i = 0; i < 5; i++) record();
-              rt.waitTimeline(rt.submitBatch());
-            });
+            inBatch(rt, undefined, () => { for (let i = 0; i < (tiny ? 1 : 5); i++) record(); });
+            warmFor(warmMs, () => inBatch(rt, undefined, () => { for (let i = 0; i < 5; i++) record(); }));
             const reps: number[][] = [];
             for (let r = 0; r < (tiny ? 1 : 3); r++) {
-              rt.beginBatch({ profile: true });
-              for (let i = 0; i < iters; i++) record();
-              const tl = rt.submitBatch();
-              rt.waitTimeline(tl);
+              const tl = inBatch(rt, { profile: true }, () => { for (let i = 0; i < iters; i++) record(); });
               const prof = rt.batchProfile(tl);
               if (prof.length !== iters * per) throw new Error(`batchProfile: ${prof.length} entries for ${iters * per} dispatches`);
               const ms: number[] = [];

@@ -93,7 +93,7 @@ export function recordPlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffer
  * left open by a failing record is submitted (with what was recorded) so the caller's next batch
  * can begin.
  */
-function inBatch(rt: MatmulRuntime, opts: { profile?: boolean } | undefined, record: () => void): number {
+export function inBatch(rt: MatmulRuntime, opts: { profile?: boolean } | undefined, record: () => void): number {
   rt.beginBatch(opts);
   try {
     record();
