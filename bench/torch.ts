@@ -61,8 +61,8 @@ export function runTorchReference(opts: {
   iters: number;
   warmup: number;
   repeats: number;
-  warmMs?: number;
-  rest?: number;
+  warmMs: number;
+  rest: number;
   epilogue: string;
   timeoutMs?: number;
 }): TorchResult {
@@ -75,8 +75,8 @@ export function runTorchReference(opts: {
     `--warmup=${opts.warmup}`,
     `--repeats=${opts.repeats}`,
     `--epilogue=${opts.epilogue}`,
-    `--warm-ms=${opts.warmMs ?? 400}`,
-    `--rest=${opts.rest ?? 0}`,
+    `--warm-ms=${opts.warmMs}`,
+    `--rest=${opts.rest}`,
   ];
   const r = runPythonScript(opts.python, args, opts.timeoutMs);
   if ("error" in r) return { ok: false, note: `no CUDA reference: ${r.error}`, byShape: new Map() };

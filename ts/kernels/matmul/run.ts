@@ -141,23 +141,9 @@ export function timePlan(rt: MatmulRuntime, plan: MatmulPlan, bufs: PlanBuffers,
     inBatch(rt, undefined, () => { for (let i = 0; i < Math.max(1, t.warmup); i++) recordPlan(rt, plan, bufs); });
   }
   t.onWarm?.(batches, performance.now() - w0);
-  const steps = plan.steps.length;
-  const out: number[][] = [];
-  for (let r = 0; r < t.repeats; r++) {
-    const tl = inBatch(rt, { profile: true }, () => { for (let i = 0; i < t.iters; i++) recordPlan(rt, plan, bufs); });
-    const prof = rt.batchProfile(tl);
-    if (prof.length !== t.iters * steps) {
-      throw new Error(`matmul timing: batchProfile returned ${prof.length} entries for ${t.iters * steps} dispatches`);
-    }
-    const ms: number[] = [];
-    for (let i = 0; i < t.iters; i++) {
-      let ns = 0;
-      for (let s = 0; s < steps; s++) ns += prof[i * steps + s].gpuNs;
-      ms.push(ns / 1e6);
-    }
-    out.push(ms);
-  }
-  return out;
+  // each repeat one profiled batch of the plan alone
+  const alone = [{ plan, bufs }];
+  return Array.from({ length: t.repeats }, () => timeInterleaved(rt, alone, { warmup: 0, iters: t.iters, order: () => [0] })[0]);
 }
 
 export interface TimedItem {
