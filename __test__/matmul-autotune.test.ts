@@ -15,11 +15,11 @@ const PROB = { m: 20, n: 24, k: 40, dtype: "f32" as const };
 
 /** The interpreter with one variant's kernels producing wrong results (to test the gate). */
 class BrokenRuntime extends InterpRuntime {
-  constructor(private readonly broken: string) { super(); }
+  constructor(private readonly broken?: string) { super(); }
   override recordDispatch(p: number, bufs: number[], groups: number[], push?: ArrayBufferView) {
     super.recordDispatch(p, bufs, groups, push);
     const name = (this as unknown as { pipes: Map<number, { desc: { name: string } }> }).pipes.get(p)!.desc.name;
-    if (name.includes(this.broken)) this.uploadBuffer(bufs[2], new Float32Array(this.readBuffer(bufs[2]).byteLength / 4).fill(1234));
+    if (this.broken && name.includes(this.broken)) this.uploadBuffer(bufs[2], new Float32Array(this.readBuffer(bufs[2]).byteLength / 4).fill(1234));
   }
 }
 
@@ -48,7 +48,7 @@ test("a candidate that fails the correctness gate is never chosen", () => {
   const info = { ...rt.info, coopMatSupported: false };
   Object.assign(rt.info, info);
   const r = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_CACHE_DIR: dir }), iters: 2, warmup: 0 });
-  assert.equal(r.plan.variant, "simt_128x128_8x8");
+  assert.match(r.plan.variant, /^simt_128x128_8x(8_sm|16_t128_sm)$/);
   const bad = r.record!.candidates.find((c) => c.variant === "simt_64x64_4x4");
   assert.ok(bad && bad.ms === null && /gate/.test(bad.error ?? ""), JSON.stringify(r.record));
 });
@@ -100,7 +100,12 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   // f32: the presplit twins of the tuned bf16 tiles race SIMT and the in-kernel split (not the
   // untuned tiles' twins); split-K is sized on the tripled K
   const f32 = names({ m: 4096, n: 4096, k: 4096, dtype: "f32" });
-  for (const v of ["x3_cm_128x256x32_w2x4_v128_s1", "x3_cm_128x128x32_w2x2_v128_s1", "simt_128x128_8x8", "cm3_64x64x32_w2x2"]) assert.ok(f32.includes(v), v);
+  for (const v of ["x3_cm_128x256x32_w2x4_v128_s1", "x3_cm_128x128x32_w2x2_v128_s1", "simt_128x128_8x8_sm", "simt_128x128_8x16_t128_sm", "cm3_64x64x32_w2x2"]) assert.ok(f32.includes(v), v);
+  // the SIMT tile before mid-tile staging is the forced control only
+  assert.ok(!f32.includes("simt_128x128_8x8"));
+  const simtCaps = { ...caps, coopMatSupported: false };
+  assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), simtCaps).name, "simt_128x128_8x8_sm");
+  assert.match(defaultVariant(normalize({ m: 256, n: 256, k: 4096, dtype: "f32" }), simtCaps).name, /^simt_64x64_4x4(_sk\d+)?$/);
   assert.ok(!f32.includes("x3_cm_128x256x16_w2x4_v128"));
   assert.ok(!f32.some((v) => v.startsWith("cm_")), "no f16-tile (low-precision) f32 candidates");
   assert.ok(names({ m: 768, n: 768, k: 16384, dtype: "f32", transA: true }).includes("x3_cm_128x128x32_w2x2_v128_s1_sk4"));
@@ -112,9 +117,9 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
  * The interpreter reporting synthetic GPU times: a per-kernel cost (ns), times a clock factor that
  * grows 2 % with every dispatch it profiles (a GPU slowing down while it tunes).
  */
-class DriftRuntime extends InterpRuntime {
+class DriftRuntime extends BrokenRuntime {
   private profiled = 0;
-  constructor(private readonly cost: (kernel: string) => number) { super(); }
+  constructor(private readonly cost: (kernel: string) => number, broken?: string) { super(broken); }
   override batchProfile() {
     return super.batchProfile().map((e) => ({ ...e, gpuNs: this.cost(e.label) * (1 + 0.02 * this.profiled++) }));
   }
@@ -135,42 +140,50 @@ test("turns: serpentine passes, rotated; about TURN_MS of products per turn", ()
 
 test("long products take turns one by one, so a clock drifting during tuning picks the truly faster tile", () => {
   // simt_64x64_4x4 is 5 % faster; 2.6 ms products take turns of one product, and with 2 % of drift
-  // per product both see the same clocks (turns of a round's length would put 8 % between them)
-  const rt = new DriftRuntime((k) => (k.includes("64x64") ? 2.47e6 : 2.6e6));
+  // per product both see the same clocks (turns of a round's length would put 8 % between them);
+  // the 128-thread tile fails the gate, so two candidates are timed
+  const rt = new DriftRuntime((k) => (k.includes("64x64") ? 2.47e6 : 2.6e6), "_t128");
   Object.assign(rt.info, { coopMatSupported: false });
   const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
   const r = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_CACHE_DIR: dir }), iters: 2, warmup: 0 });
   const names = r.record!.candidates.map((c) => c.variant);
-  assert.deepEqual(names.sort(), ["simt_128x128_8x8", "simt_64x64_4x4"]);
+  assert.deepEqual(names.sort(), ["simt_128x128_8x16_t128_sm", "simt_128x128_8x8_sm", "simt_64x64_4x4"]);
   assert.equal(r.plan.variant, "simt_64x64_4x4", JSON.stringify(r.record));
   const ms = Object.fromEntries(r.record!.candidates.map((c) => [c.variant, c.ms!]));
-  const ratio = ms.simt_64x64_4x4 / ms.simt_128x128_8x8;
+  const ratio = ms.simt_64x64_4x4 / ms.simt_128x128_8x8_sm;
   assert.ok(Math.abs(ratio - 0.95) < 0.01, `measured ratio ${ratio} (${JSON.stringify(ms)})`);
 });
 
 test("a timed round is one batch in which the candidates take turns: of one product when long, of several when short", () => {
   // the profiled batches' kernel sequences, as the tuner recorded them
   class Recording extends InterpRuntime {
-    batches: string[] = [];
+    batches: string[][] = [];
     constructor(private readonly ns: number) { super(); }
     override batchProfile() {
       const prof = super.batchProfile().map((e) => ({ ...e, gpuNs: this.ns }));
-      this.batches.push(prof.map((e) => (e.label.includes("64x64") ? "s" : "L")).join(""));
+      this.batches.push(prof.map((e) => e.label));
       return prof;
     }
   }
   for (const [ns, turn] of [[2.6e6, 1], [0.9e6, 3]] as const) {
     const rt = new Recording(ns);
     Object.assign(rt.info, { coopMatSupported: false });
-    chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_CACHE_DIR: mkdtempSync(join(tmpdir(), "helios-tune-")) }), iters: 3, warmup: 1 });
+    const r = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_CACHE_DIR: mkdtempSync(join(tmpdir(), "helios-tune-")) }), iters: 3, warmup: 1 });
+    const n = r.record!.candidates.length;
+    assert.ok(n >= 2);
     const rounds = rt.batches.slice(-TUNE_ROUNDS);
-    for (let r = 0; r < TUNE_ROUNDS; r++) {
+    for (let q = 0; q < TUNE_ROUNDS; q++) {
       // 1 untimed pass, then enough passes for 3 timed products, serpentine from the round's own pass
       const passes = 1 + Math.ceil(3 / turn);
-      const expected = Array.from({ length: passes }, (_, p) => passOrder(2, r + p)).flat().flatMap((i) => Array(turn).fill(i));
-      // candidate 0 is whichever the tuner listed first: the pattern holds up to renaming
-      const first = rounds[r][expected.indexOf(0)];
-      assert.equal(rounds[r], expected.map((i) => (i === 0 ? first : first === "s" ? "L" : "s")).join(""), `turn ${turn}, round ${r}`);
+      const expected = Array.from({ length: passes }, (_, p) => passOrder(n, q + p)).flat().flatMap((i) => Array(turn).fill(i));
+      assert.equal(rounds[q].length, expected.length, `turn ${turn}, round ${q}`);
+      // candidate i is whichever kernel the tuner listed i-th: the pattern holds up to renaming
+      const kernelOf = new Map<number, string>();
+      expected.forEach((i, pos) => {
+        if (!kernelOf.has(i)) kernelOf.set(i, rounds[q][pos]);
+        assert.equal(rounds[q][pos], kernelOf.get(i), `turn ${turn}, round ${q}, position ${pos}`);
+      });
+      assert.equal(new Set(kernelOf.values()).size, n, `turn ${turn}, round ${q}: one kernel per candidate`);
     }
   }
 });

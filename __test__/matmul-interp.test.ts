@@ -33,6 +33,34 @@ test("SIMT f32 (exact: 1e-4 gate) and f16", () => {
   run(["simt_64x64_4x4", "simt_128x128_8x8"], [{ name: "f32", dtype: "f32" }, { name: "f16", dtype: "f16" }]);
 });
 
+// _sm stores the next k-tile halfway through the k-steps; _t128 stages two f32x4 per operand and
+// thread and keeps 128 accumulators. Whole tiles (M, N multiples of 128, K of 8) take the unchecked
+// loads and stores (_al), whose prefetch after the last k-tile is clamped inside K.
+test("SIMT mid-tile staging (_sm), 128-thread tiles (_t128), unchecked loads on whole tiles (_al)", () => {
+  const caps = { ...new InterpRuntime().info };
+  const name = (v: string, p: MatmulProblem, aligned?: boolean) => planMatmul(p, caps, { variant: v, aligned }).steps[0].desc.name;
+  assert.equal(name("simt_128x128_8x8_sm", { m: 128, n: 256, k: 24, dtype: "f32" }), "mm_simt_f32_f32_128x128x8_8x8_NN_b4c4_al_sm");
+  assert.equal(name("simt_128x128_8x8_sm", { m: 128, n: 256, k: 24, dtype: "f32" }, false), "mm_simt_f32_f32_128x128x8_8x8_NN_b4c4_sm");
+  assert.equal(name("simt_128x128_8x16_t128_sm", { m: 128, n: 128, k: 20, dtype: "f32" }), "mm_simt_f32_f32_128x128x8_8x16_t128_NN_b4c4_sm");
+  assert.equal(name("simt_128x128_8x8", { m: 130, n: 128, k: 8, transA: true, dtype: "f32" }), "mm_simt_f32_f32_128x128x8_8x8_TN_b4c4");
+  assert.equal(name("simt_64x64_4x4", { m: 64, n: 64, k: 64, dtype: "f16", transB: true }), "mm_simt_f16_f16_64x64x16_4x4_NT_al");
+  const whole: CheckCase[] = [
+    { name: "al_NN_128x256x24", problem: { m: 128, n: 256, k: 24 }, full: true },
+    { name: "al_TN_batched_bias_gelu_256x128x16", problem: { m: 256, n: 128, k: 16, batch: 2, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "al_TT_res_128x128x40", problem: { m: 128, n: 128, k: 40, transA: true, transB: true, epilogue: { residual: true, scale: 0.5 } }, full: true },
+  ];
+  const rows = run(["simt_128x128_8x8_sm", "simt_128x128_8x16_t128_sm", "simt_128x128_8x8"], [{ name: "f32", dtype: "f32" }, { name: "f16", dtype: "f16" }], [
+    ...CASES,
+    ...whole,
+    // two tiles each way with ragged edges: every strip of a thread's block and both staging slots
+    { name: "133x131x21_bias", problem: { m: 133, n: 131, k: 21, epilogue: { bias: true } }, full: true },
+    { name: "TN_130x129x17", problem: { m: 130, n: 129, k: 17, transA: true }, full: true },
+  ]);
+  assert.ok(rows.filter((r) => !r.skipped).length >= 3 * 2 * 11);
+  // f32 is the exact path: the whole-tile cases hold 1e-6, not just the 1e-4 gate
+  for (const r of rows.filter((x) => x.mode === "f32" && x.case.startsWith("al_"))) assert.ok((r.relErr ?? 1) < 1e-6, `${r.variant}/${r.case}: ${r.relErr}`);
+});
+
 test("SIMT split-K", () => {
   run(["simt_64x64_4x4_sk4"], [{ name: "f32", dtype: "f32" }], [
     { name: "splitk", problem: { m: 9, n: 13, k: 130, epilogue: { bias: true, act: "gelu" } }, full: true },

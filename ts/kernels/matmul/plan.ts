@@ -200,7 +200,7 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
 function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
   if (v.kind === "presplit") return tileOf(v.inner);
   if (v.kind === "coop2") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: v.cfg.bk };
-  if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk({ ...v.cfg, vecA: false, vecB: false, vecOut: false }) };
+  if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk(v.cfg) };
   const t = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
   return { bm: t.bm, bn: t.bn, bk: v.cfg.bk };
 }
@@ -260,7 +260,7 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     base = streamK && twin ? twin : variantByName(paired);
   } else {
     const wgs = gridTiles(p, 128, 128);
-    base = variantByName(wgs >= units ? "simt_128x128_8x8" : "simt_64x64_4x4");
+    base = variantByName(wgs >= units ? "simt_128x128_8x8_sm" : "simt_64x64_4x4");
   }
   return withSplits(base, defaultSplits(p, base, units));
 }
@@ -320,11 +320,14 @@ function streamKHelps(v: VariantSpec, problem: NormalizedProblem, units: number)
   return streamKSchedule(gridTiles(p, bm, bn), units) !== null;
 }
 
-function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>, split: boolean): SimtConfig {
+function simtConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "simt" }>, split: boolean, allowAligned: boolean): SimtConfig {
   const contigA = p.transA ? p.m : p.k;
   const contigB = p.transB ? p.k : p.n;
+  const { bm, bn, bk } = tileOf(v);
+  const aligned = allowAligned && p.m > 0 && p.n > 0 && p.k > 0 && p.m % bm === 0 && p.n % bn === 0 && p.k % bk === 0;
   return {
     ...v.cfg,
+    ...(aligned ? { aligned } : {}),
     vecA: p.transA && contigA % 4 === 0 && p.k % 4 === 0,
     vecB: !p.transB && contigB % 4 === 0,
     // the split-K partials are f32 whatever the output dtype
@@ -443,7 +446,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   const pv = pushValues(p, splits, kChunk);
   let desc: KernelDesc;
   if (spec.kind === "simt") {
-    const cfg = simtConfig(p, spec, split);
+    const cfg = simtConfig(p, spec, split, opts.aligned ?? envDefaults().aligned);
     desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
   } else if (spec.kind === "coop2") {
     const cfg = spec.cfg;

@@ -18,6 +18,12 @@ export type VariantSpec =
 const SIMT_BASES: [string, Omit<SimtConfig, "vecA" | "vecB" | "vecOut">][] = [
   ["simt_128x128_8x8", { bm: 128, bn: 128, tm: 8, tn: 8 }],
   ["simt_64x64_4x4", { bm: 64, bn: 64, tm: 4, tn: 4 }],
+  // _sm: the next k-tile stored halfway through the k-steps (H100 session 15, 4096³ f32 on whole
+  // tiles 37.8 -> 41.5 TF/s, checked loads 33.4 -> 37.5); the default 128×128 tile
+  ["simt_128x128_8x8_sm", { bm: 128, bn: 128, tm: 8, tn: 8, stageMid: true }],
+  // _t128: 4 warps, 128 accumulators per thread (6 f32x4 shared reads per 128 FMAs instead of 4 per
+  // 64, barriers of 4 warps): 42.1 TF/s at 4096³ on whole tiles, 30.6 at 4000³ (tuner candidate)
+  ["simt_128x128_8x16_t128_sm", { bm: 128, bn: 128, tm: 8, tn: 16, threads: 128, stageMid: true }],
 ];
 
 // Tile shapes per shape class (see bench/MATMUL_NOTES.md): large squares want 128×128 or 128×256
@@ -179,6 +185,8 @@ const COOP2_BASES: [string, Coop2Config][] = [
  * (cmd_*) tile (≤ 78). Fewer candidates keep first-use tuning and the check phase short.
  */
 export const UNTUNED: ReadonlySet<string> = new Set([
+  // the SIMT tile before _sm (session 15: slower at every measured shape); the forced A/B control
+  "simt_128x128_8x8",
   "cm_128x128x32_w2x2", "cm_64x128x32_w2x2", "cm_64x64x64_w2x2",
   // Round 3 (128-bit staging): raced by the tuner are the upgrades of the two best tiles
   // (cm_128x256x16_w2x4_v128, _pf2, cm_128x128x32_w2x4_v128_pf2), the 32-deep 128×256 tile and two
