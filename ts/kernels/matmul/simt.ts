@@ -87,29 +87,26 @@ function loadSlot(k: KernelBuilder, o: OperandTile, slot: Expr, k0: Expr, kEnd: 
   // aligned: whole tiles, but the prefetch after the last k-tile must still stay inside K
   const gk = k.let(o.aligned ? k0.add(kk).min(kEnd.sub(1)) : k0.add(kk), "gk");
   const gx = k.let(o.x0.add(x4.mul(4)), "gx");
+  const offset = (x: Expr) => (o.contigX ? gk.mul(o.ld).add(x) : x.mul(o.ld).add(gk));
+  const vecIndex = () => o.base.add(gk.mul(o.ld)).add(gx).div(4);
   if (o.aligned) {
-    if (o.contigX && o.vec) return { v: k.let(o.buf.loadVec(o.base.add(gk.mul(o.ld)).add(gx).div(4), 4).cast("f32x4"), "ld4"), kk, x4 };
-    const parts = [0, 1, 2, 3].map((i) => {
-      const x = gx.add(i);
-      return o.buf.load(o.base.add(o.contigX ? gk.mul(o.ld).add(x) : x.mul(o.ld).add(gk))).cast(f32);
-    });
+    if (o.contigX && o.vec) return { v: k.let(o.buf.loadVec(vecIndex(), 4).cast("f32x4"), "ld4"), kk, x4 };
+    const parts = [0, 1, 2, 3].map((i) => o.buf.load(o.base.add(offset(gx.add(i)))).cast(f32));
     return { v: k.let(vecOf("f32x4", ...parts), "ld4"), kk, x4 };
   }
+  // out-of-range elements read index 0 and become zeros
   const kOk = k.let(gk.lt(kEnd), "kok");
   if (o.contigX && o.vec) {
     const ok = k.let(kOk.and(gx.lt(o.xLimit)), "ok");
-    const idx = k.let(select(ok, o.base.add(gk.mul(o.ld)).add(gx).div(4), 0), "vi");
-    const v = o.buf.loadVec(idx, 4);
+    const v = o.buf.loadVec(k.let(select(ok, vecIndex(), 0), "vi"), 4);
     return { v: k.let(select(ok, v.cast("f32x4"), vecOf("f32x4", 0)), "ld4"), kk, x4 };
   }
   const parts: Expr[] = [];
   for (let i = 0; i < 4; i++) {
     const x = k.let(gx.add(i), "x");
     const ok = k.let(kOk.and(x.lt(o.xLimit)), "ok");
-    const off = o.contigX ? gk.mul(o.ld).add(x) : x.mul(o.ld).add(gk);
-    const idx = k.let(select(ok, o.base.add(off), 0), "si");
-    const v = o.buf.load(idx);
-    parts.push(select(ok, v.cast(f32), 0));
+    const idx = k.let(select(ok, o.base.add(offset(x)), 0), "si");
+    parts.push(select(ok, o.buf.load(idx).cast(f32), 0));
   }
   return { v: k.let(vecOf("f32x4", ...parts), "ld4"), kk, x4 };
 }
@@ -218,30 +215,27 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
 
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
   const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
+  // whole tiles store unchecked
+  const guard = (inBounds: Expr, body: () => void) => (c.aligned ? body() : k.if(inBounds, body));
   for (let i = 0; i < c.tm; i++) {
     const r = (i >> 2) * rowStrip + (i & 3);
     const grow = k.let(row0.add(ty.mul(4)).add(r), "grow");
-    const inRows = (body: () => void) => (c.aligned ? body() : k.if(grow.lt(pc.m), body));
-    inRows(() => {
+    guard(grow.lt(pc.m), () => {
       for (let j = 0; j < colsV; j++) {
         const gcol = k.let(col0.add(tx.mul(4)).add(j * colStrip), "gcol");
         const v = read(acc[i][j]);
         const rowBase = k.let(cBase.add(grow.mul(pc.n)), "rb");
         if (c.vecOut && (split || isPlainEpilogue(e))) {
-          const store = () => C.store(rowBase.add(gcol).div(4), v);
-          if (c.aligned) store();
-          else k.if(gcol.lt(pc.n), store);
+          guard(gcol.lt(pc.n), () => C.store(rowBase.add(gcol).div(4), v));
           continue;
         }
         for (let q = 0; q < 4; q++) {
           const col = k.let(gcol.add(q), "col");
-          const store = () => {
+          guard(col.lt(pc.n), () => {
             const oi = k.let(rowBase.add(col), "oi");
             const y = split ? v.swz("xyzw"[q]) : applyEpilogue(k, p, refs, v.swz("xyzw"[q]), col, oi);
             C.store(oi, split ? y : y.cast(p.outDtype));
-          };
-          if (c.aligned) store();
-          else k.if(col.lt(pc.n), store);
+          });
         }
       }
     });
