@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -106,7 +106,20 @@ case "$part" in
     run k-sweep 120 node dist/bench/matmul-shapes.js --training=0 --stores=1 \
       --extra=16384x2304x256,16384x2304x768,16384x2304x3072 --variants="$V" --out="$work/k-sweep.json"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks" >&2; exit 2 ;;
+  simt)
+    # The f32 SIMT tiles (bench/MATMUL_NOTES.md, round 15): the FMA rate of the tile's inner-loop
+    # parts, then the parity suite per forced SIMT variant (fp64 gate at 384³; cuBLAS f32 beside the
+    # first), whole tiles and a 4000³ edge-tile shape (~2 min).
+    run fma-peak 120 node dist/bench/fma-peak.js ${FMA_ARGS:-} --out="$work/fma-peak.json"
+    first=true
+    for v in ${SIMT_VARIANTS:-simt_128x128_8x8_sm simt_128x128_8x16_t128_sm simt_128x128_8x8}; do
+      run "suite-$v" 150 node dist/bench/cli.js bench --suite=cuda --dtype=float32 --iters=40 --warmup=8 --variant="$v" \
+        --shapes=${SIMT_SHAPES:-2048x2048x2048,4000x4000x4000,4096x4096x4096,8192x8192x8192} --check=true \
+        --checkShape=384x384x384 --torch=$first --out="$work/suite-$v.json"
+      first=false
+    done
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
