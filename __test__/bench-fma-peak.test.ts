@@ -16,8 +16,8 @@ test("bench/fma-peak (16 workgroups, 32 steps)", { skip: !onNative() && "needs t
   assert.equal(r.status, 0, r.stderr + r.stdout);
   const j = JSON.parse(readFileSync(out, "utf8")) as { meta: { groups: number; steps: number }; rows: { form: string; fmasPerThread: number; ms: number; tflops: number; checked: boolean }[] };
   assert.deepEqual([j.meta.groups, j.meta.steps], [16, 32]);
-  assert.deepEqual(j.rows.map((x) => x.form), ["scalar", "outer", "outer_v4", "outer_lds", "outer_bar"]);
+  assert.deepEqual(j.rows.map((x) => x.form), ["scalar", "outer", "outer_4x16", "outer_16x4", "outer_v4", "outer_lds", "outer_lds_pf", "outer_bar"]);
   for (const row of j.rows) assert.ok(row.ms > 0 && row.tflops > 0, row.form);
-  assert.deepEqual(j.rows.filter((x) => x.checked).map((x) => x.form), ["scalar", "outer", "outer_v4"]);
+  assert.deepEqual(j.rows.filter((x) => x.checked).map((x) => x.form), ["scalar", "outer", "outer_4x16", "outer_16x4", "outer_v4"]);
   assert.equal(j.rows[0].fmasPerThread, 32 * 32);
 });
