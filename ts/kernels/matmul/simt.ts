@@ -155,12 +155,13 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
   const slotIds = Array.from({ length: slotsPerThread }, (_, r) => (r === 0 ? "" : `${r}`));
   const ra = slotIds.map((r) => k.var("f32x4", vecOf("f32x4", 0), `ra${r}`));
   const rb = slotIds.map((r) => k.var("f32x4", vecOf("f32x4", 0), `rb${r}`));
-  const slotOf = (r: number) => (r === 0 ? lid : k.let(lid.add(r * threads), "slot"));
+  // this thread's staging slots, the same for every k-tile
+  const slotIdx = slotIds.map((_, r) => (r === 0 ? lid : k.let(lid.add(r * threads), "slot")));
   const stageLoad = (k0: Expr) => {
     const sa: Expr[] = [];
     const sb: Expr[] = [];
     for (let r = 0; r < slotsPerThread; r++) {
-      const slot = slotOf(r);
+      const slot = slotIdx[r];
       const la = loadSlot(k, opA, slot, k0, kEnd, bk);
       ra[r].set(la.v);
       const lb = loadSlot(k, opB, slot, k0, kEnd, bk);
