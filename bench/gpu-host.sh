@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt|sass
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -119,7 +119,27 @@ case "$part" in
       first=false
     done
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt" >&2; exit 2 ;;
+  sass)
+    # The driver's machine code (bench/sass.py, MATMUL_NOTES round 16): the fma-peak forms and the
+    # shipped tiles, each compiled once into an empty driver disk cache (an empty Helios pipeline
+    # cache too, or the driver would not compile them), then extracted and disassembled here.
+    export __GL_SHADER_DISK_CACHE_PATH=$work/nvcache __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 HELIOS_CACHE_DIR=$work/helios-cache
+    mkdir -p "$__GL_SHADER_DISK_CACHE_PATH"
+    run fma-peak 60 node dist/bench/fma-peak.js --steps=64 --iters=1 --out="$work/fma-peak.json"
+    # dtype[+acc16]:variant:size, each compiled by one short forced-variant suite run
+    for c in ${SASS_CASES:-float32:simt_128x128_8x8_sm:4096 float16+acc16:cm_256x256x32_w2x4_v128_s1_kpa_ah2_stk:8192 float16:cm_128x256x32_w2x4_v128_s1_kpr_b2_stk:8192}; do
+      IFS=: read -r dt v n <<< "$c"
+      acc=false; [ "${dt#*+}" = acc16 ] && acc=true
+      run "compile-$v" 90 node dist/bench/cli.js bench --suite=cuda --dtype="${dt%+*}" --accF16=$acc --variant="$v" \
+        --shapes="${n}x${n}x${n}" --iters=2 --warmup=1 --torch=false --check=false --warmMs=0 --out="$work/compile-$v.json"
+    done
+    run sass-extract 60 python3 bench/sass.py extract "$__GL_SHADER_DISK_CACHE_PATH" "$work/sass"
+    run sass-disasm 120 python3 bench/sass.py disasm "$work/sass"
+    : "${TAIL_LINES:=60}" # the whole summary in stdout
+    run sass-summary 30 python3 bench/sass.py summary "$work/sass" --json="$work/sass-summary.json"
+    rm -rf "$__GL_SHADER_DISK_CACHE_PATH" "$HELIOS_CACHE_DIR"
+    ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt|sass" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"
