@@ -29,32 +29,34 @@ CODE_ENTRY = 0x48
 NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_/]{2,200}")
 
 
-def frames(blob):
-    """The zstd frames of a cache file, each cut at the next frame's magic (entry headers sit between)."""
-    starts = [m.start() for m in re.finditer(re.escape(ZSTD_MAGIC), blob)]
-    return [blob[a:b] for a, b in zip(starts, starts[1:] + [len(blob)])]
-
-
 def libzstd():
     lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
     lib.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+    lib.ZSTD_findFrameCompressedSize.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     lib.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+    lib.ZSTD_getFrameContentSize.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     lib.ZSTD_decompress.restype = ctypes.c_size_t
+    lib.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
     lib.ZSTD_isError.restype = ctypes.c_uint
+    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
     return lib
 
 
-def decompress(lib, frame):
-    """One zstd frame's content, through the system's libzstd (no zstd command needed), or b""."""
-    n = lib.ZSTD_findFrameCompressedSize(frame, ctypes.c_size_t(len(frame)))
-    if lib.ZSTD_isError(ctypes.c_size_t(n)):
-        return b""
-    size = lib.ZSTD_getFrameContentSize(frame, ctypes.c_size_t(n))
-    if size >= 2**64 - 2:  # unknown or error
-        return b""
-    out = ctypes.create_string_buffer(size)
-    got = lib.ZSTD_decompress(out, ctypes.c_size_t(size), frame, ctypes.c_size_t(n))
-    return b"" if lib.ZSTD_isError(ctypes.c_size_t(got)) else out.raw[:got]
+def objects(lib, blob):
+    """The contents of a cache file's zstd frames, in order. Entry headers sit between frames, so a
+    frame is tried at every magic; one that is not (the magic inside other bytes) fails to decode."""
+    base = ctypes.cast(ctypes.c_char_p(blob), ctypes.c_void_p).value
+    at = blob.find(ZSTD_MAGIC)
+    while at >= 0:
+        src, avail = base + at, len(blob) - at
+        n = lib.ZSTD_findFrameCompressedSize(src, avail)
+        size = lib.ZSTD_getFrameContentSize(src, avail)
+        if not lib.ZSTD_isError(n) and size < 2**64 - 2:  # else not a frame, or its size unknown
+            out = ctypes.create_string_buffer(size)
+            got = lib.ZSTD_decompress(out, size, src, n)
+            if not lib.ZSTD_isError(got):
+                yield out.raw[:got]
+        at = blob.find(ZSTD_MAGIC, at + 1)
 
 
 def kernel_of(obj):
@@ -81,9 +83,8 @@ def extract(cache_dir, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     found, lib = 0, libzstd()
     for path in sorted(glob.glob(os.path.join(cache_dir, "**", "*.bin"), recursive=True)):
-        blob = open(path, "rb").read()
-        for frame in frames(blob):
-            k = kernel_of(decompress(lib, frame))
+        for obj in objects(lib, open(path, "rb").read()):
+            k = kernel_of(obj)
             if k is None:
                 continue
             name, code = k
