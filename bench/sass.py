@@ -112,15 +112,14 @@ LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;
 
 
 def parse(sass):
-    """[(address, opcode with modifiers, operands)] of a disassembly."""
-    return [(int(m.group(1), 16), m.group(3), m.group(4).strip()) for m in LINE.finditer(sass)]
+    """[(address, opcode without its modifiers, operands)] of a disassembly."""
+    return [(int(m.group(1), 16), m.group(3).split(".")[0], m.group(4).strip()) for m in LINE.finditer(sass)]
 
 
 def mix(instrs):
     counts = {}
     for _, op, _ in instrs:
-        base = op.split(".")[0]
-        counts[base] = counts.get(base, 0) + 1
+        counts[op] = counts.get(op, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
@@ -129,7 +128,7 @@ def loops(instrs):
     out = []
     for addr, op, args in instrs:
         m = re.search(r"0x([0-9a-f]+)", args)
-        if op.startswith("BRA") and m and int(m.group(1), 16) <= addr:
+        if op == "BRA" and m and int(m.group(1), 16) <= addr:
             out.append((int(m.group(1), 16), addr))
     return out
 
@@ -144,7 +143,7 @@ def hottest_loop(instrs):
     best = None
     for lo, hi in inner:
         body = [i for i in instrs if lo <= i[0] <= hi]
-        math = sum(1 for i in body if i[1].split(".")[0] in MATH)
+        math = sum(1 for i in body if i[1] in MATH)
         if math and (best is None or math > best[0]):
             best = (math, lo, hi, body)
     return best
