@@ -157,6 +157,33 @@ test("a backend keeps working across destroyDevice() + initDevice()", async (t) 
   assert.deepEqual([...values(B.add(B.fromArray([1], [1]), B.fromArray([4], [1])))], [5]);
 });
 
+test("tensors from before destroyDevice() fail with a code instead of reading the next device's buffers (issue 24 item 2)", async (t) => {
+  if (!onNative()) {
+    t.skip("needs the native runtime");
+    return;
+  }
+  const { destroyDevice, initDevice } = await import("../ts/device.js");
+  const B = makeBackend();
+  const pending = B.exp(B.fromArray([0, 1], [2])); // a fused expression, not yet run
+  const done = B.matmul(B.fromArray([1, 2], [1, 2]), B.fromArray([3, 4], [2, 1])); // recorded, never read
+  destroyDevice();
+  initDevice({ validation: true });
+  const B2 = makeBackend(); // shares the runtime's scheduler with B, which still queues `done`
+  const fresh = B2.add(B2.fromArray([10, 20], [2]), B2.fromArray([30, 40], [2]));
+  const stale = (what: string, f: () => unknown) =>
+    assert.throws(f, (err: Error & { code?: string }) => {
+      assert.equal(err.code, "ERR_HELIOS_INVALID_HANDLE", `${what}: ${err.message}`);
+      assert.match(err.message, /device instance/, what);
+      return true;
+    }, what);
+  stale("reading a recorded tensor", () => values(done));
+  stale("running a pending expression", () => values(pending));
+  stale("an old tensor in an op of the old backend", () => values(B.sum(done)));
+  stale("an old tensor in an op of a new backend", () => values(B2.add(done, done)));
+  assert.deepEqual([...values(fresh)], [40, 60]);
+  assert.deepEqual([...values(B.add(B.fromArray([1], [1]), B.fromArray([4], [1])))], [5], "the old backend still runs new work");
+});
+
 test("backends on one runtime share tensors and one batch", () => {
   const A = makeBackend({ fusion: true });
   const U = makeBackend({ fusion: false });

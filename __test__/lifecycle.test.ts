@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  assertArrayEqual, assertRejectsCode, assertThrowsCode, bufferWith, forgetPipelines, groupsFor, inChild, pipeline,
+  assertArrayEqual, assertRejectsCode, assertThrowsCode, bufferWith, forgetPipelines, groupsFor, inChild, packDispatches, pipeline,
   randomU32, readU32, recordSlow, rng, rt, runBatch, slowShapeFor, useDevice,
 } from "./helpers.js";
 import { push } from "./kernels/index.js";
@@ -135,6 +135,50 @@ test("after re-init the device works and handles from before are invalid", () =>
   rt.waitTimeline(rt.submitBatch());
   assertArrayEqual(readU32(h), u.map((v) => v + 1), "dispatch after re-init");
   rt.destroyBuffer(h);
+});
+
+test("a handle from before destroy() never aliases an object of the next device (issue 24 item 2)", () => {
+  // Before handles carried a device epoch, every one of these reached the new device's first
+  // buffer / pipeline / capture: reads returned its data, writes overwrote it.
+  const u = randomU32(64, rng(705));
+  const old = bufferWith(u);
+  const oldLease = rt.leaseBuffer(256);
+  const oldInc = pipeline("inc");
+  rt.beginBatch();
+  rt.recordDispatch(oldInc, [old], [1], push([["u", 64]]));
+  const oldCapture = rt.captureBatch();
+  rt.destroy();
+  reinit();
+  const v = randomU32(64, rng(706));
+  const fresh = bufferWith(v);
+  const freshLease = rt.leaseBuffer(256);
+  const freshInc = pipeline("inc"); // the new device's first pipeline: the slot oldInc had
+  rt.beginBatch();
+  rt.recordDispatch(freshInc, [fresh], [1], push([["u", 0]])); // n = 0: leaves fresh as it is
+  const freshCapture = rt.captureBatch();
+  const stale = { code: "ERR_HELIOS_INVALID_HANDLE", mentions: "device instance" } as const;
+  assertThrowsCode(() => rt.readBuffer(old), stale.code, { call: "readBuffer", mentions: stale.mentions, handle: old });
+  assertThrowsCode(() => rt.uploadBuffer(old, new Uint32Array(64)), stale.code, { call: "uploadBuffer", mentions: stale.mentions });
+  assertThrowsCode(() => rt.fillBuffer(old, 0), stale.code, { call: "fillBuffer" });
+  assertThrowsCode(() => rt.copyBuffer(fresh, old, 0, 0, 4), stale.code, { call: "copyBuffer" });
+  assertThrowsCode(() => rt.releaseBuffer(oldLease), stale.code, { call: "releaseBuffer", mentions: stale.mentions });
+  assertThrowsCode(() => rt.destroyBuffer(old), stale.code, { call: "destroyBuffer" });
+  assertThrowsCode(() => rt.destroyPipeline(oldInc), stale.code, { call: "destroyPipeline", mentions: stale.mentions });
+  assertThrowsCode(() => rt.replayBatch(oldCapture), stale.code, { call: "replayBatch", mentions: stale.mentions });
+  assertThrowsCode(() => rt.destroyCapture(oldCapture), stale.code, { call: "destroyCapture" });
+  rt.beginBatch();
+  assertThrowsCode(() => rt.recordDispatch(oldInc, [fresh], [1], push([["u", 64]])), stale.code, { call: "recordDispatch", mentions: "pipeline" });
+  assertThrowsCode(() => rt.recordDispatch(pipeline("inc"), [old], [1], push([["u", 64]])), stale.code, { call: "recordDispatch", mentions: "buffer" });
+  const packed = packDispatches([{ pipeline: pipeline("inc"), buffers: [old], groups: [1], push: new Uint32Array([64]) }]);
+  assertThrowsCode(() => rt.recordDispatchMany(packed, 1), stale.code, { call: "recordDispatchMany", mentions: stale.mentions });
+  rt.waitTimeline(rt.submitBatch());
+  // the new device's objects are untouched and still work
+  assertArrayEqual(readU32(fresh), v, "the new buffer after the stale calls");
+  assert.equal(rt.poolStats().leasedBytes, 256, "the stale release must not release the new lease");
+  rt.waitTimeline(rt.replayBatch(freshCapture));
+  rt.destroyCapture(freshCapture);
+  rt.releaseBuffer(freshLease);
+  rt.destroyBuffer(fresh);
 });
 
 test("initDevice picks a device by index or name substring and refuses an unknown one", () => {

@@ -250,7 +250,7 @@ export class Engine implements TensorHost {
       // before it are stale (the runtime rejects their handles with ERR_HELIOS_INVALID_HANDLE).
       this.generation = deviceGeneration();
       this.kernels.clear();
-      this.sched.reset();
+      this.sched.followDevice();
       this.flag = null;
     }
     return this.kernels.get(key, build);

@@ -88,13 +88,14 @@ pub struct Runtime {
     /// A pre-recorded command buffer holding one global barrier, submitted ahead of every
     /// replay so a captured batch is safe to run after any work.
     pub head_cmd: vk::CommandBuffer,
-    /// Distinguishes runtimes across destroy/initDevice for async tasks.
+    /// The device epoch (1..=handles::MAX_EPOCH): distinguishes runtimes across
+    /// destroy/initDevice for async tasks, and is part of every handle this runtime hands out.
     pub id: u64,
     pub dev: Arc<Device>,
 }
 
 impl Runtime {
-    pub fn new(opts: &InitOptions, id: u64) -> HeliosResult<Runtime> {
+    pub fn new(opts: &InitOptions, epoch: u32) -> HeliosResult<Runtime> {
         let mut cfg = Config::from_env();
         if let Some(v) = opts.validation {
             cfg.validation = v;
@@ -119,11 +120,11 @@ impl Runtime {
         let cache = open_cache(&dev, &cfg);
         Ok(Runtime {
             alloc,
-            buffers: HandleTable::new(Kind::Buffer),
+            buffers: HandleTable::new(Kind::Buffer, epoch),
             res: Resources::default(),
             pool: Pool::default(),
-            pipelines: HandleTable::new(Kind::Pipeline),
-            captures: HandleTable::new(Kind::Capture),
+            pipelines: HandleTable::new(Kind::Pipeline, epoch),
+            captures: HandleTable::new(Kind::Capture, epoch),
             tracker: Tracker::default(),
             batch: None,
             seg: 1,
@@ -146,7 +147,7 @@ impl Runtime {
             barrier_owed: false,
             head_cmd,
             use_push_descriptors: dev.push_desc.is_some(),
-            id,
+            id: epoch as u64,
             cfg,
             dev,
         })

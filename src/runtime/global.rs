@@ -2,7 +2,7 @@
 //! (`device_caps`, `create_pipeline`). Every access checks that a device exists, refuses
 //! work after a device loss, and records a loss when a call reports one.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use crate::caps::{DeviceCaps, PipelineLayoutDesc};
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
 use crate::runtime::context::{InitOptions, Runtime};
+use crate::runtime::handles::MAX_EPOCH;
 use crate::vk::adapter::AdapterInfo;
 use crate::vk::device::Device;
 use crate::vk::instance::MessageSink;
@@ -17,7 +18,8 @@ use crate::vk::instance::MessageSink;
 static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
 /// Validation messages of the current (or last) device, readable even after destroy().
 static MESSAGES: Mutex<Option<MessageSink>> = Mutex::new(None);
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// The epoch of the next device; advanced only when a device was created, under RUNTIME's lock.
+static NEXT_EPOCH: AtomicU32 = AtomicU32::new(1);
 
 /// Runs `f` on the live runtime (ERR_HELIOS_DESTROYED when there is none).
 pub fn with<T>(f: impl FnOnce(&mut Runtime) -> HeliosResult<T>) -> HeliosResult<T> {
@@ -65,7 +67,14 @@ fn flags(rt: &Runtime) -> DeviceFlags {
 pub fn init(opts: &InitOptions) -> HeliosResult<(AdapterInfo, DeviceCaps, DeviceFlags)> {
     let mut guard = RUNTIME.lock();
     if guard.is_none() {
-        let rt = Runtime::new(opts, NEXT_ID.fetch_add(1, Ordering::Relaxed))?;
+        let epoch = NEXT_EPOCH.load(Ordering::Relaxed);
+        if epoch > MAX_EPOCH {
+            return Err(HeliosError::out_of_range(format!(
+                "this process already created {MAX_EPOCH} devices, the most its handles can tell apart; start a new process"
+            )));
+        }
+        let rt = Runtime::new(opts, epoch)?;
+        NEXT_EPOCH.store(epoch + 1, Ordering::Relaxed);
         *MESSAGES.lock() = Some(rt.messages());
         *guard = Some(rt);
     }

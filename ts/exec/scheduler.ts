@@ -2,6 +2,7 @@
 // A Ticket names the batch that last wrote a tensor; waiting on it waits only for that
 // batch (and, by timeline order, those before it), never for work recorded later.
 import type { Groups, Runtime } from "./runtime.js";
+import { deviceGeneration } from "../device.js";
 
 export class Ticket {
   /** Timeline value once the batch is submitted (or last replayed); null while it is still open. */
@@ -35,6 +36,7 @@ export function schedulerFor(rt: Runtime, threshold: number): Scheduler {
     s = new Scheduler(rt, threshold);
     shared.set(rt, s);
   }
+  s.followDevice();
   // the batch size is process-wide: the most recently created backend's setting wins
   s.threshold = threshold;
   return s;
@@ -208,6 +210,19 @@ export class Scheduler {
   destroyCapture(graph: number): void {
     this.sync();
     (this.rt.destroyCapture as (g: number) => void)(graph);
+  }
+
+  private generation = deviceGeneration();
+
+  /**
+   * Forgets the batch state of a destroyed device once per destroyDevice(): every backend on the
+   * runtime shares this scheduler, so the first to notice resets it, and an old backend's queued
+   * dispatches (stale handles) never reach the next device's batch.
+   */
+  followDevice(): void {
+    if (this.generation === deviceGeneration()) return;
+    this.generation = deviceGeneration();
+    this.reset();
   }
 
   /** Forgets batch state after the device was destroyed (its batch died with it). */
