@@ -20,6 +20,8 @@ import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
 import { Mulberry32 } from "./random.js";
+import { evict } from "./resident.js";
+import { WG, storageBytes } from "./kernels/common.js";
 
 export type { CapturedBatch } from "./exec/capture.js";
 
@@ -66,14 +68,16 @@ export class HeliosBackend implements Backend {
   flush(): void {
     this.E.sched.submit();
   }
-  /** Submits and waits for everything recorded so far. */
+  /** Submits and waits for everything recorded so far; released tensors' buffers go back to the pool. */
   syncGpu(): void {
     this.E.sched.drain();
     this.E.roundTrips++;
+    this.E.recycleReleased();
   }
   /** Waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
   purgeBufferPools(): void {
     this.E.sched.drain();
+    this.E.recycleReleased();
     const trim = (this.rt as unknown as { trimPool?: () => void }).trimPool;
     if (typeof trim === "function") trim.call(this.rt);
   }
@@ -81,8 +85,15 @@ export class HeliosBackend implements Backend {
   evaluate(...ts: TensorData[]): void {
     for (const t of ts) if (t instanceof HeliosTensor && !t.released) this.E.materialize(t);
   }
+  /**
+   * Ends a tensor's use as an op input and lets its buffer be reused: a large one at once, a small
+   * one (a loss) at the next syncGpu or host read, staying readable until then (Engine,
+   * "release"); a plain host tensor gets its current values back in `data` and its device copy
+   * is freed.
+   */
   releaseGpuTensor(t: TensorData): void {
-    if (t instanceof HeliosTensor) this.E.release(t);
+    if (t instanceof HeliosTensor) this.E.releaseByCaller(t);
+    else if (t && typeof t === "object") evict(t);
   }
 
   /**
@@ -123,8 +134,133 @@ export class HeliosBackend implements Backend {
     if (!(t instanceof HeliosTensor)) fail("writeTensor", "expects a tensor of this backend");
     this.E.writeTensor(t, data);
   }
-  getDeviceInfo(): DeviceInfo {
-    return this.rt.getDeviceInfo();
+  /**
+   * The device, plus the fields Alpha reads from the upstream Helios: `workgroupSize` (the
+   * elementwise kernels' workgroup) and `minGpuSize` (always 0: every op runs on the GPU).
+   */
+  getDeviceInfo(): DeviceInfo & { workgroupSize: number; minGpuSize: number } {
+    return { ...this.rt.getDeviceInfo(), workgroupSize: WG, minGpuSize: 0 };
+  }
+
+  // ---- the rest of the upstream Helios surface Alpha probes for (docs/backend.md, "Alpha")
+
+  /**
+   * The upstream backend ran ops smaller than `n` elements on the CPU. Helios has no CPU path:
+   * small ops fuse into their neighbours' kernels instead, so there is no threshold to move.
+   * The call is accepted (Alpha's CLI makes it on every run) and says so once on stderr.
+   */
+  setMinGpuSize(n: number): void {
+    if (!Number.isInteger(n) || n < 0) fail("setMinGpuSize", `expects an integer >= 0, got ${n}`);
+    if (n > 0 && !minGpuSizeNoted) {
+      minGpuSizeNoted = true;
+      process.stderr.write(`helios: setMinGpuSize(${n}) has no effect: Helios runs ops of every size on the GPU\n`);
+    }
+  }
+
+  /**
+   * Upstream paused its f16 tensor-core matmul for f32 operands during backward (it rounded
+   * them to f16). Helios's f32 products keep f32 accuracy on every path (SIMT, or tensor cores
+   * through a bf16 hi/lo split), so there is nothing to pause: the flag is kept for callers and
+   * changes no kernel.
+   */
+  coopMatmulPaused = false;
+
+  /** Products so far by kernel kind, in the upstream's field names (docs/backend.md). */
+  getMatmulCoopStats(): {
+    totalMatmulDispatches: number; coopDispatches: number; coopDirectDispatches: number; coopPadded2DDispatches: number;
+    coopPaddedBatchedDispatches: number; coopTransposedARewriteDispatches: number; coopHitRate: number;
+    presplitDispatches: number; simtDispatches: number;
+  } {
+    const c = MM.matmulCounts(this.E);
+    return {
+      totalMatmulDispatches: c.total,
+      coopDispatches: c.coop,
+      // Helios's tiles handle edges and transposes in-kernel: no padded copies, no rewrites
+      coopDirectDispatches: c.coop,
+      coopPadded2DDispatches: 0,
+      coopPaddedBatchedDispatches: 0,
+      coopTransposedARewriteDispatches: 0,
+      coopHitRate: c.total > 0 ? c.coop / c.total : 0,
+      presplitDispatches: c.presplit,
+      simtDispatches: c.simt,
+    };
+  }
+
+  /**
+   * Memory figures in the upstream's field names where they carry over: device bytes leased by
+   * live tensors and idle in the pool, live leases, released tensors still held for reads.
+   * There is no separate output pool or deferred-destroy queue (both 0).
+   */
+  gpuMemStats(): Record<string, number> {
+    const pool = this.rt.poolStats();
+    const p = this.E.pool;
+    return {
+      bufferPoolBytes: pool.freeBytes,
+      leasedBytes: pool.leasedBytes,
+      peakBytes: pool.peakBytes,
+      outputPoolEntries: 0,
+      outputPoolBytes: 0,
+      outputPoolSizeClasses: 0,
+      deferredReleases: this.E.heldReleased,
+      pendingDestroys: 0,
+      liveAllocs: p.leases - p.frees,
+      totalAllocs: pool.allocations,
+      totalAllocMB: Math.round((pool.leasedBytes + pool.freeBytes) / (1 << 20)),
+      poolReuses: pool.reuses,
+    };
+  }
+
+  /** Live leased buffers by size, the `topN` largest totals first: "4.0MB×12, 1.5KB×3". */
+  poolBreakdown(topN = 10): string {
+    const fmtBytes = (b: number) => (b >= 1 << 20 ? `${(b / (1 << 20)).toFixed(1)}MB` : `${(b / 1024).toFixed(1)}KB`);
+    return this.E.pool.liveBySize().slice(0, topN).map(([bytes, count]) => `${fmtBytes(bytes)}×${count}`).join(", ");
+  }
+
+  /**
+   * Upstream's cooperative-matrix flash attention (no soft cap). Helios's flashAttention already
+   * picks tensor-core kernels where the device has them, so this is flashAttention(..., 0).
+   */
+  flashAttentionCoop(Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number) {
+    return FA.flashAttention(this.E, Q, K, V, T, scale, 0);
+  }
+
+  /** The kernel that served the last flashAttention, and its problem (null before the first). */
+  getLastFlashDispatchDebug(): FA.FlashDispatch | null {
+    return FA.lastFlashForward(this.E);
+  }
+
+  /**
+   * GPU time of one elementwise op on `a` (and `opts.b`), in the upstream's terms: `kernelName`
+   * is an op name ("add", "mul", "exp", "scale", ...; a "_vec4" suffix is accepted: Helios
+   * picks 4-wide access itself). The mean of `iters` dispatches in one timestamped batch.
+   */
+  profileOp(a: TensorData, kernelName: string, opts: { b?: TensorData; scalar?: number; iters?: number } = {}) {
+    const op = "profileOp";
+    const name = kernelName.replace(/_vec4$/, "");
+    const iters = opts.iters ?? 10;
+    if (!Number.isInteger(iters) || iters < 1 || iters > 10000) fail(op, `iters must be an integer in [1, 10000], got ${iters}`);
+    const batchProfile = (this.rt as unknown as { batchProfile?: (v: number) => { gpuNs: number }[] }).batchProfile;
+    if (typeof batchProfile !== "function") fail(op, "this runtime has no GPU timestamps (batchProfile)");
+    const make = profiledOp(this, op, name, a, opts);
+    this.evaluate(a);
+    const warm = make();
+    this.evaluate(warm);
+    this.releaseGpuTensor(warm);
+    const outs: TensorData[] = [];
+    const value = this.E.sched.profiled(op, () => {
+      for (let i = 0; i < iters; i++) {
+        const t = make();
+        this.evaluate(t);
+        outs.push(t);
+      }
+    });
+    const entries = batchProfile.call(this.rt, value);
+    for (const t of outs) this.E.release(t as HeliosTensor);
+    const gpuNs = entries.reduce((s, e) => s + e.gpuNs, 0) / Math.max(1, entries.length);
+    const n = size(a.shape);
+    const bytes = n * storageBytes(a.dtype) * (opts.b ? 3 : 2);
+    const gpuTimeUs = gpuNs / 1e3;
+    return { gpuTimeUs, throughputGBps: bytes / Math.max(gpuNs, 1), elementsPerSec: n / (gpuNs * 1e-9) };
   }
   /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
   stats(): HeliosStats {
@@ -363,6 +499,27 @@ export class HeliosBackend implements Backend {
     }
     return true;
   }
+}
+
+let minGpuSizeNoted = false;
+
+const PROFILE_BINARY = ["add", "sub", "mul", "div"] as const;
+const PROFILE_UNARY = ["neg", "exp", "log", "sqrt", "gelu", "relu", "silu", "scale"] as const;
+
+/** The op profileOp times: a closure recording one fresh dispatch of `name`. */
+function profiledOp(B: HeliosBackend, op: string, name: string, a: TensorData, opts: { b?: TensorData; scalar?: number }): () => TensorData {
+  if ((PROFILE_BINARY as readonly string[]).includes(name)) {
+    const b = opts.b;
+    if (!b) fail(op, `"${name}" needs opts.b`);
+    const f = B[name as (typeof PROFILE_BINARY)[number]].bind(B);
+    return () => f(a, b);
+  }
+  if (name === "scale") return () => B.scale(a, opts.scalar ?? 1);
+  if ((PROFILE_UNARY as readonly string[]).includes(name)) {
+    const f = B[name as Exclude<(typeof PROFILE_UNARY)[number], "scale">].bind(B);
+    return () => f(a);
+  }
+  fail(op, `unknown kernel "${name}" (one of ${[...PROFILE_BINARY, ...PROFILE_UNARY].join(", ")}, optionally with _vec4)`);
 }
 
 function values(t: TensorData): ArrayLike<number> {

@@ -17,6 +17,7 @@ import type { KernelDesc } from "./ir/index.js";
 import { toF16Array } from "./f16.js";
 import { deviceGeneration } from "./device.js";
 import type { PackEntry } from "./ops/prepack.js";
+import { type ResidencyHost, isResident, residentDevice } from "./resident.js";
 
 /** Most inputs one fused kernel binds; beyond this operands are materialized first. */
 const MAX_FUSED_INPUTS = 6;
@@ -40,7 +41,7 @@ export interface EngineStats {
   matmulPrepackedReads: number;
 }
 
-export class Engine implements TensorHost {
+export class Engine implements TensorHost, ResidencyHost {
   readonly pool: BufferPool;
   readonly sched: Scheduler;
   readonly kernels: KernelCache;
@@ -207,7 +208,29 @@ export class Engine implements TensorHost {
       if (t.released) fail(op, `tensor ${fmt(t.shape)} was already released (releaseGpuTensor)`);
       return this.view(t, shape);
     }
-    return this.fromHost(shape, t.dtype, t.data);
+    if (!isResident(t)) checkPlain(op, t);
+    const resident = size(shape) > 0 && !this.capture ? residentDevice(this, t) : null;
+    return resident ? this.view(resident, shape) : this.fromHost(shape, t.dtype, t.data);
+  }
+
+  // ---- residency of plain host tensors (ts/resident.ts)
+
+  upload(td: TensorData, data: TensorArray): HeliosTensor {
+    const t = this.alloc(td.shape, td.dtype);
+    this.writeTensor(t, data);
+    return t;
+  }
+  overwrite(t: HeliosTensor, data: TensorArray): void {
+    this.writeTensor(t, data);
+  }
+  read(t: HeliosTensor): TensorArray {
+    return this.readTensor(t);
+  }
+  free(t: HeliosTensor): void {
+    this.release(t);
+  }
+  owns(t: HeliosTensor): boolean {
+    return t.owner === this && !t.released && this.generation === deviceGeneration();
   }
 
   // ---- inputs
@@ -220,9 +243,12 @@ export class Engine implements TensorHost {
       this.materialize(td);
       return { lease: td.lease, temp: false };
     }
-    checkPlain(op, td);
+    if (!isResident(td)) checkPlain(op, td);
     const n = size(td.shape);
     if (n === 0) return { lease: null, temp: false };
+    // inside a capture a plain tensor is uploaded per use, as the capture rules expect
+    const resident = this.capture ? null : residentDevice(this, td);
+    if (resident) return { lease: resident.lease, temp: false };
     const lease = this.pool.lease(n * storageBytes(td.dtype));
     this.sched.sync();
     this.rt.uploadBuffer(lease.handle, toStorage(td.dtype, td.data));
@@ -415,10 +441,12 @@ export class Engine implements TensorHost {
   // ---- host access and lifetime
 
   readTensor(t: HeliosTensor): TensorArray {
-    if (t.released) throw new Error(`helios: reading tensor ${fmt(t.shape)} after releaseGpuTensor`);
     const host = t.currentHost;
     if (host) return host;
     this.rethrowDeferred();
+    if (t.released && !t.lease && !t.expr) {
+      throw releasedError(`reading tensor ${fmt(t.shape)} after releaseGpuTensor: its buffer has been reused (a tensor over 64 KiB at once, a smaller one at the next syncGpu or host read; read it before releasing it)`);
+    }
     this.materialize(t);
     const lease = t.lease;
     if (!lease) return (t.host = emptyArray(t.dtype));
@@ -431,7 +459,54 @@ export class Engine implements TensorHost {
     this.roundTrips++;
     t.host = fromStorage(t.dtype, raw);
     t.hostVersion = lease.writes;
+    // a host round trip: what was released since the last one is no longer observable by the GPU
+    this.recycleReleased();
     return t.host;
+  }
+
+  // ---- release (HeliosBackend.releaseGpuTensor)
+  //
+  // Alpha's autograd releases every tape output, the loss included, and reads the loss after.
+  // So a small released tensor (a loss, a norm: up to HOLD_BYTES) keeps its buffer until the next
+  // host round trip (a host read or syncGpu) and stays readable until then, as in the upstream
+  // Helios; a large one goes back to the pool at once, so a training step reuses activation
+  // buffers within its own batch. After that, a tensor that was read keeps its host copy and any
+  // other read is an ERR_HELIOS_RELEASED error. Ops refuse released inputs at once. Inside a
+  // capture every buffer goes back at once (a captured step reuses them).
+
+  /** Small released tensors still holding their buffers, oldest first. */
+  private held: HeliosTensor[] = [];
+  get heldReleased(): number {
+    return this.held.length;
+  }
+
+  /** releaseGpuTensor: the tensor can no longer be an op's input; see above for reads. */
+  releaseByCaller(t: HeliosTensor): void {
+    if (t.released) return;
+    if (this.capture || size(t.shape) * storageBytes(t.dtype) > HOLD_BYTES) {
+      this.release(t);
+      return;
+    }
+    t.released = true;
+    this.held.push(t);
+    if (this.held.length > HOLD_MAX) this.recycle(this.held.splice(0, HOLD_MAX / 2));
+  }
+
+  /** Returns the buffers of small tensors released since the last host round trip to the pool. */
+  recycleReleased(): void {
+    if (this.held.length === 0) return;
+    const ts = this.held;
+    this.held = [];
+    this.recycle(ts);
+  }
+
+  private recycle(ts: HeliosTensor[]): void {
+    for (const t of ts) {
+      const host = t.currentHost;
+      t.released = false;
+      this.release(t);
+      t.host = host;
+    }
   }
 
   /** Overwrites a device tensor's buffer in program order (keeps the buffer: captures may bind it). */
@@ -469,6 +544,15 @@ export class Engine implements TensorHost {
     t.expr = null;
     t.host = null;
   }
+}
+
+/** Released tensors up to this size keep their buffers until the next host round trip. */
+const HOLD_BYTES = 64 << 10;
+/** Most released tensors held at once (past it the older half goes back to the pool). */
+const HOLD_MAX = 4096;
+
+function releasedError(message: string): Error {
+  return Object.assign(new Error(`helios: ${message}`), { code: "ERR_HELIOS_RELEASED" });
 }
 
 export function promote(a: Dtype, b: Dtype): Dtype {

@@ -6,3 +6,4 @@ export { initDevice, destroyDevice, getDeviceInfo } from "./device.js";
 export type { Backend, TensorData, Dtype, Shape, TensorArray, NumericArray } from "./types.js";
 export type { DeviceInfo, PoolStats } from "./exec/runtime.js";
 export { readConfig, type HeliosConfig } from "./config.js";
+export { heliosRegistry, BackendRegistry } from "./registry.js";

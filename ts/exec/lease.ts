@@ -55,11 +55,22 @@ export class BufferPool {
   lease(byteLength: number): Lease {
     const bytes = Math.max(4, (byteLength + 3) & ~3);
     this.leases++;
-    return new Lease(this, this.rt.leaseBuffer(bytes), bytes, this.leases);
+    const l = new Lease(this, this.rt.leaseBuffer(bytes), bytes, this.leases);
+    this.live.set(bytes, (this.live.get(bytes) ?? 0) + 1);
+    return l;
+  }
+
+  /** Live leases by byte size. */
+  private readonly live = new Map<number, number>();
+
+  /** Live leases grouped by byte size, the largest totals first: [bytes, count][]. */
+  liveBySize(): [number, number][] {
+    return [...this.live].filter(([, n]) => n > 0).sort((x, y) => y[0] * y[1] - x[0] * x[1]);
   }
 
   free(l: Lease): void {
     this.frees++;
+    this.live.set(l.bytes, (this.live.get(l.bytes) ?? 1) - 1);
     // outside the try: a failure to record queued work must surface, not be swallowed
     this.beforeFree();
     try {

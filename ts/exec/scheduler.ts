@@ -27,6 +27,15 @@ export interface SchedulerStats {
 const shared = new WeakMap<Runtime, Scheduler>();
 
 /**
+ * Compute submissions (batches, read segments, replays) the GPU may be behind by. Without a
+ * cap a device slower than the recording thread (lavapipe) falls further behind forever, and
+ * every batch boundary then finds each released buffer still pending and leases a new one: the
+ * pool grew by a buffer or two per batch (issue 24). Eight keeps a fast GPU fed: each batch is
+ * up to HELIOS_BATCH_SIZE dispatches.
+ */
+export const MAX_IN_FLIGHT = 8;
+
+/**
  * One scheduler per runtime: the runtime has a single open batch per process, so every
  * HeliosBackend on it must record into the same one.
  */
@@ -127,6 +136,16 @@ export class Scheduler {
     t.value = this.rt.submitBatch();
     this.last = t;
     this.stats.batches++;
+    this.throttle(t.value);
+  }
+
+  /** Waits until at most MAX_IN_FLIGHT submissions before `value` are pending (see there). */
+  private throttle(value: number): void {
+    const behind = value - MAX_IN_FLIGHT;
+    if (behind > 0 && this.rt.getCompleted() < behind) {
+      this.stats.waits++;
+      this.rt.waitTimeline(behind);
+    }
   }
 
   /** Makes the work behind `ticket` visible to the host: submits it if open, then waits. */
@@ -205,6 +224,7 @@ export class Scheduler {
     ticket.value = (this.rt.replayBatch as (g: number) => number)(graph);
     this.last = ticket;
     this.stats.batches++;
+    this.throttle(ticket.value);
   }
 
   destroyCapture(graph: number): void {
@@ -233,6 +253,27 @@ export class Scheduler {
     this.queued = 0;
     this.words = 0;
     this.recorded = 0;
+  }
+
+  /**
+   * Records `body` into a batch of its own that writes GPU timestamps around each dispatch
+   * (read them with the runtime's batchProfile); returns the batch's timeline value.
+   */
+  profiled(call: string, body: () => void): number {
+    if (this.capturing) throw captureError(call, "cannot time work inside a capture");
+    this.submit();
+    this.rt.beginBatch({ profile: true });
+    const t = (this.open = new Ticket());
+    this.recorded = 0;
+    const threshold = this.threshold;
+    this.threshold = Infinity; // one batch, whatever its length
+    try {
+      body();
+    } finally {
+      this.threshold = threshold;
+    }
+    this.submit();
+    return t.value as number;
   }
 
   /** Submits and waits for everything recorded so far. */

@@ -83,6 +83,22 @@ function check(op: string, T: number, ...ts: TensorData[]): { BH: number; D: num
   return { BH, D };
 }
 
+/** The last flash forward an engine recorded: which kernel served it, for which problem. */
+export interface FlashDispatch {
+  kernel: string;
+  dtype: string;
+  BH: number;
+  T: number;
+  D: number;
+  softCap: number;
+}
+
+const lastForward = new WeakMap<Engine, FlashDispatch>();
+
+export function lastFlashForward(E: Engine): FlashDispatch | null {
+  return lastForward.get(E) ?? null;
+}
+
 export function flashAttention(E: Engine, Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number) {
   const op = "flashAttention";
   const { BH, D } = check(op, T, Q, K, V);
@@ -93,6 +109,7 @@ export function flashAttention(E: Engine, Q: TensorData, K: TensorData, V: Tenso
   // f16 directly, f32 on q, k, v split into bf16 hi/lo
   const choice = pickFlashFwd(E.config.flashVariant, E.device, Q.dtype, T, D);
   const dtype = Q.dtype;
+  lastForward.set(E, { kernel: choice.name, dtype, BH, T, D, softCap });
   withSplits(E, op, flashReadsSplit(choice.name), [Q, K, V], (ins) => {
     run(E, op, { flashFwd: choice.name, dtype, D, softCap: softCap > 0 }, () => choice.build(dtype, D, softCap > 0), FA_PUSH,
       { T, scale, cap: softCap > 0 ? softCap : 1 }, ins, [output, lse], [Math.ceil(T / choice.rows), BH, 1]);

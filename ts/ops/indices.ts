@@ -3,11 +3,12 @@
 import type { TensorData } from "../types.js";
 import { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
+import { currentHostValues } from "../resident.js";
 
 /** The host copy of an index tensor, or null when it only lives on the device. */
 export function hostIndices(t: TensorData): ArrayLike<number> | null {
   if (t instanceof HeliosTensor) return t.currentHost;
-  return t.data;
+  return currentHostValues(t);
 }
 
 export function checkIndices(op: string, idx: TensorData, hi: number, what: string): void {

@@ -146,14 +146,15 @@ export function reshape(E: Engine, a: TensorData, shape: Shape): HeliosTensor {
   }
   for (const d of inferred) if (!Number.isInteger(d) || d < 0) fail(op, `cannot reshape ${fmt(a.shape)} to ${fmt(shape)}`);
   if (size(inferred) !== size(a.shape)) fail(op, `cannot reshape ${fmt(a.shape)} to ${fmt(shape)}: size mismatch`);
-  if (a instanceof HeliosTensor) {
-    if (a.released) fail(op, `tensor ${fmt(a.shape)} was already released (releaseGpuTensor)`);
-    return E.view(a, inferred);
-  }
-  return E.fromHost(inferred, a.dtype, a.data);
+  return E.viewOrUpload(op, a, inferred);
 }
 
 export function castDtype(E: Engine, a: TensorData, dtype: Dtype): TensorData {
   if (a.dtype === dtype) return a;
-  return E.unary("castDtype", a, "copy", [], dtype);
+  const out = E.unary("castDtype", a, "copy", [], dtype);
+  // A narrowing cast is stored now: fused expressions compute in f32 (a pending f16 cast read
+  // by a later expression would skip the rounding), and a pending cast would keep the wider
+  // source alive (Alpha casts activations to f16 to halve their memory).
+  if (dtype === "f16") E.materialize(out);
+  return out;
 }

@@ -13,8 +13,8 @@ import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
 import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
-import { packPays, prepackedB } from "./prepack.js";
-import { racePlans } from "../kernels/matmul/race.js";
+import { PACK_MIN_GAIN_CACHED, packPays, prepackedB } from "./prepack.js";
+import type { TuneRecord } from "../kernels/matmul/autotune.js";
 
 const capsByEngine = new WeakMap<Engine, MatmulCaps>();
 
@@ -113,28 +113,29 @@ function plannerProblem(
   return { m: g.m, n: g.n, k: g.k, batch: g.batch, transA, transB, broadcastB, dtype, outDtype, epilogue };
 }
 
-const layoutRaces = new WeakMap<Engine, Map<string, [number, number]>>();
-
 /**
  * Whether `flipped` (the product with B in its other layout) repays a copy of B over `uses`
- * products (packPays): both layouts' tuned plans (tuned now where missing) raced head to head,
- * once per problem. Never on devices that do not tune (nothing measured there) or in a capture.
+ * products, judged from the tuning cache: both layouts' tuned records, scaled to this problem's
+ * size, must show a gain that clears the noise between separate tuning runs (packPays with
+ * PACK_MIN_GAIN_CACHED). No tuning or timing runs here: this is asked in the middle of the
+ * caller's work (a timed loop included), where a race would cost more than any pack repays.
+ * A layout that was never tuned is never packed to.
  */
 function packedLayoutPays(E: Engine, flipped: MatmulProblem, bytes: number, uses: number): boolean {
   const rt = tunerRuntime(E);
   if (!rt || !tunesOnDevice(E) || E.capture) return false;
-  let memo = layoutRaces.get(E);
-  if (!memo) layoutRaces.set(E, (memo = new Map()));
-  const key = JSON.stringify(flipped);
-  let ms = memo.get(key);
-  if (!ms) {
-    const plain = { ...flipped, transB: !flipped.transB };
-    const plans = [choosePlan(E, plain), choosePlan(E, flipped)];
-    E.sched.submit();
-    const [msPlain, msPacked] = racePlans(rt, [{ problem: plain, plan: plans[0] }, { problem: flipped, plan: plans[1] }]);
-    memo.set(key, (ms = [msPlain, msPacked]));
-  }
-  return packPays(ms[0], ms[1], bytes, uses);
+  const plain = { ...flipped, transB: !flipped.transB };
+  const [a, b] = [plain, flipped].map((p) => chooseMatmul(rt, p, { tune: false }).record);
+  if (!a || !b) return false;
+  const flops = 2 * plain.m * plain.n * plain.k * (plain.batch ?? 1);
+  const msOf = (r: TuneRecord) => (r.ms * flops) / tunedFlops(r.tunedShape);
+  return packPays(msOf(a), msOf(b), bytes, uses, PACK_MIN_GAIN_CACHED);
+}
+
+/** FLOPs of a tuning record's shape ("batch x m x n x k"). */
+function tunedFlops(shape: string): number {
+  const [batch, m, n, k] = shape.split("x").map(Number);
+  return 2 * batch * m * n * k;
 }
 
 /**
@@ -153,9 +154,37 @@ export function planned(
   return true;
 }
 
+/** Products recorded per engine, by the kind of kernel that ran them (getMatmulCoopStats). */
+export interface MatmulCounts {
+  total: number;
+  /** On tensor cores (cooperative-matrix tiles; f32 operands through the bf16 hi/lo split). */
+  coop: number;
+  /** f32 operands split into bf16 hi/lo parts for the tensor cores (counted in coop too). */
+  presplit: number;
+  /** On the SIMT kernels (f32 tiles, mixed dtypes, devices without cooperative matrices). */
+  simt: number;
+}
+
+const countsByEngine = new WeakMap<Engine, MatmulCounts>();
+
+export function matmulCounts(E: Engine): MatmulCounts {
+  let c = countsByEngine.get(E);
+  if (!c) countsByEngine.set(E, (c = { total: 0, coop: 0, presplit: 0, simt: 0 }));
+  return c;
+}
+
+function countProduct(E: Engine, kind: "coop" | "coop2" | "presplit" | "simt"): void {
+  const c = matmulCounts(E);
+  c.total++;
+  if (kind === "simt") c.simt++;
+  else c.coop++;
+  if (kind === "presplit") c.presplit++;
+}
+
 /** Records the chosen plan's steps for `problem` over these operands. */
 function recordPlan(E: Engine, op: string, A: TensorData, B: TensorData, out: HeliosTensor, problem: MatmulProblem): void {
   const plan = choosePlan(E, problem);
+  countProduct(E, plan.spec.kind);
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   E.withInputs(op, [A, B], ([la, lb]) => {
     const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][]).map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
@@ -206,6 +235,7 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
   // 128-wide tiles (8x8 per thread) once the output fills enough of them to occupy the GPU
   const tile: MatmulTile = g.m >= 128 && g.n >= 128 && g.m * g.n * g.batch >= 512 * 512 ? 128 : 64;
   const variant = { aDtype: A.dtype, bDtype: B.dtype, outDtype, transA, transB, tile };
+  countProduct(E, "simt");
   run(E, op, { matmul: variant }, () => matmulKernel(variant), MATMUL_PUSH,
     { M: g.m, N: g.n, K: g.k, strideA: sa, strideB: sb }, [A, B], [out],
     [Math.ceil(g.n / tile), Math.ceil(g.m / tile), g.batch]);

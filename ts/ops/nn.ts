@@ -160,10 +160,13 @@ export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, voc
     const fill = offsets.slice(0, vocab);
     const positions = new Int32Array(count);
     for (let i = 0; i < count; i++) positions[fill[host[i]]++] = i;
-    const offT = { shape: [vocab + 1], dtype: "i32" as const, data: offsets };
-    const posT = { shape: [count], dtype: "i32" as const, data: positions };
+    // uploaded for this dispatch only (a plain object would stay resident until collected)
+    const offT = E.fromHost([vocab + 1], "i32", offsets);
+    const posT = E.fromHost([count], "i32", positions);
     run(E, op, { embBwdCsr: g.dtype }, () => embeddingBwdCsrKernel(g.dtype), EMB_BWD_CSR_PUSH, { n: vocab * dim, dim },
       [offT, posT, g], [out], grid1d(vocab * dim));
+    E.release(offT);
+    E.release(posT);
     return out;
   }
   run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab },

@@ -1,19 +1,29 @@
 // In-place ops: computed out of place, then the target tensor is rebound to the result
 // (Engine.rebind), so fused expressions recorded earlier still read the old values.
-// Host tensors (plain TensorData) are updated through their arrays: that is a GPU round
-// trip, counted as a CPU fallback ("hostInplace") in stats().
+// Plain host tensors (TensorData objects the caller made) are updated in their device copy
+// (ts/resident.ts); only one whose `data` cannot be redefined is updated through its array, a
+// GPU round trip counted as a CPU fallback ("hostInplace") in stats().
 import type { TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import { HeliosTensor } from "../tensor.js";
 import { fail, fmt, size } from "../shape.js";
 import { grid1d } from "../kernels/common.js";
 import { ADAMW_PUSH, adamwKernel } from "../kernels/optim.js";
+import { markDeviceNewer, residentDevice } from "../resident.js";
 
 function assign(E: Engine, op: string, target: TensorData, next: HeliosTensor): void {
   if (target instanceof HeliosTensor) {
     if (target.released) fail(op, `tensor ${fmt(target.shape)} was already released (releaseGpuTensor)`);
     E.materialize(next);
     E.rebind(target, next);
+    return;
+  }
+  // a plain host tensor: its device copy is updated, the host array refreshed when read
+  const resident = residentDevice(E, target);
+  if (resident) {
+    E.materialize(next);
+    E.rebind(resident, next);
+    markDeviceNewer(target);
     return;
   }
   E.countFallback("hostInplace");
