@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // npm `install` hook for consumers of @alpha/helios: use the prebuilt addon when one
 // matches this platform, otherwise build it from the shipped Rust sources with cargo.
+// Either way, native/helios_vk.node is then a copy of the addon: the name Alpha's
+// scripts/bun-compile-safe.sh and `alpha fleet deploy` look for (see README, "Inside Alpha").
 //   HELIOS_BUILD_FROM_SOURCE=1  ignore any prebuilt binary and build with cargo.
+// Also a module: scripts/build.cjs (the package's `build` / `build:native`) uses these functions.
 "use strict";
 const { execFileSync, spawnSync } = require("node:child_process");
 const fs = require("node:fs");
@@ -10,12 +13,17 @@ const path = require("node:path");
 const root = path.resolve(__dirname, "..");
 const triple = `${process.platform}-${process.arch}${process.platform === "linux" ? "-gnu" : ""}`;
 const target = path.join(root, "native", `helios.${triple}.node`);
-const forceBuild = process.env.HELIOS_BUILD_FROM_SOURCE === "1";
+// The file name of Alpha's upstream C addon, kept so Alpha's unchanged tooling finds the addon.
+const alphaName = path.join(root, "native", "helios_vk.node");
+
+function loads(file) {
+  if (!fs.existsSync(file)) return false;
+  const probe = spawnSync(process.execPath, ["-e", `require(${JSON.stringify(file)})`], { stdio: "ignore" });
+  return probe.status === 0;
+}
 
 function prebuiltLoads() {
-  if (!fs.existsSync(target)) return false;
-  const probe = spawnSync(process.execPath, ["-e", `require(${JSON.stringify(target)})`], { stdio: "ignore" });
-  return probe.status === 0;
+  return loads(target);
 }
 
 function cargoAvailable() {
@@ -43,7 +51,25 @@ function buildFromSource() {
   console.log(`@alpha/helios: built ${path.relative(root, target)}`);
 }
 
-if (!forceBuild && prebuiltLoads()) {
-  process.exit(0);
+/** native/helios_vk.node := a copy of the addon (replaced only when its bytes differ). */
+function writeAlphaName() {
+  if (!fs.existsSync(target)) return false;
+  const bytes = fs.readFileSync(target);
+  if (fs.existsSync(alphaName) && fs.readFileSync(alphaName).equals(bytes)) return true;
+  // Write beside it and rename, so a process that has the old file mapped keeps a whole file.
+  const tmp = `${alphaName}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, bytes, { mode: 0o755 });
+  fs.renameSync(tmp, alphaName);
+  return true;
 }
-buildFromSource();
+
+/** The install hook: prebuilt when it loads (unless HELIOS_BUILD_FROM_SOURCE=1), else cargo. */
+function ensureAddon() {
+  const forceBuild = process.env.HELIOS_BUILD_FROM_SOURCE === "1";
+  if (forceBuild || !prebuiltLoads()) buildFromSource();
+  writeAlphaName();
+}
+
+module.exports = { root, triple, target, alphaName, loads, prebuiltLoads, cargoAvailable, buildFromSource, writeAlphaName, ensureAddon };
+
+if (require.main === module) ensureAddon();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian/Ubuntu machine: system packages (Vulkan loader,
-# lavapipe, validation layers, spirv-tools), Node >= 20, Rust, npm dependencies, then
+# lavapipe, validation layers, spirv-tools), Node >= 20, Rust, the Node tools in tools/, then
 # builds the native addon (release) and the TypeScript.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,14 +37,31 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# Helios's own Node tools (TypeScript, the napi-rs CLI, @types/node, Bun for the smoke test) are
+# declared in tools/package.json with their lock, not in package.json: the published package has
+# no devDependencies, so installing it as a workspace (Alpha's monorepo) pulls in none of them.
+# ./node_modules is a link to tools/node_modules, so `npx tsc`, `npx napi`, `npx bun` and
+# tsconfig's "types": ["node"] find them as before.
+if [ ! -f tools/node_modules/.package-lock.json ] || [ tools/package-lock.json -nt tools/node_modules/.package-lock.json ]; then
   # `npm install`, not `npm ci`: npm 11.19's ci rejects this lock (it wants entries for the
   # other platforms' optional @napi-rs/lzma binaries, which npm itself never writes).
-  echo "setup: npm install"
-  npm install --ignore-scripts --no-audit --no-fund >/dev/null
+  echo "setup: npm install (tools/)"
+  npm install --prefix tools --ignore-scripts --no-audit --no-fund >/dev/null
   # Scripts are off for the install (npm 11 would ask about each); bun's own postinstall puts
   # the platform binary in place for the Bun smoke test.
-  (cd node_modules/bun && node install.js >/dev/null)
+  (cd tools/node_modules/bun && node install.js >/dev/null)
+fi
+if [ "$(readlink node_modules 2>/dev/null)" != "tools/node_modules" ]; then
+  # A checkout set up before tools/ existed has a real node_modules: move it aside first, so a
+  # process running from it keeps its files while the link takes its place.
+  if [ -e node_modules ] || [ -L node_modules ]; then
+    old="node_modules.old.$$"
+    mv node_modules "$old"
+    ln -s tools/node_modules node_modules
+    rm -rf "$old"
+  else
+    ln -s tools/node_modules node_modules
+  fi
 fi
 
 echo "setup: SPIRV-Tools with cooperative-matrix support (.tools/spirv)"
@@ -56,5 +73,7 @@ fi
 
 echo "setup: building the native addon (release)"
 npx napi build --platform --release --output-dir native --js index.cjs --dts ../index.d.ts >/dev/null
+# native/helios_vk.node: the addon under the upstream C addon's name (Alpha's Bun and fleet tooling).
+node -e 'require("./scripts/install.cjs").writeAlphaName()'
 echo "setup: compiling TypeScript"
 npx tsc -p tsconfig.json

@@ -37,3 +37,6 @@ npx bun __test__/bun-smoke.mjs
 
 step "npm pack + install into a scratch project"
 bash scripts/test-pack.sh
+
+step "Helios inside Alpha: the packed package in a copy of ../shared/alpha2, Alpha's own build and code"
+bash scripts/test-alpha.sh

@@ -2,16 +2,15 @@
 // the native runtime (which is itself idempotent and process-wide). The addon is loaded on
 // first use, not at import, so HeliosBackend can run on an injected runtime (tests) on a
 // machine without the built addon.
-import { createRequire } from "node:module";
+import { loadAddon } from "./native-load.js";
 import { bindRuntime, type DeviceInfo, type Runtime } from "./exec/runtime.js";
 
 let bound: Runtime | null = null;
 
 export function runtime(): Runtime {
   if (!bound) {
-    const require = createRequire(import.meta.url);
-    // dist/ts/device.js -> ../../native/index.cjs, the same file ts/native.ts loads
-    bound = bindRuntime(require("../../native/index.cjs"));
+    // The same addon ts/native.ts loads (native/index.cjs, or a Bun executable's helios_vk.node).
+    bound = bindRuntime(loadAddon());
   }
   return bound;
 }
