@@ -3,6 +3,7 @@ export { native } from "./native.js";
 export { HeliosBackend, type HeliosBackendOptions, type HeliosStats, type CapturedBatch } from "./backend.js";
 export { ERR_CAPTURE } from "./exec/scheduler.js";
 export { initDevice, destroyDevice, getDeviceInfo } from "./device.js";
+export { getNative, getKernelSpirv, ERR_UNKNOWN_KERNEL, type NativeAddon, type UpstreamDeviceInfo } from "./upstream-native.js";
 export type { Backend, TensorData, Dtype, Shape, TensorArray, NumericArray } from "./types.js";
 export type { DeviceInfo, PoolStats } from "./exec/runtime.js";
 export { readConfig, type HeliosConfig } from "./config.js";

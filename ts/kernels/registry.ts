@@ -6,6 +6,7 @@ import type { KernelDesc } from "../ir/index.js";
 import { irSamples } from "./ir-samples.js";
 import { matmulKernelVariants } from "./matmul/registry.js";
 import { backendVariants } from "./variants.js";
+import { upstreamKernelVariants } from "./upstream.js";
 
 export type KernelNeed = "f16" | "bf16" | "coopmat" | "coopmat2" | "subgroup" | "atomicFloat";
 
@@ -16,5 +17,5 @@ export interface KernelVariant {
 }
 
 export function allKernelVariants(): KernelVariant[] {
-  return [...irSamples(), ...backendVariants(), ...matmulKernelVariants()];
+  return [...irSamples(), ...backendVariants(), ...matmulKernelVariants(), ...upstreamKernelVariants()];
 }
