@@ -69,7 +69,8 @@ export declare function createPipeline(spirv: Uint32Array, layout: PipelineLayou
 
 /**
  * Waits for the GPU, frees everything and releases the device. Idempotent; other calls
- * throw ERR_HELIOS_DESTROYED until initDevice is called again.
+ * throw ERR_HELIOS_DESTROYED until initDevice is called again. Only the JS thread that
+ * created the device may (ERR_HELIOS_ISOLATE elsewhere).
  */
 export declare function destroy(): void
 

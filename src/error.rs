@@ -18,6 +18,8 @@ pub enum ErrorCode {
     DeviceLost,
     Destroyed,
     InvalidKernel,
+    /// A second JS thread (worker_thread isolate) used the device another one owns.
+    Isolate,
     Internal,
 }
 
@@ -33,6 +35,7 @@ impl ErrorCode {
             ErrorCode::DeviceLost => "ERR_HELIOS_DEVICE_LOST",
             ErrorCode::Destroyed => "ERR_HELIOS_DESTROYED",
             ErrorCode::InvalidKernel => "ERR_HELIOS_INVALID_KERNEL",
+            ErrorCode::Isolate => "ERR_HELIOS_ISOLATE",
             ErrorCode::Internal => "ERR_HELIOS_INTERNAL",
         }
     }
@@ -81,6 +84,9 @@ impl HeliosError {
     }
     pub fn invalid_kernel(msg: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidKernel, msg)
+    }
+    pub fn isolate(msg: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Isolate, msg)
     }
     pub fn internal(msg: impl Into<String>) -> Self {
         Self::new(ErrorCode::Internal, msg)
