@@ -1,4 +1,4 @@
-// Buffer leasing: reuse only after the last use completed, never aliasing between
+// Buffer leasing: reuse only behind the last use (completed, or ordered after it), never aliasing between
 // live leases, bounded pool growth under a long random lease/release stress.
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -22,24 +22,31 @@ test("a leased buffer holds data like any buffer and can be released", () => {
   assert.ok(rt.poolStats().leasedBytes <= before.leasedBytes - u.byteLength);
 });
 
-test("a released buffer is not handed out again before its last use completes", () => {
+test("a buffer released with work pending comes back only behind that work, and a lease never waits", () => {
   const shape = slowShapeFor(400);
   const bytes = 4 * shape.n;
   const h = rt.leaseBuffer(bytes);
   rt.uploadBuffer(h, randomU32(shape.n, rng(302)));
   rt.beginBatch();
-  recordSlow(h, shape);
+  recordSlow(h, shape); // rewrites h in place for ~400 ms
   const v = rt.submitBatch();
   rt.releaseBuffer(h);
   const reusesBefore = rt.poolStats().reuses;
   const runningBefore = rt.getCompleted() < v;
-  const h2 = rt.leaseBuffer(bytes); // same bucket; must not wait and must not reuse yet
+  const h2 = rt.leaseBuffer(bytes); // same bucket
   const runningAfter = rt.getCompleted() < v;
   const reusedEarly = rt.poolStats().reuses > reusesBefore;
   assert.ok(runningBefore, "test precondition: the slow batch should still be running");
   assert.ok(runningAfter, "the slow batch finished during leaseBuffer: a lease must never wait for the GPU");
-  assert.ok(!reusedEarly, "the pool reused a buffer whose last use had not completed");
   assert.notEqual(h2, h);
+  // With in-batch reuse (the default) the buffer may come back at once, also with no batch open:
+  // everything its new holder does is ordered after the slow write (an upload waits for it on
+  // the transfer queue). The new data must survive that pending write. Without it, not before
+  // the slow batch completed.
+  if (process.env.HELIOS_INBATCH_REUSE === "0") assert.ok(!reusedEarly, "the pool reused a buffer whose last use had not completed");
+  const fresh = randomU32(shape.n, rng(304));
+  rt.uploadBuffer(h2, fresh);
+  assertArrayEqual(readU32(h2, 0, bytes), fresh, `data uploaded into a ${reusedEarly ? "reused" : "fresh"} lease`);
   rt.waitTimeline(v);
   rt.releaseBuffer(h2);
   const reusesAfterWait = rt.poolStats().reuses;

@@ -296,11 +296,11 @@ export class HeliosBackend implements Backend {
 
   zeros(shape: Shape, dtype: Dtype = "f32"): TensorData {
     checkShape("zeros", shape);
-    return this.E.filled(shape, dtype, 0);
+    return this.E.filled(shape, dtype, 0, "zeros");
   }
   ones(shape: Shape, dtype: Dtype = "f32"): TensorData {
     checkShape("ones", shape);
-    return this.E.filled(shape, dtype, 1);
+    return this.E.filled(shape, dtype, 1, "ones");
   }
   full(shape: Shape, value: number, dtype: Dtype = "f32"): TensorData {
     checkShape("full", shape);

@@ -13,6 +13,7 @@ import { planFused, pushBytes, vec4Strided, PUSH_BUDGET, MAX_FUSED_RANK } from "
 import { generateFused, fusedPushSpec, type FusedKernelKey } from "./kernels/elementwise.js";
 import { grid1d, packPush, storageBytes, type PushSpec } from "./kernels/common.js";
 import { broadcastShape, fail, fmt, size } from "./shape.js";
+import { checkBindings, tensorBytes } from "./limits.js";
 import type { KernelDesc } from "./ir/index.js";
 import { toF16Array } from "./f16.js";
 import { deviceGeneration } from "./device.js";
@@ -150,20 +151,20 @@ export class Engine implements TensorHost, ResidencyHost {
   }
 
   /** A tensor with a fresh, uninitialized device buffer (no buffer when empty). */
-  alloc(shape: Shape, dtype: Dtype): HeliosTensor {
+  alloc(shape: Shape, dtype: Dtype, op = "alloc"): HeliosTensor {
     const t = new HeliosTensor(this, [...shape], dtype);
     const n = size(shape);
     if (n === 0) {
       t.host = emptyArray(dtype);
       return this.track(t, []);
     }
-    t.lease = this.pool.lease(n * storageBytes(dtype));
+    t.lease = this.pool.lease(tensorBytes(op, shape, dtype, this.pool.maxBytes), op);
     return this.track(t, [t.lease]);
   }
 
   /** A device tensor initialized from host data (which it keeps as its host copy). */
-  fromHost(shape: Shape, dtype: Dtype, data: TensorArray): HeliosTensor {
-    const t = this.alloc(shape, dtype);
+  fromHost(shape: Shape, dtype: Dtype, data: TensorArray, op = "fromArray"): HeliosTensor {
+    const t = this.alloc(shape, dtype, op);
     if (t.lease) {
       this.sched.sync();
       this.rt.uploadBuffer(t.lease.handle, toStorage(dtype, data));
@@ -174,8 +175,8 @@ export class Engine implements TensorHost, ResidencyHost {
   }
 
   /** Fills with a 32-bit pattern (f32/i32) or a doubled 16-bit pattern (f16). */
-  filled(shape: Shape, dtype: Dtype, value: number): HeliosTensor {
-    const t = this.alloc(shape, dtype);
+  filled(shape: Shape, dtype: Dtype, value: number, op = "full"): HeliosTensor {
+    const t = this.alloc(shape, dtype, op);
     if (!t.lease) return t;
     const word = new Uint32Array(1);
     if (dtype === "f16") {
@@ -249,7 +250,7 @@ export class Engine implements TensorHost, ResidencyHost {
     // inside a capture a plain tensor is uploaded per use, as the capture rules expect
     const resident = this.capture ? null : residentDevice(this, td);
     if (resident) return { lease: resident.lease, temp: false };
-    const lease = this.pool.lease(n * storageBytes(td.dtype));
+    const lease = this.pool.lease(tensorBytes(op, td.shape, td.dtype, this.pool.maxBytes), op);
     this.sched.sync();
     this.rt.uploadBuffer(lease.handle, toStorage(td.dtype, td.data));
     this.uploads++;
@@ -292,6 +293,7 @@ export class Engine implements TensorHost, ResidencyHost {
       if (!b) throw new Error("helios: internal error: dispatch with an empty buffer");
       return b.handle;
     });
+    checkBindings("dispatch", buffers as Lease[], this.pool.maxBind);
     const pc = Object.keys(spec).length > 0 ? packPush(spec, push) : undefined;
     const ticket = this.sched.record(pipeline, handles, groups, pc);
     this.opsThisStep++;
@@ -355,6 +357,7 @@ export class Engine implements TensorHost, ResidencyHost {
   ): HeliosTensor {
     let shape: Shape = args[0].shape;
     for (let i = 1; i < args.length; i++) shape = broadcastShape(op, shape, args[i].shape);
+    tensorBytes(op, shape, outDtype, this.pool.maxBytes); // refused here, not at a later materialize
     if (size(shape) === 0) return this.alloc(shape, outDtype);
     let parts = args.map((t) => this.exprOf(op, t));
     let e = make(parts.map((p) => p.e), shape);

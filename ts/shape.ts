@@ -11,6 +11,19 @@ export class HeliosShapeError extends Error {
   }
 }
 
+/**
+ * A size past what this device or JS arithmetic can hold (elements beyond 2^53 - 1, bytes beyond
+ * the largest buffer or binding, a u32 push constant that would wrap). Same code as the
+ * runtime's own size refusals.
+ */
+export class HeliosSizeError extends Error {
+  readonly code = "ERR_HELIOS_OUT_OF_RANGE";
+  constructor(op: string, detail: string) {
+    super(`${op}: ${detail}`);
+    this.name = "HeliosSizeError";
+  }
+}
+
 export function fmt(shape: Shape): string {
   return `[${shape.join(", ")}]`;
 }
@@ -24,6 +37,16 @@ export function checkShape(op: string, shape: Shape, what = "shape"): void {
   for (const d of shape) {
     if (!Number.isInteger(d) || d < 0) fail(op, `${what} ${fmt(shape)} has a dimension that is not a non-negative integer`);
   }
+  elementCount(op, shape);
+}
+
+/** The element count of `shape`, refused when it is not an exact JS integer (past 2^53 - 1). */
+export function elementCount(op: string, shape: Shape): number {
+  const n = size(shape);
+  if (!Number.isSafeInteger(n)) {
+    throw new HeliosSizeError(op, `shape ${fmt(shape)} has ${n} elements, more than 2^53 - 1 (Number.MAX_SAFE_INTEGER)`);
+  }
+  return n;
 }
 
 export function size(shape: Shape): number {

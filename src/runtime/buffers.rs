@@ -25,14 +25,22 @@ impl Runtime {
         Ok((id, r))
     }
 
+    /// The largest buffer this device may create: see `max_alloc_bytes`.
+    pub fn max_alloc_bytes(&self) -> u64 {
+        max_alloc_bytes(self.dev.adapter.info.max_buffer_size)
+    }
+
+    /// Checks a byte length from JS before anything is allocated: a whole number of bytes the
+    /// device can hold in one buffer (not a size taken modulo anything).
     fn check_len(&self, len: f64, what: &str) -> HeliosResult<u64> {
         if !(len.is_finite() && len.fract() == 0.0 && len >= 1.0) {
             return Err(HeliosError::invalid_argument(format!("{what} {len} is not a positive integer")));
         }
-        let max = self.dev.adapter.limits.max_storage_buffer_range as u64 * 64;
-        let max = max.max(1 << 34);
+        let max = self.max_alloc_bytes();
         if len > max as f64 {
-            return Err(HeliosError::out_of_range(format!("{what} {len} exceeds the {max}-byte limit")));
+            return Err(HeliosError::out_of_range(format!(
+                "{what} {len} exceeds the device's largest buffer ({max} bytes: maxBufferSize, rounded down to 4)"
+            )));
         }
         Ok(len as u64)
     }
@@ -121,11 +129,12 @@ impl Runtime {
         }
     }
 
-    /// Leases a pooled buffer, never waiting: one whose last use completed, else (a batch
-    /// being open) one whose pending uses run before anything recorded from now on.
+    /// Leases a pooled buffer, never waiting: one whose last use completed, else one whose
+    /// pending uses run before anything recorded from now on.
     pub fn lease_buffer(&mut self, len: f64) -> HeliosResult<f64> {
         let len = self.check_len(len, "byteLength")?;
-        let bucket = bucket_size(len);
+        // Near the limit a bucket may round past it: such a lease gets its own exact size.
+        let bucket = Some(bucket_size(len)).filter(|&b| b <= self.max_alloc_bytes()).unwrap_or(len.next_multiple_of(4));
         let open = self.open_seg();
         let mut done = self.completed_cached();
         let res = &self.res;
@@ -135,7 +144,12 @@ impl Runtime {
             let res = &self.res;
             found = self.pool.acquire(bucket, |id| res.get(id).is_some_and(|r| r.idle(open, done)));
         }
-        if found.is_none() && self.cfg.inbatch_reuse && self.batch.is_some() {
+        // Also with no batch open (right after a submit): whatever the new holder does next
+        // is ordered after the pending work exactly as inside a batch (dispatches, fills and
+        // copies go to the next batch, uploads wait on the last compute use, reads on the last
+        // write). Requiring an open batch made the first lease after every submit allocate
+        // whenever the GPU lagged, so the pool grew by about a buffer per batch (issue 24).
+        if found.is_none() && self.cfg.inbatch_reuse {
             let res = &self.res;
             found = self.pool.acquire_in_batch(bucket, |id| res.get(id).is_some_and(|r| r.reusable_in_batch(open, done)));
         }
@@ -191,5 +205,28 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+}
+
+/// `VkPhysicalDeviceMaintenance4Properties::maxBufferSize` rounded down to 4 (buffers are
+/// whole u32 words, so a length rounded up to 4 still fits), and no larger than 2^53: a JS
+/// number past that is not an exact byte count. A driver without maintenance4 reports 0: then
+/// 2^32 - 4, below what drivers report (lavapipe and RADV: 2^32 - 1).
+pub fn max_alloc_bytes(max_buffer_size: u64) -> u64 {
+    const SAFE: u64 = (1 << 53) - 1;
+    let max = if max_buffer_size == 0 { u64::from(u32::MAX) } else { max_buffer_size };
+    max.min(SAFE) & !3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_alloc_bytes;
+
+    #[test]
+    fn alloc_limit_is_whole_words_and_exact_in_js() {
+        assert_eq!(max_alloc_bytes(u64::from(u32::MAX)), (1 << 32) - 4);
+        assert_eq!(max_alloc_bytes(1 << 40), 1 << 40);
+        assert_eq!(max_alloc_bytes(u64::MAX), (1 << 53) - 4);
+        assert_eq!(max_alloc_bytes(0), (1 << 32) - 4);
     }
 }

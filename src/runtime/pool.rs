@@ -2,10 +2,10 @@
 //!
 //! Sizes round up to one of four steps per power of two (1, 1.25, 1.5, 1.75 × 2^k), so a
 //! bucket wastes at most 25%. A lease prefers a released buffer whose last-use point has
-//! completed (checked against semaphore counters, never by waiting); failing that, while a
-//! batch is open, one whose pending uses are ordered before anything the batch records
-//! (`BufferRes::reusable_in_batch`), so a step's temporaries recycle inside one batch or
-//! capture and the pool's peak is the step's live set rather than everything it leased.
+//! completed (checked against semaphore counters, never by waiting); failing that, one whose
+//! pending uses are ordered before anything recorded from now on (`BufferRes::reusable_in_batch`),
+//! so a step's temporaries recycle inside one batch or capture and the pool's peak is the
+//! step's live set rather than everything it leased.
 
 use std::collections::HashMap;
 

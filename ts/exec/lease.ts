@@ -6,6 +6,7 @@
 // Release temporaries as soon as they are dead: that is what lets a captured step reuse them.
 import type { Runtime } from "./runtime.js";
 import type { Ticket } from "./scheduler.js";
+import { HeliosSizeError } from "../shape.js";
 
 export class Lease {
   private refs = 1;
@@ -51,9 +52,42 @@ export class BufferPool {
 
   constructor(private readonly rt: Runtime) {}
 
-  /** Sizes round up to 4 bytes so every buffer can be viewed as u32 words. */
-  lease(byteLength: number): Lease {
-    const bytes = Math.max(4, (byteLength + 3) & ~3);
+  private limits: { maxBytes: number; maxBind: number } | null = null;
+
+  /** The largest buffer the device can create, rounded down to 4 bytes (as the runtime checks). */
+  get maxBytes(): number {
+    return (this.limits ??= this.readLimits()).maxBytes;
+  }
+
+  /** The largest buffer a dispatch may bind (DeviceInfo.maxBindingBytes; unlimited when absent). */
+  get maxBind(): number {
+    return (this.limits ??= this.readLimits()).maxBind;
+  }
+
+  /** Read once: device info crosses N-API, and leases are hot. Mocks may omit both fields. */
+  private readLimits(): { maxBytes: number; maxBind: number } {
+    const info = this.rt.getDeviceInfo() as { maxBufferSize?: unknown; maxBindingBytes?: unknown };
+    // 0: a driver without maintenance4; the runtime then assumes 2^32 - 1 (src/runtime/buffers.rs).
+    const buf = typeof info.maxBufferSize !== "number" ? Number.MAX_SAFE_INTEGER : info.maxBufferSize > 0 ? info.maxBufferSize : 2 ** 32 - 1;
+    const bind = typeof info.maxBindingBytes === "number" && info.maxBindingBytes > 0 ? info.maxBindingBytes : Infinity;
+    return { maxBytes: Math.floor(Math.min(buf, Number.MAX_SAFE_INTEGER) / 4) * 4, maxBind: bind };
+  }
+
+  /**
+   * Sizes round up to 4 bytes so every buffer can be viewed as u32 words. A size that is not a
+   * whole number of bytes the device can hold in one buffer is refused, naming `op`, before
+   * anything is allocated.
+   */
+  lease(byteLength: number, op = "leaseBuffer"): Lease {
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+      throw new HeliosSizeError(op, `byte length ${byteLength} is not a whole number up to 2^53 - 1`);
+    }
+    if (byteLength > this.maxBytes) {
+      throw new HeliosSizeError(op, `${byteLength} bytes are more than the device's largest buffer (${this.maxBytes} bytes, DeviceInfo.maxBufferSize)`);
+    }
+    // Plain arithmetic (exact below 2^53): a 32-bit `& ~3` here turned a 2^31-byte tensor
+    // into a 4-byte buffer (issue 24).
+    const bytes = Math.max(4, Math.ceil(byteLength / 4) * 4);
     this.leases++;
     const l = new Lease(this, this.rt.leaseBuffer(bytes), bytes, this.leases);
     this.live.set(bytes, (this.live.get(bytes) ?? 0) + 1);

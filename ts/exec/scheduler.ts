@@ -30,10 +30,11 @@ const shared = new WeakMap<Runtime, Scheduler>();
  * Compute submissions (batches, read segments, replays) the GPU may be behind by. Without a
  * cap a device slower than the recording thread (lavapipe) falls further behind forever, and
  * every batch boundary then finds each released buffer still pending and leases a new one: the
- * pool grew by a buffer or two per batch (issue 24). Eight keeps a fast GPU fed: each batch is
- * up to HELIOS_BATCH_SIZE dispatches.
+ * pool grew by a buffer per batch (issue 24); with the cap it levels off at about what the
+ * capped lag holds. Four keeps a GPU fed: the host records the next batch (up to HELIOS_BATCH_SIZE
+ * dispatches, or a whole replayed step) while three more are queued.
  */
-export const MAX_IN_FLIGHT = 8;
+export const MAX_IN_FLIGHT = 4;
 
 /**
  * One scheduler per runtime: the runtime has a single open batch per process, so every

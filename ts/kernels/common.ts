@@ -2,6 +2,7 @@
 // conversions, the flat-index convention for 1-D grids, and typed push-constant packing
 // (one spec object declares a kernel's push block for both the generator and the dispatcher).
 import type { Dtype } from "../types.js";
+import { HeliosSizeError } from "../shape.js";
 import {
   clamp, f16, f32, i32, lit, max, min, tanh, u32,
   type Buffer, type Expr, type KernelBuilder, type PushField, type ScalarType,
@@ -81,14 +82,21 @@ export function packPush(spec: PushSpec, values: Record<string, number>): Uint32
     const t = spec[name];
     if (t === "f32") f[i] = v;
     else if (t === "i32") s[i] = v;
-    else if (t === "u32") {
-      if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
-        throw new Error(`helios: push constant '${name}' = ${v} does not fit u32`);
-      }
-      words[i] = v;
-    } else throw new Error(`helios: internal error: push type ${t} not packed`);
+    else if (t === "u32") words[i] = checkU32(name, v);
+    else throw new Error(`helios: internal error: push type ${t} not packed`);
   });
   return words;
+}
+
+/**
+ * A u32 push constant (an element count, stride or index), refused rather than wrapped: a
+ * Uint32Array store would keep it modulo 2^32 and the kernel would index a different tensor.
+ */
+export function checkU32(name: string, v: number): number {
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+    throw new HeliosSizeError("dispatch", `push constant '${name}' = ${v} does not fit a kernel's u32 (sizes and strides are limited to 2^32 - 1 elements)`);
+  }
+  return v;
 }
 
 /** Loads element `idx` of a tensor buffer as f32. */

@@ -4,6 +4,7 @@ import {
   Expr, exp, f32, select, type Buffer, type KernelBuilder, type Var,
 } from "../../ir/index.js";
 import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
+import { checkU32 } from "../common.js";
 
 /**
  * Push constants of every matmul kernel (u32 sizes, f32 scalars; std430 order):
@@ -32,9 +33,9 @@ export function packPush(v: PushValues): ArrayBuffer {
   const buf = new ArrayBuffer(PUSH_BYTES);
   const u = new Uint32Array(buf);
   const f = new Float32Array(buf);
-  u[0] = v.m; u[1] = v.n; u[2] = v.k; u[3] = v.kChunk;
-  u[4] = v.strideA; u[5] = v.strideB; u[6] = v.strideC; u[7] = v.splits;
-  u[8] = v.batch; f[9] = v.scale;
+  const fields = ["m", "n", "k", "kChunk", "strideA", "strideB", "strideC", "splits", "batch"] as const;
+  fields.forEach((name, i) => (u[i] = checkU32(name, v[name])));
+  f[9] = v.scale;
   return buf;
 }
 

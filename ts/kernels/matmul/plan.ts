@@ -25,6 +25,7 @@
 //     a forced cm_* variant computes it on f16 tiles.
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
+import { checkU32 } from "../common.js";
 import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, epiFitsInStage, halfA2Fits, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
@@ -553,7 +554,7 @@ function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "
   const jobs = splitJobs(p, twoBlocks ? 2 : 3);
   const splitStep = (job: SplitJob, from: BindingRole, to: BindingRole): MatmulStep => {
     const buf = new ArrayBuffer(8);
-    new Uint32Array(buf).set([job.push.n, job.push.seg]);
+    new Uint32Array(buf).set([checkU32("n", job.push.n), checkU32("seg", job.push.seg)]);
     return {
       desc: memo(`presplit|${job.vec4}|${job.lo}|${job.blocks}`, () => presplitKernel(job.vec4, job.lo, job.blocks)),
       groups: job.groups,
