@@ -8,8 +8,9 @@
 #   packages/tests/src/gpu-perf.test.ts (vitest, Alpha's locked version), `alpha bench --suite=cuda
 #   --check=true` on small odd shapes, `alpha eval` of a tiny checkpoint (made by `alpha train
 #   --backend=cpu_ref`) with --backend=helios against --backend=cpu_ref, an autograd Tape step as
-#   Alpha's trainer drives it (__test__/alpha/tape-step.mjs), and scripts/bun-compile-safe.sh with
-#   the compiled binary's `--help` and a bench run through the addon beside it.
+#   Alpha's trainer drives it (__test__/alpha/tape-step.mjs), scripts/bun-compile-safe.sh with
+#   the compiled binary's `--help` and a bench run through the addon beside it, and `alpha fleet
+#   deploy` to a local directory (ssh/rsync test doubles) with the deployed binary run there.
 # Alpha's files are never changed. Every stage runs (a failed prerequisite skips its dependants);
 # the summary lists each with its time, and the script fails if any stage failed.
 #   HELIOS_ALPHA_KEEP=1   keep the temporary directory (printed) for inspection.
@@ -110,11 +111,17 @@ do_pack() (
     grep -qx "$f" <<<"$listing" || { echo "the package lacks ${f#package/}"; return 1; }
   done
   tar xzf "$work/helios.tgz" -C "$work" package/package.json
+  # A workspace install installs a workspace's devDependencies too: the package must declare none,
+  # and no build tool among its other dependencies.
   node -e '
     const p = require(process.argv[1]);
-    const extra = ["devDependencies", "dependencies", "optionalDependencies", "peerDependencies"]
-      .flatMap((k) => Object.keys(p[k] ?? {}).map((d) => `${k}.${d}`));
-    if (extra.length) { console.error("the package declares dependencies a workspace install would pull in:", extra.join(", ")); process.exit(1); }
+    const tool = /^(typescript|bun|vitest|tsx)$|^@(napi-rs|types|oven)\//;
+    const bad = [
+      ...Object.keys(p.devDependencies ?? {}).map((d) => `devDependencies.${d}`),
+      ...["dependencies", "optionalDependencies", "peerDependencies"].flatMap((k) =>
+        Object.keys(p[k] ?? {}).filter((d) => tool.test(d)).map((d) => `${k}.${d}`)),
+    ];
+    if (bad.length) { console.error("the package declares tooling a workspace install would pull into Alpha:", bad.join(", ")); process.exit(1); }
   ' "$work/package/package.json"
   echo "note: $(du -h "$work/helios.tgz" | cut -f1) tarball, $(wc -l <<<"$listing") files"
 )
@@ -251,13 +258,42 @@ do_bun() (
      --shapes=33x17x9 --iters=1 --warmup=0 --python=/bin/false) > "$work/bun-bench.log" 2>&1 \
     || { cat "$work/bun-bench.log"; echo "the Bun binary could not run Helios"; return 1; }
   grep -q "fails=0/" "$work/bun-bench.log" || { cat "$work/bun-bench.log"; return 1; }
-  # Fleet deploy's prebuilt check (ldd on the instance) and its remote-compile fallback.
-  ldd .bun-out/helios_vk.node >/dev/null
-  if gcc -fsyntax-only -x c packages/helios/native/helios_vk.c 2>"$work/gcc.log"; then
-    echo "helios_vk.c compiled: a remote rebuild would replace the Rust addon"; return 1
-  fi
-  grep -q "Rust addon" "$work/gcc.log"
   echo "note: bun build --compile ok ($(du -h .bun-out/alpha | cut -f1)); --help and a checked bench run via .bun-out/helios_vk.node"
+)
+
+do_fleet() (
+  set -e
+  # `alpha fleet deploy` to an "instance" that is a local directory: ssh and rsync are test doubles
+  # that run the remote command here and copy the file (fleet.json sits in $work, above the copy,
+  # where fleet looks for it). Fleet builds the Bun binary for bun-linux-x64-baseline (Bun fetches
+  # that runtime from the npm registry), uploads alpha, helios_vk.node and helios_vk.c, and skips
+  # the remote compile when `ldd helios_vk.node` passes there.
+  mkdir -p "$work/fake" "$work/remote"
+  printf '#!/usr/bin/env bash\nexec bash -c "${@: -1}"\n' > "$work/fake/ssh"
+  printf '#!/usr/bin/env bash\nsrc="${@: -2:1}"; dst="${@: -1}"; cp "$src" "${dst#*:}"\n' > "$work/fake/rsync"
+  chmod +x "$work/fake/ssh" "$work/fake/rsync"
+  ln -sf "$work/bin/bun" "$work/fake/bun"
+  printf '{ "sshUser": "test", "sshKey": "~/.ssh/none", "deployDir": "%s",\n  "instances": { "local": { "host": "127.0.0.1", "zone": "-", "machine": "-", "gpu": "-", "role": "training" } } }\n' \
+    "$work/remote" > "$work/fleet.json"
+  cd "$alpha"
+  local out
+  out=$(PATH="$work/fake:$(no_rust_path)" node apps/cli/dist/main.js fleet deploy local 2>&1)
+  echo "$out"
+  grep -q "Using prebuilt helios_vk.node (remote compile skipped)" <<<"$out" || { echo "fleet did not take the prebuilt addon"; return 1; }
+  grep -q "Deploy successful" <<<"$out"
+  cmp "$work/remote/helios_vk.node" packages/helios/native/helios.linux-x64-gnu.node
+  # The deployed binary runs Helios from the addon beside it, from another directory.
+  (cd / && HELIOS_VALIDATION=0 "$work/remote/alpha" bench --suite=cuda --check=true --checkShape=33x17x9 \
+     --shapes=33x17x9 --iters=1 --warmup=0 --python=/bin/false) > "$work/remote-bench.log" 2>&1 \
+    || { cat "$work/remote-bench.log"; echo "the deployed binary could not run Helios"; return 1; }
+  grep -q "fails=0/" "$work/remote-bench.log" || { cat "$work/remote-bench.log"; return 1; }
+  # A forced remote rebuild compiles helios_vk.c with gcc: it must stop with the message saying the
+  # addon is Rust and prebuilt, and leave the deployed addon as it was.
+  out=$(PATH="$work/fake:$(no_rust_path)" node apps/cli/dist/main.js fleet deploy local --rebuild-native=true 2>&1)
+  echo "$out"
+  grep -q "Helios is a Rust addon" <<<"$out" || { echo "the forced remote compile did not stop with the #error"; return 1; }
+  cmp "$work/remote/helios_vk.node" packages/helios/native/helios.linux-x64-gnu.node
+  echo "note: fleet deploy took the prebuilt addon; the deployed binary ran a checked product; --rebuild-native stops at helios_vk.c's #error, addon kept"
 )
 
 stage pack -- do_pack
@@ -271,6 +307,7 @@ stage train-cpu-checkpoint install -- do_checkpoint
 stage eval-helios-vs-cpu train-cpu-checkpoint -- do_eval
 stage tape-step install -- do_tape
 stage bun-compile install -- do_bun
+stage fleet-deploy bun-compile -- do_fleet
 
 echo
 echo "test-alpha: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped"
