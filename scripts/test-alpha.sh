@@ -133,8 +133,9 @@ do_copy() (
   mkdir -p "$alpha/packages/helios"
   tar xzf "$work/helios.tgz" -C "$alpha/packages/helios" --strip-components=1
   # The upstream tree minus packages/helios, byte for byte.
-  diff -rq --exclude=helios "$alpha_src" "$alpha" | grep -v '^Only in .*/packages: helios' && return 1
-  return 0
+  local differ
+  differ=$(diff -rq -x helios "$alpha_src" "$alpha" || true)
+  [ -z "$differ" ] || { echo "the copy differs from the snapshot: $differ"; return 1; }
 )
 
 do_install() (
@@ -153,15 +154,15 @@ do_install() (
   echo "note: node_modules $(du -sh node_modules | cut -f1), typescript $(node -p 'require("typescript/package.json").version'), vitest $(node -p 'require("vitest/package.json").version'); no Helios tooling installed"
 )
 
-# A PATH without cargo, rustc or rustup: the build must not need a Rust toolchain.
+# PATH with cargo and rustc shadowed by stubs that fail as a missing command does: the package's
+# build must not need a Rust toolchain (and a stage that calls one fails).
+mkdir -p "$work/norust"
+for t in cargo rustc rustup; do
+  printf '#!/bin/sh\necho "%s: not available in this test (no Rust toolchain)" >&2\nexit 127\n' "$t" > "$work/norust/$t"
+  chmod +x "$work/norust/$t"
+done
 no_rust_path() {
-  local out="" d
-  IFS=: read -ra dirs <<<"$PATH"
-  for d in "${dirs[@]}"; do
-    [ -x "$d/cargo" ] || [ -x "$d/rustc" ] && continue
-    out="${out:+$out:}$d"
-  done
-  echo "$out"
+  echo "$work/norust:$PATH"
 }
 
 do_build_helios() (
