@@ -1,15 +1,18 @@
 //! Every `HELIOS_*` environment variable the native runtime reads, in one place.
 //!
+//! An invalid value (`abc`, `-1`, out of range) fails initDevice with ERR_HELIOS_INVALID_ARGUMENT
+//! naming the variable and what it accepts; switches take 0/1, true/false, on/off, yes/no.
+//!
 //! | Variable | Default | Meaning |
 //! |---|---|---|
 //! | `HELIOS_DEVICE` | best device | physical-device index or name substring |
 //! | `HELIOS_VALIDATION` | `0` | `1` enables VK_LAYER_KHRONOS_validation + sync validation |
 //! | `HELIOS_CACHE_DIR` | `$XDG_CACHE_HOME/helios` or `~/.cache/helios` | VkPipelineCache directory (`off` disables) |
-//! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring |
+//! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring (4 to 4096) |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
 //! | `HELIOS_PIPELINE_STATS` | `0` | `1` captures driver statistics per pipeline (VK_KHR_pipeline_executable_properties) for `pipelineStatistics(handle)` |
-//! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once) |
+//! | `HELIOS_SPIN_US` | `200` | microseconds a host wait polls the timeline before blocking (0 = block at once; at most 1000000) |
 //! | `HELIOS_BARRIER` | `global` | hazard barriers between dispatches: `global` (one VkMemoryBarrier2) or `buffer` (one VkBufferMemoryBarrier2 per written buffer) |
 //! | `HELIOS_DUMP_SPIRV` | unset | directory where every newly compiled kernel module is written |
 //! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
@@ -18,6 +21,8 @@
 //! | `HELIOS_COOPMAT` | `1` | `0` leaves VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and VK_KHR_shader_bfloat16 disabled (SIMT paths only; for validation layers older than those extensions) |
 
 use std::path::PathBuf;
+
+use crate::error::{HeliosError, HeliosResult};
 
 /// How hazard barriers are expressed (both carry the same narrow stage and access masks).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,36 +69,62 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn flag(name: &str) -> bool {
-    matches!(env(name).as_deref(), Some("1" | "true" | "yes" | "on"))
+/// A bad value is an error naming the variable, the value and what is accepted: a typo must not
+/// silently run with the default (issue 24 item 7).
+fn bad(name: &str, value: &str, accepted: &str) -> HeliosError {
+    HeliosError::invalid_argument(format!("{name}={value}: expected {accepted}"))
 }
 
-/// A switch that is on unless set to an explicit "off" value.
-fn flag_on(name: &str) -> bool {
-    !matches!(env(name).as_deref(), Some("0" | "false" | "no" | "off"))
+/// A 0/1/true/false/on/off/yes/no switch; unset or empty reads as `default`.
+fn switch(name: &str, default: bool) -> HeliosResult<bool> {
+    let Some(raw) = env(name) else { return Ok(default) };
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(bad(name, &raw, "0 or 1 (or true/false, on/off, yes/no)")),
+    }
 }
+
+/// An integer in `lo..=hi`; unset or empty reads as `default`.
+fn int_in(name: &str, default: u64, lo: u64, hi: u64) -> HeliosResult<u64> {
+    let Some(raw) = env(name) else { return Ok(default) };
+    match raw.trim().parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(bad(name, &raw, &format!("an integer from {lo} to {hi}"))),
+    }
+}
+
+/// HELIOS_MAX_BINDING_BYTES's accepted range (a storage binding of at least one u32 word).
+const MAX_BINDING_RANGE: (u64, u64) = (4, 1 << 53);
 
 impl Config {
-    pub fn from_env() -> Config {
-        let staging_mib = env("HELIOS_STAGING_MIB").and_then(|v| v.parse::<u64>().ok()).unwrap_or(64);
-        Config {
-            device: env("HELIOS_DEVICE"),
-            validation: flag("HELIOS_VALIDATION"),
-            cache_dir: cache_dir(),
-            staging_bytes: staging_mib.clamp(4, 4096) << 20,
-            force_staging: flag("HELIOS_FORCE_STAGING"),
-            no_push_descriptors: flag("HELIOS_NO_PUSH_DESCRIPTORS"),
-            no_coopmat: !flag_on("HELIOS_COOPMAT"),
-            pipeline_stats: flag("HELIOS_PIPELINE_STATS"),
-            spin_us: env("HELIOS_SPIN_US").and_then(|v| v.parse().ok()).unwrap_or(200),
-            // Anything but `buffer` (unset, typos) keeps the default.
-            barrier: match env("HELIOS_BARRIER").as_deref() {
-                Some("buffer") => BarrierMode::Buffer,
-                _ => BarrierMode::Global,
+    /// Reads every native HELIOS_* variable; an invalid value fails initDevice with
+    /// ERR_HELIOS_INVALID_ARGUMENT naming it.
+    pub fn from_env() -> HeliosResult<Config> {
+        let barrier = match env("HELIOS_BARRIER") {
+            None => BarrierMode::Global,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "global" => BarrierMode::Global,
+                "buffer" => BarrierMode::Buffer,
+                _ => return Err(bad("HELIOS_BARRIER", &v, "global or buffer")),
             },
-            inbatch_reuse: flag_on("HELIOS_INBATCH_REUSE"),
-            trace_reads: flag("HELIOS_TRACE_READS"),
-        }
+        };
+        let (lo, hi) = MAX_BINDING_RANGE;
+        int_in("HELIOS_MAX_BINDING_BYTES", lo, lo, hi)?;
+        Ok(Config {
+            device: env("HELIOS_DEVICE"),
+            validation: switch("HELIOS_VALIDATION", false)?,
+            cache_dir: cache_dir(),
+            staging_bytes: int_in("HELIOS_STAGING_MIB", 64, 4, 4096)? << 20,
+            force_staging: switch("HELIOS_FORCE_STAGING", false)?,
+            no_push_descriptors: switch("HELIOS_NO_PUSH_DESCRIPTORS", false)?,
+            no_coopmat: !switch("HELIOS_COOPMAT", true)?,
+            pipeline_stats: switch("HELIOS_PIPELINE_STATS", false)?,
+            spin_us: int_in("HELIOS_SPIN_US", 200, 0, 1_000_000)?,
+            barrier,
+            inbatch_reuse: switch("HELIOS_INBATCH_REUSE", true)?,
+            trace_reads: switch("HELIOS_TRACE_READS", false)?,
+        })
     }
 }
 
@@ -115,7 +146,8 @@ pub fn dump_spirv_dir() -> Option<PathBuf> {
 }
 
 /// `HELIOS_MAX_BINDING_BYTES=<n>`: lower the storage-binding limit below the device's (read at
-/// initDevice; an unparsable value is ignored).
+/// initDevice, after `Config::from_env` rejected a value outside MAX_BINDING_RANGE).
 pub fn max_binding_override() -> Option<u64> {
-    env("HELIOS_MAX_BINDING_BYTES").and_then(|v| v.trim().parse::<u64>().ok())
+    let (lo, hi) = MAX_BINDING_RANGE;
+    env("HELIOS_MAX_BINDING_BYTES").and_then(|v| v.trim().parse::<u64>().ok()).filter(|v| (lo..=hi).contains(v))
 }

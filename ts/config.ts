@@ -67,29 +67,39 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
 
 type Env = Record<string, string | undefined>;
 
+/**
+ * An invalid HELIOS_* value (a typo must not silently run with the default): the code matches
+ * the native runtime's rejection of its own variables (src/config.rs).
+ */
+export class HeliosConfigError extends Error {
+  readonly code = "ERR_HELIOS_INVALID_ARGUMENT";
+  constructor(readonly variable: string, value: string | undefined, accepted: string) {
+    super(`${variable}=${value}: expected ${accepted}`);
+    this.name = "HeliosConfigError";
+  }
+}
+
 /** A 0/1/true/false/on/off variable; unset or empty reads as `dflt`. */
 export function flag(env: Env, name: string, dflt: boolean): boolean {
   const raw = env[name]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return dflt;
   if (raw === "0" || raw === "false" || raw === "off" || raw === "no") return false;
   if (raw === "1" || raw === "true" || raw === "on" || raw === "yes") return true;
-  throw new Error(`${name}=${env[name]}: expected 0/1/true/false/on/off`);
+  throw new HeliosConfigError(name, env[name], "0 or 1 (or true/false, on/off, yes/no)");
 }
 
 function positiveInt(env: Env, name: string, dflt: number, max: number): number {
   const raw = env[name]?.trim();
   if (raw === undefined || raw === "") return dflt;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > max) {
-    throw new Error(`${name}=${raw}: expected an integer in [1, ${max}]`);
-  }
+  const n = /^\d+$/.test(raw) ? Number(raw) : NaN; // Number() would take "0x10", "1e3", " "
+  if (!Number.isInteger(n) || n < 1 || n > max) throw new HeliosConfigError(name, env[name], `an integer from 1 to ${max}`);
   return n;
 }
 
 function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {
   const raw = env[name]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return dflt;
-  if (!(choices as readonly string[]).includes(raw)) throw new Error(`${name}=${env[name]}: expected one of ${choices.join(", ")}`);
+  if (!(choices as readonly string[]).includes(raw)) throw new HeliosConfigError(name, env[name], `one of ${choices.join(", ")}`);
   return raw as T;
 }
 

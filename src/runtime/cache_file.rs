@@ -1,8 +1,23 @@
 //! The on-disk VkPipelineCache: one file per device UUID + driver version, wrapped in our
 //! own header (magic, version, length, FNV-1a checksum) so a truncated or corrupt file is
 //! detected and ignored (with a warning) instead of being handed to the driver.
+//!
+//! The cache directory is not trusted (issue 24 item 7): files are read only when they are
+//! regular files (a FIFO would block, /dev/zero never ends), never through a symlink, and only up
+//! to a size cap; writes go to a fresh temp file with an unpredictable name, created exclusively
+//! and never through a symlink, then renamed over the target (rename replaces a link, it does
+//! not follow it). `read_regular` and `write_atomic` serve every file Helios keeps there.
 
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The largest pipeline cache Helios reads back (a driver's cache for every Helios kernel is a
+/// few MiB to a few hundred).
+pub const MAX_PIPELINE_CACHE_BYTES: u64 = 1 << 30;
 
 const MAGIC: &[u8; 8] = b"HELIOSPC";
 const VERSION: u32 = 1;
@@ -53,9 +68,74 @@ pub fn decode(file: &[u8]) -> Result<&[u8], String> {
     Ok(payload)
 }
 
-/// Reads the cache payload; a missing file is silent, a corrupt one warns on stderr.
+/// Reads `path` if it is a regular file (not a symlink, FIFO or device) of at most `cap`
+/// bytes. Opening never blocks: O_NONBLOCK keeps a FIFO from waiting for a writer.
+pub fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(std::io::Error::other(format!("{} bytes, more than the {cap}-byte cap", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // `take` holds the cap even if the file grows while it is read
+    (&mut file).take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::other(format!("grew past the {cap}-byte cap while read")));
+    }
+    Ok(bytes)
+}
+
+/// A temp-file name no other process can guess ahead of time: the std hasher's per-process
+/// random keys mixed with the pid, the time and a counter.
+fn temp_name(target: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    let name = target.file_name().map_or_else(|| "cache".into(), |n| n.to_string_lossy());
+    target.with_file_name(format!(".{name}.{:016x}.tmp", h.finish()))
+}
+
+/// Writes `bytes` to `path` through a fresh temp file (O_CREAT | O_EXCL | O_NOFOLLOW, 0600) and a
+/// rename, creating the parent directory; a reader sees the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = temp_name(path);
+    let written = (|| {
+        let mut f: File = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Reads the cache payload; a missing file is silent, an unusable one warns on stderr.
 pub fn load(path: &Path) -> Vec<u8> {
-    let Ok(bytes) = std::fs::read(path) else { return Vec::new() };
+    let bytes = match read_regular(path, MAX_PIPELINE_CACHE_BYTES + HEADER as u64) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            eprintln!("helios: ignoring pipeline cache {} ({e})", path.display());
+            return Vec::new();
+        }
+    };
     match decode(&bytes) {
         Ok(p) => p.to_vec(),
         Err(why) => {
@@ -65,19 +145,12 @@ pub fn load(path: &Path) -> Vec<u8> {
     }
 }
 
-/// Writes atomically (temp file + rename); failures only warn.
+/// Writes atomically (see `write_atomic`); failures only warn.
 pub fn save(path: &Path, payload: &[u8]) {
     if payload.is_empty() {
         return;
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let result = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&tmp, encode(payload)))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = write_atomic(path, &encode(payload)) {
         eprintln!("helios: could not save pipeline cache {}: {e}", path.display());
     }
 }
@@ -106,6 +179,32 @@ mod tests {
         assert_eq!(load(&path), b"hello");
         std::fs::write(&path, b"HELIOSPC not really").unwrap();
         assert!(load(&path).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn fifos_devices_symlinks_and_huge_files_are_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("helios-cache-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().map(|s| s.success()).unwrap_or(false);
+        if made {
+            assert!(read_regular(&fifo, 1 << 20).is_err(), "a FIFO is not read (and opening it does not block)");
+        }
+        assert!(read_regular(Path::new("/dev/zero"), 1 << 20).is_err());
+        let big = dir.join("big");
+        std::fs::write(&big, vec![7u8; 4096]).unwrap();
+        assert!(read_regular(&big, 4095).is_err());
+        assert_eq!(read_regular(&big, 4096).unwrap().len(), 4096);
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let link = dir.join("link.spv");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(read_regular(&link, 1 << 20).is_err(), "a symlink is not followed on read");
+        write_atomic(&link, b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep", "a write replaces the link, not its target");
+        assert_eq!(read_regular(&link, 1 << 20).unwrap(), b"new");
+        assert_ne!(temp_name(&link), temp_name(&link));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -96,7 +96,7 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(opts: &InitOptions, epoch: u32) -> HeliosResult<Runtime> {
-        let mut cfg = Config::from_env();
+        let mut cfg = Config::from_env()?;
         if let Some(v) = opts.validation {
             cfg.validation = v;
         }

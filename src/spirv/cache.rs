@@ -67,9 +67,8 @@ fn persist(k: &CompiledKernel, key: u64, to_disk: bool) {
     let file = format!("{}-{key:016x}.spv", k.name);
     let bytes: Vec<u8> = k.words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let write = |dir: &Path| {
-        if std::fs::create_dir_all(dir).is_ok() {
-            let _ = std::fs::write(dir.join(&file), &bytes);
-        }
+        // never through a symlink planted in the cache dir (runtime/cache_file.rs)
+        let _ = crate::runtime::cache_file::write_atomic(&dir.join(&file), &bytes);
     };
     if to_disk {
         if let Some(dir) = crate::config::cache_dir() {

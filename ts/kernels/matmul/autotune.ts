@@ -2,8 +2,8 @@
 // with GPU timestamps, drops any that fail the correctness gate (sampled fp64 check on the tuned
 // shape), and persists the winner in <cacheDir>/matmul-tune-v1.json. HELIOS_MATMUL_VARIANT forces
 // a variant; HELIOS_AUTOTUNE=0 uses the default heuristic.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readCacheFile, writeCacheFile } from "../../cache-file.js";
 import { readMatmulConfig, type MatmulConfig } from "./config.js";
 import type { MatmulDeviceInfo, MatmulRuntime } from "./device.js";
 import { MatmulFixture } from "./fixture.js";
@@ -54,9 +54,13 @@ export function tuneKey(dev: MatmulDeviceInfo, p: NormalizedProblem): string {
   return `${dev.deviceName}|${driver}|${dt}|${shapeClass(p)}`;
 }
 
+/** A tuning cache past this is not one Helios wrote (a few hundred bytes per shape class). */
+const MAX_CACHE_BYTES = 64 << 20;
+
 function readCache(dir: string): CacheData {
   try {
-    const j = JSON.parse(readFileSync(join(dir, CACHE_FILE), "utf8"));
+    const text = readCacheFile(join(dir, CACHE_FILE), MAX_CACHE_BYTES)?.toString("utf8");
+    const j = text === undefined ? {} : JSON.parse(text);
     return j && typeof j === "object" ? (j as CacheData) : {};
   } catch {
     return {};
@@ -65,10 +69,7 @@ function readCache(dir: string): CacheData {
 
 function writeCache(dir: string, data: CacheData): void {
   try {
-    mkdirSync(dir, { recursive: true });
-    const tmp = join(dir, `${CACHE_FILE}.${process.pid}.tmp`);
-    writeFileSync(tmp, JSON.stringify(data, null, 1));
-    renameSync(tmp, join(dir, CACHE_FILE));
+    writeCacheFile(join(dir, CACHE_FILE), JSON.stringify(data, null, 1));
   } catch (err) {
     process.emitWarning(`helios: could not write the matmul tuning cache in ${dir}: ${String(err)}`);
   }

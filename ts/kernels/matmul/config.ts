@@ -10,7 +10,7 @@
 //   HELIOS_MATMUL_TWO_STAGE 1      0 = no operand (or half of A) in two stages beside a one-stage one (the _a2/_b2/_ah2 twins plan as their tiles)
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { flag } from "../../config.js";
+import { HeliosConfigError, flag } from "../../config.js";
 
 export interface MatmulConfig {
   variant?: string;
@@ -40,9 +40,9 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const twoStage = flag(env, "HELIOS_MATMUL_TWO_STAGE", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
   const blocks = env.HELIOS_MATMUL_SPLIT_BLOCKS?.trim() || "2";
-  if (blocks !== "2" && blocks !== "3") throw new Error(`HELIOS_MATMUL_SPLIT_BLOCKS=${env.HELIOS_MATMUL_SPLIT_BLOCKS}: expected 2 or 3`);
+  if (blocks !== "2" && blocks !== "3") throw new HeliosConfigError("HELIOS_MATMUL_SPLIT_BLOCKS", env.HELIOS_MATMUL_SPLIT_BLOCKS, "2 or 3");
   if (store !== "wide" && store !== "coopmat" && store !== "staged4") {
-    throw new Error(`HELIOS_MATMUL_STORE=${env.HELIOS_MATMUL_STORE}: expected wide, coopmat or staged4`);
+    throw new HeliosConfigError("HELIOS_MATMUL_STORE", env.HELIOS_MATMUL_STORE, "wide, coopmat or staged4");
   }
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
