@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // The package's `build` (addon + TypeScript) and `build:native` (addon only, `--native`).
 //
-// In a source checkout (ts/ present: this repository), the addon is built from the Rust sources
-// (`napi build`, or cargo when the napi CLI is not installed) and the TypeScript is compiled.
-// In the published package (no ts/: e.g. packages/helios inside Alpha's monorepo, where Alpha's
+// In a source checkout (this repository: ts/ and tools/package.json present), the addon is built
+// from the Rust sources (`napi build`, or cargo when the napi CLI is not installed) and the
+// TypeScript is compiled.
+// In the published package (e.g. packages/helios inside Alpha's monorepo, where Alpha's
 // `turbo build` and scripts/bun-compile-safe.sh run these scripts), nothing needs compiling: the
 // prebuilt addon is used when it loads on this machine (no Rust toolchain needed), else it is
 // built with cargo (HELIOS_BUILD_FROM_SOURCE=1 forces that), and dist/ is shipped compiled.
 // Both end by writing native/helios_vk.node, the file name Alpha's bun-compile-safe.sh and fleet
-// deploy copy next to the Bun executable (ts/native.ts loads it from there).
+// deploy copy next to the Bun executable (ts/native-load.ts loads it from there).
 "use strict";
 const { spawnSync } = require("node:child_process");
 const fs = require("node:fs");
@@ -17,7 +18,8 @@ const addon = require("./install.cjs");
 
 const { root } = addon;
 const nativeOnly = process.argv.includes("--native");
-const sourceCheckout = fs.existsSync(path.join(root, "ts"));
+// The repository (TS sources and the dev tools' manifest, neither of which the package ships).
+const sourceCheckout = fs.existsSync(path.join(root, "ts")) && fs.existsSync(path.join(root, "tools", "package.json"));
 const rel = (p) => path.relative(root, p);
 
 function localBin(name) {
