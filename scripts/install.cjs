@@ -70,6 +70,27 @@ function ensureAddon() {
   writeAlphaName();
 }
 
-module.exports = { root, triple, target, alphaName, loads, prebuiltLoads, cargoAvailable, buildFromSource, writeAlphaName, ensureAddon };
+/**
+ * In the repository only (tools/package.json is never published): a root `npm install` finds no
+ * dependencies in package.json and removes the ./node_modules link scripts/setup.sh made to
+ * tools/node_modules (the dev tools); this hook runs after that, so it puts the link back.
+ */
+function relinkDevTools() {
+  const tools = path.join(root, "tools", "node_modules");
+  const link = path.join(root, "node_modules");
+  if (!fs.existsSync(path.join(root, "tools", "package.json")) || !fs.existsSync(tools)) return;
+  let present = true;
+  try {
+    fs.lstatSync(link);
+  } catch {
+    present = false;
+  }
+  if (!present) fs.symlinkSync(path.join("tools", "node_modules"), link);
+}
 
-if (require.main === module) ensureAddon();
+module.exports = { root, triple, target, alphaName, loads, prebuiltLoads, cargoAvailable, buildFromSource, writeAlphaName, ensureAddon, relinkDevTools };
+
+if (require.main === module) {
+  relinkDevTools();
+  ensureAddon();
+}
