@@ -215,6 +215,61 @@ test("wrong argument types are INVALID_ARGUMENT", () => {
   rt.submitBatch();
 });
 
+test("recordDispatchMany counts of -1, NaN, 2^32 or a string are INVALID_ARGUMENT, never wrapped (issue 24)", () => {
+  const n = 64;
+  const u = randomU32(n, rng(613));
+  const h = bufferWith(u);
+  const one = packDispatches([{ pipeline: pipeline("inc"), buffers: [h], groups: [1], push: Uint32Array.of(n) }]);
+  const anyRt = rt as unknown as Record<string, (...args: unknown[]) => unknown>;
+  rt.beginBatch();
+  // -1 used to wrap to 2^32 - 1 and NaN to become 0 (a silent no-op)
+  for (const count of [-1, Number.NaN, 0.5, 2 ** 32, Number.POSITIVE_INFINITY]) {
+    assertThrowsCode(() => rt.recordDispatchMany(one, count), ARG, { call: "recordDispatchMany", mentions: `count = ${count}` });
+  }
+  assertThrowsCode(() => anyRt.recordDispatchMany(one, "1"), ARG, { call: "recordDispatchMany", mentions: "count" });
+  rt.waitTimeline(rt.submitBatch());
+  assertArrayEqual(readU32(h), u, "nothing was recorded by the rejected calls");
+  rt.destroyBuffer(h);
+});
+
+test("napi conversions of wrong argument types carry a Helios code naming the call and the argument (issue 24)", () => {
+  const anyRt = rt as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const inc = KERNELS.inc;
+  const desc = JSON.stringify({ not: "checked before the type" });
+  const cases: [call: string, arg: string, f: () => unknown][] = [
+    ["recordDispatchMany", "packed", () => anyRt.recordDispatchMany(new Int32Array(8), 0)],
+    ["recordDispatchMany", "packed", () => anyRt.recordDispatchMany(null, 0)],
+    ["recordDispatchMany", "packed", () => anyRt.recordDispatchMany(new Uint32Array(8).buffer, 0)],
+    ["createPipeline", "spirv", () => anyRt.createPipeline(new Int32Array(inc.spirv), inc.layout)],
+    ["createPipeline", "spirv", () => anyRt.createPipeline(null, inc.layout)],
+    ["createPipeline", "layout", () => anyRt.createPipeline(inc.spirv, null)],
+    ["createPipeline", "layout", () => anyRt.createPipeline(inc.spirv, { bindings: "1" })],
+    ["compileKernel", "desc", () => anyRt.compileKernel(null)],
+    ["compileKernel", "desc", () => anyRt.compileKernel(1)],
+    ["kernelSpirv", "desc", () => anyRt.kernelSpirv(null)],
+    ["kernelSpirv", "opts", () => anyRt.kernelSpirv(desc, "1")],
+    ["kernelLayout", "desc", () => anyRt.kernelLayout(true)],
+    ["kernelDisassembly", "desc", () => anyRt.kernelDisassembly(undefined)],
+    ["initDevice", "opts", () => anyRt.initDevice("1")],
+    ["initDevice", "opts", () => anyRt.initDevice({ validation: "1" })],
+    ["beginBatch", "opts", () => anyRt.beginBatch("1")],
+    ["createBuffer", "opts", () => anyRt.createBuffer(64, 1)],
+    ["createBuffer", "byteLength", () => anyRt.createBuffer("1")],
+    ["readBuffer", "handle", () => anyRt.readBuffer(null)],
+  ];
+  for (const [call, arg, f] of cases) {
+    assert.throws(f, (err: Error & { code?: string }) => {
+      assert.equal(err.code, ARG, `${call}(${arg}): ${err.code}: ${err.message}`);
+      assert.ok(err.message.startsWith(`${call}: ${arg}`), `${call}: the message names the argument: ${err.message}`);
+      return true;
+    }, `${call}(${arg})`);
+  }
+  // the well-typed calls still work, null options included
+  assert.equal(rt.initDevice(null as never).deviceName, rt.getDeviceInfo().deviceName);
+  rt.beginBatch(null as never);
+  rt.waitTimeline(rt.submitBatch());
+});
+
 test("an absurd allocation is OUT_OF_MEMORY (or OUT_OF_RANGE past the device limit), then allocation works", () => {
   const codes: HeliosErrorCode[] = ["ERR_HELIOS_OUT_OF_MEMORY", RANGE];
   assertThrowsCode(() => rt.createBuffer(2 ** 50), codes, { call: "createBuffer" });

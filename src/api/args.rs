@@ -2,7 +2,7 @@
 //! ERR_HELIOS_INVALID_ARGUMENT naming the parameter (napi's own conversion errors carry no
 //! Helios code). Exports take `Unknown` and declare their TypeScript types with `ts_args_type`.
 
-use napi::bindgen_prelude::{Array, ArrayBuffer, FromNapiValue, JsValue, TypedArray, Unknown, ValueType};
+use napi::bindgen_prelude::{Array, ArrayBuffer, Either, FromNapiValue, JsValue, Object, TypedArray, Uint32Array, Unknown, ValueType};
 
 use crate::error::{HeliosError, HeliosResult};
 
@@ -20,6 +20,61 @@ fn expected(what: &str, kind: &str, v: &Unknown<'_>) -> HeliosError {
 pub fn num(v: Unknown<'_>, what: &str) -> HeliosResult<f64> {
     // One napi call on the hot path; the type is only looked up to explain a failure.
     f64::from_unknown(v).map_err(|_| expected(what, "a number", &v))
+}
+
+/// `n` as JavaScript prints it where Rust differs (`inf`), so messages quote what the caller passed.
+pub fn js_number(n: f64) -> String {
+    match n {
+        f64::INFINITY => "Infinity".to_string(),
+        f64::NEG_INFINITY => "-Infinity".to_string(),
+        _ => n.to_string(),
+    }
+}
+
+/// An integer count in 0..=2^32-1 (napi's own u32 conversion wraps -1 to 2^32-1 and reads NaN
+/// as 0).
+pub fn count(v: Unknown<'_>, what: &str) -> HeliosResult<u32> {
+    let n = num(v, what)?;
+    if !(n.is_finite() && n.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&n)) {
+        return Err(HeliosError::invalid_argument(format!("{what} = {} is not an integer from 0 to 4294967295", js_number(n))));
+    }
+    Ok(n as u32)
+}
+
+/// A Uint32Array, and nothing else (not an Int32Array of the same bytes, not an ArrayBuffer).
+pub fn u32_array(v: Unknown<'_>, what: &str) -> HeliosResult<Uint32Array> {
+    Uint32Array::from_unknown(v).map_err(|e| {
+        let got = if v.is_typedarray().unwrap_or(false) { e.reason.clone() } else { format!("got {}", type_of(&v)) };
+        HeliosError::invalid_argument(format!("{what} must be a Uint32Array ({got})"))
+    })
+}
+
+/// An options object converted by napi (`#[napi(object)]`); `undefined` and `null` read as
+/// absent, and napi's message (which names the bad field) follows the argument's name.
+pub fn opt_object<T: FromNapiValue>(v: Option<Unknown<'_>>, what: &str) -> HeliosResult<Option<T>> {
+    match v {
+        None => Ok(None),
+        Some(v) if matches!(v.get_type(), Ok(ValueType::Undefined | ValueType::Null)) => Ok(None),
+        Some(v) => object(v, what).map(Some),
+    }
+}
+
+/// A required object converted by napi (see `opt_object`).
+pub fn object<T: FromNapiValue>(v: Unknown<'_>, what: &str) -> HeliosResult<T> {
+    if !matches!(v.get_type(), Ok(ValueType::Object)) {
+        return Err(expected(what, "an object", &v));
+    }
+    T::from_unknown(v).map_err(|e| HeliosError::invalid_argument(format!("{what}: {}", e.reason)))
+}
+
+/// A kernel description: a JSON string or an object (serialized by the caller).
+pub fn desc<'a>(v: Unknown<'a>, what: &str) -> HeliosResult<Either<String, Object<'a>>> {
+    match v.get_type() {
+        Ok(ValueType::String) => String::from_unknown(v).map(Either::A),
+        Ok(ValueType::Object) => Object::from_unknown(v).map(Either::B),
+        _ => return Err(expected(what, "a JSON string or an object", &v)),
+    }
+    .map_err(|e| HeliosError::invalid_argument(format!("{what}: {}", e.reason)))
 }
 
 /// `undefined` and `null` read as absent.

@@ -1,11 +1,11 @@
 //! Batch, timeline, capture and profile exports.
 
-use napi::bindgen_prelude::{AsyncTask, Uint32Array, Unknown};
+use napi::bindgen_prelude::{AsyncTask, Unknown};
 use napi_derive::napi;
 
 use crate::api::tasks::WaitTask;
 use crate::api::types::{BatchOptions, ProfileEntry};
-use crate::api::args::{num, nums_into, opt_byte_view, opt_num};
+use crate::api::args::{count as count_arg, num, nums_into, opt_byte_view, opt_num, opt_object, u32_array};
 use crate::vk::command::MAX_BINDINGS;
 use crate::api::guard;
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
@@ -37,10 +37,13 @@ fn timeline_value(value: f64) -> HeliosResult<u64> {
 }
 
 /// Opens a batch; dispatches are recorded into it until submitBatch or captureBatch.
-#[napi]
-pub fn begin_batch(opts: Option<BatchOptions>) -> napi::Result<(), ErrorCode> {
-    let profile = opts.and_then(|o| o.profile).unwrap_or(false);
-    guard("beginBatch", || global::with(|rt| rt.begin_batch(profile)))
+#[napi(ts_args_type = "opts?: BatchOptions | undefined | null")]
+pub fn begin_batch(opts: Option<Unknown<'_>>) -> napi::Result<(), ErrorCode> {
+    guard("beginBatch", || {
+        let opts: Option<BatchOptions> = opt_object(opts, "opts")?;
+        let profile = opts.and_then(|o| o.profile).unwrap_or(false);
+        global::with(|rt| rt.begin_batch(profile))
+    })
 }
 
 /// Records one dispatch: `buffers[i]` binds to binding i; `groups` is [x, y?, z?].
@@ -101,9 +104,11 @@ fn decode_entry(words: &[u32], at: usize, index: u32) -> HeliosResult<(Entry<'_>
 /// Handles are JS numbers below 2^53 split into their low and high 32 bits
 /// (`lo = h % 2**32`, `hi = Math.floor(h / 2**32)`). Every entry is validated before any is
 /// recorded, so a rejected call records nothing; the message names the failing entry.
-#[napi]
-pub fn record_dispatch_many(packed: Uint32Array, count: u32) -> napi::Result<(), ErrorCode> {
+#[napi(ts_args_type = "packed: Uint32Array, count: number")]
+pub fn record_dispatch_many(packed: Unknown<'_>, count: Unknown<'_>) -> napi::Result<(), ErrorCode> {
     guard("recordDispatchMany", || {
+        let packed = u32_array(packed, "packed")?;
+        let count = count_arg(count, "count")?;
         let words: &[u32] = &packed;
         global::with(|rt| {
             let mut bufs: Vec<f64> = Vec::with_capacity(16);

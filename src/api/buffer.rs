@@ -6,7 +6,7 @@ use napi_derive::napi;
 
 use crate::api::tasks::ReadTask;
 use crate::api::types::{BufferOptions, PoolStats};
-use crate::api::args::{byte_view, num, opt_num};
+use crate::api::args::{byte_view, num, opt_num, opt_object};
 use crate::api::guard;
 use crate::error::{ErrorCode, HeliosError};
 use crate::runtime::global;
@@ -15,10 +15,11 @@ use crate::vk::host_result;
 
 /// Creates a device-local storage buffer of `byteLength` bytes; returns its handle.
 #[napi(ts_args_type = "byteLength: number, opts?: BufferOptions")]
-pub fn create_buffer(byte_length: Unknown<'_>, opts: Option<BufferOptions>) -> napi::Result<f64, ErrorCode> {
-    let host_visible = opts.and_then(|o| o.host_visible).unwrap_or(false);
+pub fn create_buffer(byte_length: Unknown<'_>, opts: Option<Unknown<'_>>) -> napi::Result<f64, ErrorCode> {
     guard("createBuffer", || {
         let len = num(byte_length, "byteLength")?;
+        let opts: Option<BufferOptions> = opt_object(opts, "opts")?;
+        let host_visible = opts.and_then(|o| o.host_visible).unwrap_or(false);
         global::with(|rt| rt.create_buffer(len, host_visible))
     })
 }

@@ -2,10 +2,11 @@
 
 use std::cell::Cell;
 
-use napi::bindgen_prelude::{Either, FnArgs, Function, JsObjectValue, Object};
+use napi::bindgen_prelude::{Either, FnArgs, Function, JsObjectValue, Object, Unknown};
 use napi::{Env, JsGlobal};
 use napi_derive::napi;
 
+use crate::api::args::opt_object;
 use crate::api::guard;
 use crate::api::types::{device_info, DeviceInfo, InitOptions};
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
@@ -15,9 +16,10 @@ use crate::runtime::global;
 /// Picks the best Vulkan 1.3 device (discrete > integrated > virtual > cpu; `device` or
 /// HELIOS_DEVICE = index or name substring) and enables what it supports. Idempotent: returns
 /// the current device's info when already initialized.
-#[napi]
-pub fn init_device(env: Env, opts: Option<InitOptions>) -> napi::Result<DeviceInfo, ErrorCode> {
+#[napi(ts_args_type = "opts?: InitOptions | undefined | null")]
+pub fn init_device(env: Env, opts: Option<Unknown<'_>>) -> napi::Result<DeviceInfo, ErrorCode> {
     guard("initDevice", || {
+        let opts: Option<InitOptions> = opt_object(opts, "opts")?;
         watch_exit(&env)?;
         let opts = opts.map(|o| RtInit {
             device: o.device.map(|d| match d {

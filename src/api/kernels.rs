@@ -11,7 +11,7 @@ use napi::{Env, JsGlobal, JSON};
 use napi_derive::napi;
 
 use crate::caps::DeviceCaps;
-use crate::api::args::opt_num;
+use crate::api::args::{desc as desc_arg, opt_num, opt_object};
 use crate::api::guard;
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
 use crate::runtime::global as runtime;
@@ -83,9 +83,9 @@ pub struct KernelSpirvOptions {
 /// Validates and assembles a kernel description and creates its pipeline on the device.
 /// Returns the pipeline handle; the same description returns the same handle (memoized, so the
 /// handle belongs to the memo: do not destroyPipeline it).
-#[napi]
-pub fn compile_kernel(env: Env, desc: Either<String, Object>) -> napi::Result<f64, ErrorCode> {
-    let json = guard("compileKernel", || desc_json(&env, desc))?;
+#[napi(ts_args_type = "desc: string | object")]
+pub fn compile_kernel(env: Env, desc: Unknown<'_>) -> napi::Result<f64, ErrorCode> {
+    let json = guard("compileKernel", || desc_json(&env, desc_arg(desc, "desc")?))?;
     guard("compileKernel", || {
         let caps = runtime::device_caps()?;
         let (key, k) = cache().get_or_compile(&json, &caps, true)?;
@@ -172,13 +172,11 @@ fn compile_many(jsons: &[String], threads: usize) -> HeliosResult<Vec<f64>> {
 }
 
 /// SPIR-V words of a description (validated against the device, or permissive caps without one).
-#[napi]
-pub fn kernel_spirv(
-    env: Env,
-    desc: Either<String, Object>,
-    opts: Option<KernelSpirvOptions>,
-) -> napi::Result<Uint32Array, ErrorCode> {
+#[napi(ts_args_type = "desc: string | object, opts?: KernelSpirvOptions | undefined | null")]
+pub fn kernel_spirv(env: Env, desc: Unknown<'_>, opts: Option<Unknown<'_>>) -> napi::Result<Uint32Array, ErrorCode> {
     let run = || -> HeliosResult<Uint32Array> {
+        let desc = desc_arg(desc, "desc")?;
+        let opts: Option<KernelSpirvOptions> = opt_object(opts, "opts")?;
         if opts.and_then(|o| o.no_cache).unwrap_or(false) {
             let json = desc_json(&env, desc)?;
             let k = crate::spirv::compile(&json, &caps_or_permissive())?;
@@ -190,10 +188,10 @@ pub fn kernel_spirv(
 }
 
 /// Human-readable SPIR-V of a description.
-#[napi]
-pub fn kernel_disassembly(env: Env, desc: Either<String, Object>) -> napi::Result<String, ErrorCode> {
+#[napi(ts_args_type = "desc: string | object")]
+pub fn kernel_disassembly(env: Env, desc: Unknown<'_>) -> napi::Result<String, ErrorCode> {
     let run = || -> HeliosResult<String> {
-        let json = desc_json(&env, desc)?;
+        let json = desc_json(&env, desc_arg(desc, "desc")?)?;
         crate::spirv::disassemble_desc(&json, &caps_or_permissive())
     };
     guard("kernelDisassembly", run)
@@ -210,10 +208,10 @@ pub struct KernelLayout {
     pub required_subgroup_size: Option<u32>,
 }
 
-#[napi]
-pub fn kernel_layout(env: Env, desc: Either<String, Object>) -> napi::Result<KernelLayout, ErrorCode> {
+#[napi(ts_args_type = "desc: string | object")]
+pub fn kernel_layout(env: Env, desc: Unknown<'_>) -> napi::Result<KernelLayout, ErrorCode> {
     let run = || -> HeliosResult<KernelLayout> {
-        let k = compiled(&env, desc)?;
+        let k = compiled(&env, desc_arg(desc, "desc")?)?;
         let l = &k.layout;
         Ok(KernelLayout {
             name: k.name.clone(),

@@ -1,9 +1,9 @@
 //! Pipeline exports.
 
-use napi::bindgen_prelude::{Uint32Array, Unknown};
+use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
-use crate::api::args::num;
+use crate::api::args::{num, object, u32_array};
 use crate::api::guard;
 use crate::api::types::{PipelineLayout, PipelineStatistic};
 use crate::caps::{Access, PipelineLayoutDesc};
@@ -33,10 +33,11 @@ fn parse_layout(layout: PipelineLayout) -> HeliosResult<PipelineLayoutDesc> {
 
 /// Builds a compute pipeline. Binding i is the storage buffer at set 0, binding i, and
 /// receives `buffers[i]` of a dispatch; push constants start at offset 0.
-#[napi]
-pub fn create_pipeline(spirv: Uint32Array, layout: PipelineLayout) -> napi::Result<f64, ErrorCode> {
+#[napi(ts_args_type = "spirv: Uint32Array, layout: PipelineLayout")]
+pub fn create_pipeline(spirv: Unknown<'_>, layout: Unknown<'_>) -> napi::Result<f64, ErrorCode> {
     guard("createPipeline", || {
-        let desc = parse_layout(layout)?;
+        let spirv = u32_array(spirv, "spirv")?;
+        let desc = parse_layout(object::<PipelineLayout>(layout, "layout")?)?;
         global::create_pipeline(&spirv, &desc)
     })
 }
