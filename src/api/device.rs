@@ -49,6 +49,9 @@ pub fn destroy() -> napi::Result<(), ErrorCode> {
     guard("destroy", global::destroy)
 }
 
+/// `process.on(event, listener)`.
+type ProcessOn<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>)>, Object<'a>>;
+
 thread_local! {
     /// Whether this JS thread's exit hooks are registered (once per isolate, not per device).
     static EXIT_WATCHED: Cell<bool> = const { Cell::new(false) };
@@ -72,7 +75,7 @@ fn watch_exit(env: &Env) -> HeliosResult<()> {
         })?;
         let global_obj: JsGlobal = env.get_global()?;
         let process: Object = global_obj.get_named_property("process")?;
-        let on: Function<FnArgs<(&str, Function<(), ()>)>, Object> = process.get_named_property("on")?;
+        let on: ProcessOn = process.get_named_property("on")?;
         on.apply(process, FnArgs::from(("exit", drain)))?;
         Ok(())
     };
