@@ -210,3 +210,26 @@ test("Alpha's f16 activation cast stores f16: the round trip rounds, and frees t
   assert.ok(rounded > 0, "some values changed by the f16 rounding");
   assert.ok(!(h as { expr?: unknown }).expr, "the f16 tensor is stored, not a pending expression over the f32 source");
 });
+
+test("clone then release (Alpha's tape): the clone takes the buffer over, no copy; clones stay independent", () => {
+  const rng = new Rng(31);
+  const x = randTensor(rng, [129, 257]); // over 64 KiB: released at once
+  const g = B.scale(B.fromArray([...x.ref.data], [129, 257]), 3);
+  B.evaluate(g);
+  const before = B.stats().dispatches;
+  const c = B.clone(g);
+  B.releaseGpuTensor(g);
+  B.evaluate(c);
+  assert.equal(B.stats().dispatches - before, 0, "no copy kernel");
+  const got = values(c);
+  for (let i = 0; i < got.length; i += 97) assert.equal(got[i], Math.fround(Math.fround(x.ref.data[i]) * 3));
+  // a clone whose source lives on is a real copy: in-place updates of either leave the other alone
+  const a = B.fromArray([1, 2, 3], [3]);
+  const ca = B.clone(a);
+  B.addInplace!(a, B.fromArray([10, 10, 10], [3]));
+  B.scaleInplace!(ca, 2);
+  assert.deepEqual([...values(a)], [11, 12, 13]);
+  assert.deepEqual([...values(ca)], [2, 4, 6]);
+  const i32 = B.fromArray([16777217, -5], [2], "i32");
+  assert.deepEqual([...values(B.clone(i32))], [16777217, -5], "i32 clones are exact");
+});

@@ -18,7 +18,7 @@ import { fromF16Array } from "../ts/f16.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
 
-interface Case { bh: number; T: number; D: number; stages: 1 | 2; pShared?: boolean }
+interface Case { bh: number; T: number; D: number; stages: 1 | 2; pShared?: boolean; cap?: number }
 
 function upload(rt: InterpRuntime, data: ArrayBufferView): number {
   const h = rt.createBuffer(data.byteLength);
@@ -32,8 +32,9 @@ function check(c: Case): void {
   const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
   const dO = randTensor(rng, [bh, T, D], "f16");
   const scale = 1 / Math.sqrt(D);
-  const fwd = N.attention(q.ref, k.ref, v.ref, scale, 0);
-  const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, 0);
+  const cap = c.cap ?? 0;
+  const fwd = N.attention(q.ref, k.ref, v.ref, scale, cap);
+  const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, cap);
   // Di = rowsum(dO * O), as attn_rowdot makes it
   const di = new Float32Array(bh * T);
   for (let r = 0; r < bh * T; r++) {
@@ -46,14 +47,14 @@ function check(c: Case): void {
   ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
   const out = () => rt.createBuffer(bh * T * D * 2);
   const [dq, dk, dv] = [out(), out(), out()];
-  const variant: FlashBwdCmVariant = { D, stages: c.stages, pShared: c.pShared };
-  const push = packPush(FA_PUSH, { T, scale, cap: 1 });
+  const variant: FlashBwdCmVariant = { D, stages: c.stages, pShared: c.pShared, softCap: cap > 0 };
+  const push = packPush(FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1 });
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, bh, 1];
   rt.beginBatch();
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
   rt.submitBatch(); // the interpreter runs dispatches as they are recorded
-  const tag = `bh=${bh} T=${T} D=${D} stages=${c.stages}${c.pShared ? " pShared" : ""}`;
+  const tag = `bh=${bh} T=${T} D=${D} stages=${c.stages}${c.pShared ? " pShared" : ""}${cap ? ` cap=${cap}` : ""}`;
   for (const [name, h, want] of [["dQ", dq, ref.dQ], ["dK", dk, ref.dK], ["dV", dv, ref.dV]] as const) {
     const got = fromF16Array(new Uint16Array(rt.readBuffer(h)));
     let worst = 0, scaleRef = 0;
@@ -74,11 +75,14 @@ for (const c of <Case[]>[
   { bh: 1, T: 192, D: 16, stages: 2 },
   { bh: 1, T: 192, D: 32, stages: 1 },
   { bh: 1, T: 128, D: 48, stages: 1, pShared: true },
+  // soft-capped scores (Alpha's default attention): a cap the scores reach, both P/dS paths
+  { bh: 2, T: 128, D: 64, stages: 1, cap: 0.7 },
+  { bh: 1, T: 64, D: 32, stages: 2, pShared: true, cap: 0.5 },
 ]) {
   test(`flash backward on cooperative matrices ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(c));
 }
 
-test("flash backward on cooperative matrices applies to f16, T % 64 == 0, D % 16 == 0 (<= 64), no softCap, 32-wide subgroups", () => {
+test("flash backward on cooperative matrices applies to f16, T % 64 == 0, D % 16 == 0 (<= 64), 32-wide subgroups, with or without softCap", () => {
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
   const s1 = { stages: 1 } as const, s2 = { stages: 2 } as const;
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, false), true);
@@ -86,7 +90,7 @@ test("flash backward on cooperative matrices applies to f16, T % 64 == 0, D % 16
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1000, 64, false), false);
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 72, false), false);
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 80, false), false);
-  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, true), false);
+  assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, true), true);
   assert.equal(flashBwdCmApplies({ ...dev, subgroupSize: 64 }, s1, "f16", 1024, 64, false), false);
   assert.equal(flashBwdCmApplies({ ...dev, coopMatSupported: false }, s1, "f16", 1024, 64, false), false);
   // two stages of 64-row Q and dO tiles at D = 64 need more than 48 KiB; at D = 32 they fit

@@ -85,17 +85,20 @@ for (const [w, c] of fwdCases) {
   });
 }
 
-for (const c of [
+for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: number }[]>[
   { bh: 1, T: 128, D: 64, pShared: false },
   { bh: 1, T: 192, D: 32, pShared: false },
   { bh: 1, T: 128, D: 16, pShared: true },
+  { bh: 2, T: 128, D: 64, pShared: false, cap: 0.7 },
+  { bh: 1, T: 64, D: 32, pShared: true, cap: 1.5 },
 ]) {
   test(`flash backward x3 (split bf16 hi/lo) ${JSON.stringify(c)} matches float64 gradients to f32 accuracy (interpreter)`, () => {
-    const cs: Case = { bh: c.bh, T: c.T, D: c.D, cap: 0 };
+    const cap = c.cap ?? 0;
+    const cs: Case = { bh: c.bh, T: c.T, D: c.D, cap };
     const [q, k, v, dO] = inputs(cs, 77 + c.T + c.D);
     const scale = 1 / Math.sqrt(c.D);
-    const fwd = N.attention(q.ref, k.ref, v.ref, scale, 0);
-    const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, 0);
+    const fwd = N.attention(q.ref, k.ref, v.ref, scale, cap);
+    const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, cap);
     const di = new Float32Array(c.bh * c.T);
     for (let r = 0; r < di.length; r++) {
       let acc = 0;
@@ -107,8 +110,8 @@ for (const c of [
     ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
     const out = () => rt.createBuffer(c.bh * c.T * c.D * 4);
     const [dq, dk, dv] = [out(), out(), out()];
-    const variant = { D: c.D, stages: 1 as const, pShared: c.pShared, split: true };
-    const push = packPush(FA_PUSH, { T: c.T, scale, cap: 1 });
+    const variant = { D: c.D, stages: 1 as const, pShared: c.pShared, split: true, softCap: cap > 0 };
+    const push = packPush(FA_PUSH, { T: c.T, scale, cap: cap > 0 ? cap : 1 });
     const groups: [number, number, number] = [c.T / FLASH_BWD_CM_ROWS, c.bh, 1];
     rt.beginBatch();
     rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
@@ -134,7 +137,7 @@ test("the x3 kernels apply to f32 only, within 48 KiB; auto picks them for f32 o
   assert.equal(pickFlashFwd("x3-w4s1-x", dev, "f16", 1024, 64).name, "acc-w4s1-x", "an x3 kernel named for f16 falls back in auto order");
   assert.ok(flashBwdCmApplies(dev, { stages: 1, split: true }, "f32", 1024, 64, false));
   assert.ok(!flashBwdCmApplies(dev, { stages: 1, split: true }, "f16", 1024, 64, false));
-  assert.ok(!flashBwdCmApplies(dev, { stages: 1, split: true }, "f32", 1024, 64, true), "no softCap");
+  assert.ok(flashBwdCmApplies(dev, { stages: 1, split: true }, "f32", 1024, 64, true), "softCap served too");
   assert.ok(!flashBwdCmApplies(dev, { stages: 2, split: true }, "f32", 1024, 64, false), "two stages of four hi/lo tiles exceed 48 KiB");
 });
 

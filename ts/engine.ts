@@ -381,6 +381,7 @@ export class Engine implements TensorHost, ResidencyHost {
   materialize(t: HeliosTensor): void {
     const e = t.expr;
     if (!e) return;
+    if (this.adoptCopiedLeaf(t, e)) return;
     const plan = planFused(e, t.shape, t.dtype);
     const strided = plan.inputs.some((i) => i.mode === "strided");
     if (pushBytes(plan) > PUSH_BUDGET || (strided && plan.dims.length > MAX_FUSED_RANK)) {
@@ -418,6 +419,21 @@ export class Engine implements TensorHost, ResidencyHost {
       for (const l of h.leases) l.release();
       h.leases = [out];
     }
+  }
+
+  /**
+   * A pending plain copy (clone) of a buffer nothing else holds any more takes the buffer over
+   * instead of copying it: Alpha's autograd clones every gradient and releases the original.
+   */
+  private adoptCopiedLeaf(t: HeliosTensor, e: Expr): boolean {
+    if (e.k !== "un" || e.op !== "copy" || e.x.k !== "leaf") return false;
+    const leaf = e.x;
+    if (leaf.dtype !== t.dtype || !leaf.lease.exclusive || size(leaf.shape) !== size(t.shape)) return false;
+    const h = this.holders.get(t);
+    if (!h || h.leases.length !== 1 || h.leases[0] !== leaf.lease) return false;
+    t.lease = leaf.lease;
+    t.expr = null;
+    return true;
   }
 
   /** Rare: an expression whose indexing does not fit push constants is cut at its root. */

@@ -27,6 +27,11 @@ export class Lease {
     readonly serial = 0,
   ) {}
 
+  /** Whether exactly one holder is left (it may reuse the buffer for a copy of its contents). */
+  get exclusive(): boolean {
+    return this.refs === 1;
+  }
+
   get alive(): boolean {
     return this.refs > 0;
   }

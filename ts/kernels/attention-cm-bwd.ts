@@ -7,7 +7,10 @@
 //        dV += P^T dO, dK += dS^T Q.
 // Di = rowsum(dO * O) comes from attn_rowdot (ts/kernels/attention-dense.ts). Bindings: q, k, v,
 // dO, lse, di (read), then dq or dk, dv (write); push FA_PUSH; f16 tensors, D % 16 == 0, D <= 64,
-// T % 64 == 0, 32-wide subgroups, no softCap.
+// T % 64 == 0, 32-wide subgroups.
+// Soft-capping (`softCap`, as the forward): S becomes cap tanh(scale S / cap) in log2 units before
+// the causal triangle is added, P = exp2(S - lse2), and dS gains the factor 1 - tanh² (from
+// min(t², 1), so masked -inf scores give 0, not NaN).
 //
 // Dispatch: [T / 64, BH], 4 subgroups (128 threads); subgroup s owns 16 rows (queries for dQ, keys
 // for dKdV) from the block start + 16 s, whose Q and dO (or K and V) fragments stay in registers.
@@ -30,6 +33,7 @@ import {
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { FA_PUSH } from "./attention.js";
+import { safeTanh } from "./common.js";
 import {
   CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma as mma, streamTiles, tileStager,
   type HalfType, type Pair,
@@ -49,6 +53,8 @@ export interface FlashBwdCmVariant {
   readonly stages: 1 | 2;
   /** Always convert P and dS through shared memory (the fallback path; for tests). */
   readonly pShared?: boolean;
+  /** Scores soft-capped by push `cap` (see the header). */
+  readonly softCap?: boolean;
 }
 
 /** Whether the tensor-core backward serves the problem on this device. */
@@ -56,7 +62,8 @@ export function flashBwdCmApplies(
   info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
   v: Pick<FlashBwdCmVariant, "stages" | "split">, dtype: string, T: number, D: number, softCap: boolean,
 ): boolean {
-  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === (v.split ? "f32" : "f16") && !softCap &&
+  void softCap; // served either way (FlashBwdCmVariant.softCap)
+  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === (v.split ? "f32" : "f16") &&
     T % FLASH_BWD_CM_ROWS === 0 && D % CM === 0 && D <= 64 &&
     (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, stages: v.stages, split: v.split });
 }
@@ -76,7 +83,7 @@ export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "stages" 
 }
 
 function suffix(v: FlashBwdCmVariant): string {
-  return `${v.split ? "x3" : "f16"}_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}`;
+  return `${v.split ? "x3" : "f16"}_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
 }
 
 interface Common {
@@ -87,8 +94,10 @@ interface Common {
   tid: Expr; sg: Expr; lane: Expr; bh: Expr; rank: Expr; base: Expr;
   st: Shared; pt: Shared; stOff: Expr;
   regP: Expr; idxC: Var;
-  /** scale * log2(e): S in log2 units is fma(S, c2, -lse2). */
+  /** scale * log2(e): S in log2 units is fma(S, c2, -lse2); with softCap, scale / cap (tanh's argument). */
   c2: Expr;
+  /** softCap: cap * log2(e), the capped score's scale in log2 units; null without softCap. */
+  capL: Expr | null;
   scale: Expr; T: Expr;
   /** split: element offset of the low parts (all heads' high parts come first); null otherwise. */
   loOff: Expr | null;
@@ -144,10 +153,11 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const base = k.let(bh.mul(pc.T).mul(D), "base");
   const stOff = k.let(sg.mul(256), "stoff");
   const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
-  const c2 = k.let(pc.scale.mul(LOG2E), "c2");
+  const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
+  const capL = v.softCap ? k.let(pc.cap.mul(LOG2E), "capl") : null;
   const loOff = split ? k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff") : null;
   const common: Common = {
-    k, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, scale: pc.scale, T: pc.T, loOff,
+    k, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, capL, scale: pc.scale, T: pc.T, loOff,
   };
   return { common, Q, K, V, dO, L, Di, outs, nblk };
 }
@@ -169,6 +179,9 @@ function sAndDp(
   });
   s.set(sAcc);
   dp.set(dpAcc);
+  // soft-capped scores in log2 units, before the causal triangle is added
+  const capL = c.capL;
+  if (capL) elements(k, tC, (i) => s.setAt(i, safeTanh(s.at(i).mul(c.c2)).mul(capL)));
 }
 
 /**
@@ -177,7 +190,14 @@ function sAndDp(
  */
 function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | null, dsa: VarPair): void {
   const { k, tA, tC, tC16, pt, stOff } = c;
+  const capL = c.capL;
   const element = (i: Expr) => {
+    if (capL) {
+      const p = k.let(exp2(s.at(i).sub(lse2.at(i))), "p");
+      const t = k.let(s.at(i).div(capL), "t");
+      const ds = k.let(p.mul(dp.at(i).sub(di.at(i))).mul(lit(f32, 1).sub(t.mul(t).min(1))), "ds");
+      return { p, ds };
+    }
     const p = k.let(exp2(fma(s.at(i), c.c2, lse2.at(i).neg())), "p");
     const ds = k.let(p.mul(dp.at(i).sub(di.at(i))), "ds");
     return { p, ds };

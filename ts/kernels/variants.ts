@@ -148,6 +148,14 @@ export function backendVariants(): KernelVariant[] {
     if (flashBwdCmSharedBytes(bv) > 48 * 1024) continue;
     v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
   }
+  // soft-capped scores (Alpha's default attention), in the shipped form: one stage, P and dS in registers
+  for (const D of [16, 32, 64]) for (const split of [false, true]) {
+    const bv = { D, stages: 1 as const, split, softCap: true };
+    const tag = `${split ? "x3_" : ""}d${D}_s1_cap`;
+    const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
+    v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
+    v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
+  }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) {
     v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
     v.push({ id: `backend/copy_strided_v128/${d}`, needs: needs(d), build: () => copyStridedV128Kernel(d) });

@@ -52,14 +52,14 @@ function withSplits<R>(E: Engine, op: string, split: boolean, xs: TensorData[], 
  */
 function attentionBackwardCm(
   E: Engine, op: string, Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
-  BH: number, T: number, D: number, scale: number,
+  BH: number, T: number, D: number, scale: number, softCap: number,
 ): { dQ: HeliosTensor; dK: HeliosTensor; dV: HeliosTensor } {
   const di = attnRowDot(E, op, dO, O, BH * T, D);
   const dQ = E.alloc(Q.shape, Q.dtype), dK = E.alloc(Q.shape, Q.dtype), dV = E.alloc(Q.shape, Q.dtype);
-  const push = { T, scale, cap: 1 };
+  const push = { T, scale, cap: softCap > 0 ? softCap : 1 };
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, BH, 1];
   const split = Q.dtype === "f32";
-  const v = { D, stages: CM_BWD_STAGES, split } as const;
+  const v = { D, stages: CM_BWD_STAGES, split, softCap: softCap > 0 } as const;
   withSplits(E, op, split, [Q, K, V, dO], ([q, k, vv, dout]) => {
     run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), FA_PUSH, push, [q, k, vv, dout, lse, di], [dQ], groups);
     run(E, op, { flashBwdDkDvCm: v }, () => flashBwdDkDvCmKernel(v), FA_PUSH, push, [q, k, vv, dout, lse, di], [dK, dV], groups);
@@ -125,7 +125,7 @@ export function flashAttentionBackward(
   const { BH, D } = check(op, T, Q, K, V, O, dO);
   if (lse.shape.join() !== [BH, T].join()) fail(op, `lse ${fmt(lse.shape)} must be [${BH}, ${T}]`);
   if (BH > 0 && T > 0 && D > 0 && cmBackwardApplies(E, Q.dtype, T, D, softCap)) {
-    return attentionBackwardCm(E, op, Q, K, V, O, dO, lse, BH, T, D, scale);
+    return attentionBackwardCm(E, op, Q, K, V, O, dO, lse, BH, T, D, scale, softCap);
   }
   if (BH > 0 && T > 0 && D > 0 && denseBackwardApplies(E, Q.dtype, BH, T, softCap)) {
     return attentionBackwardDense(E, op, Q, K, V, O, dO, lse, BH, T, D, scale);

@@ -130,6 +130,9 @@ export function broadcast(E: Engine, a: TensorData, target: Shape): HeliosTensor
 }
 
 export function clone(E: Engine, a: TensorData): HeliosTensor {
+  // floats: a pending copy (fuses into its reader, or takes the buffer over if the source is
+  // released first: Engine.materialize); i32 goes through f32 in fused kernels, so it copies now
+  if (a.dtype !== "i32") return E.unary("clone", a, "copy");
   const out = E.alloc(a.shape, a.dtype);
   copyStrided(E, "clone", a, out, a.shape, contiguousStrides(a.shape), contiguousStrides(a.shape));
   return out;
