@@ -209,6 +209,8 @@ export interface PoolStats {
   reuses: number
   /** Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too). */
   inBatchReuses: number
+  /** Idle buffers the pool holds now. */
+  freeBuffers: number
 }
 
 export interface ProfileEntry {

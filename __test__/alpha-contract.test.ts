@@ -166,7 +166,7 @@ test("the upstream calls Alpha probes for: device info, memory, matmul and flash
   assert.ok(st.coopHitRate >= 0 && st.coopHitRate <= 1);
 
   const mem = B.gpuMemStats();
-  for (const k of ["bufferPoolBytes", "outputPoolBytes", "deferredReleases", "pendingDestroys", "liveAllocs", "totalAllocs", "totalAllocMB"]) {
+  for (const k of ["bufferPoolEntries", "bufferPoolBytes", "outputPoolBytes", "deferredReleases", "pendingDestroys", "liveAllocs", "totalAllocs", "totalAllocMB"]) {
     assert.equal(typeof mem[k], "number", k);
   }
   assert.ok(mem.liveAllocs > 0);

@@ -195,6 +195,7 @@ export class HeliosBackend implements Backend {
     const pool = this.rt.poolStats();
     const p = this.E.pool;
     return {
+      bufferPoolEntries: pool.freeBuffers ?? 0,
       bufferPoolBytes: pool.freeBytes,
       leasedBytes: pool.leasedBytes,
       peakBytes: pool.peakBytes,

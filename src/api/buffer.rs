@@ -162,6 +162,7 @@ pub fn pool_stats() -> napi::Result<PoolStats, ErrorCode> {
                 allocations: s.allocations as f64,
                 reuses: s.reuses as f64,
                 in_batch_reuses: s.in_batch_reuses as f64,
+                free_buffers: s.free_buffers as f64,
             })
         })
     })

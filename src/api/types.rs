@@ -110,6 +110,8 @@ pub struct PoolStats {
     pub reuses: f64,
     /// Reuses of a buffer whose last GPU use was still pending, inside an open batch (in `reuses` too).
     pub in_batch_reuses: f64,
+    /// Idle buffers the pool holds now.
+    pub free_buffers: f64,
 }
 
 #[napi(object)]

@@ -184,7 +184,7 @@ impl Runtime {
     }
 
     pub fn pool_stats(&self) -> PoolStats {
-        self.pool.stats
+        self.pool.snapshot()
     }
 
     /// Frees idle pooled buffers whose last use completed.

@@ -39,6 +39,8 @@ pub struct PoolStats {
     pub reuses: u64,
     /// Reuses of a buffer whose last use was still pending (counted in `reuses` too).
     pub in_batch_reuses: u64,
+    /// Idle buffers the pool holds now (every bucket).
+    pub free_buffers: u64,
 }
 
 /// Idle pooled buffers by bucket size. Whether one is ready (its last use completed and no
@@ -85,6 +87,11 @@ impl<R: Copy> Pool<R> {
     }
 
     /// Returns a leased buffer to the pool.
+    /// The statistics with the current count of idle buffers.
+    pub fn snapshot(&self) -> PoolStats {
+        PoolStats { free_buffers: self.idle.values().map(|l| l.len() as u64).sum(), ..self.stats }
+    }
+
     pub fn release(&mut self, bucket: u64, id: R) {
         self.stats.leased_bytes -= bucket;
         self.stats.free_bytes += bucket;

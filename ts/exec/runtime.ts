@@ -33,6 +33,8 @@ export interface PoolStats {
   reuses: number;
   /** Reuses inside an open batch of a buffer whose last GPU use was pending (native addon; absent in mocks). */
   inBatchReuses?: number;
+  /** Idle buffers the pool holds (native addon; absent in mocks). */
+  freeBuffers?: number;
 }
 
 export type Groups = [number, number?, number?];
