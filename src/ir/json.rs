@@ -274,3 +274,52 @@ impl<'de> Deserialize<'de> for KeyStr {
         d.deserialize_str(KeyVisitor)
     }
 }
+
+/// The deepest nesting of arrays and objects in `text`, stopping early once it passes `limit`
+/// (strings are skipped, so brackets inside names do not count). serde_json's own limit (128
+/// levels) is below what `limits::MAX_DEPTH` statements plus as deep an expression need, so
+/// descriptions are measured here and parsed with serde_json's limit off.
+pub fn nesting_depth(text: &str, limit: usize) -> usize {
+    let mut depth = 0usize;
+    let mut deepest = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                if deepest > limit {
+                    return deepest;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Parses a description with serde_json's recursion limit off, after `nesting_depth` has
+/// bounded how deep the parser (and the decoder after it) can recurse.
+pub fn parse_bounded(text: &str, max_json_depth: usize) -> Result<Value, String> {
+    let depth = nesting_depth(text, max_json_depth);
+    if depth > max_json_depth {
+        return Err(format!("JSON nested more than {max_json_depth} levels deep"));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(value)
+}

@@ -224,3 +224,78 @@ fn collect_paths(v: &Value, here: String, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+/// `depth` nested `if`s, each testing a two-level condition, around one store.
+fn nested_ifs(depth: usize) -> Value {
+    let mut body = json!([{"s": "store", "b": 1, "idx": {"op": "get", "name": "i"}, "value": {"op": "get", "name": "a"}}]);
+    for k in 0..depth {
+        let cond = json!({"op": "lt", "a": {"op": "get", "name": "i"}, "b": {"op": "lit", "t": "u32", "v": k + 1}});
+        body = json!([{"s": "if", "cond": cond, "then": body}]);
+    }
+    let mut v = valid();
+    let mut items = v["body"].as_array().cloned().unwrap_or_default();
+    items.truncate(2);
+    items.extend(body.as_array().cloned().unwrap_or_default());
+    v["body"] = Value::Array(items);
+    v
+}
+
+#[test]
+fn the_documented_nesting_depth_decodes() {
+    // 63 nested ifs under the top-level body: statements 64 deep (docs/kernel-ir.md), and
+    // each condition an expression nested below that.
+    decode(&nested_ifs(63).to_string(), &permissive_caps()).unwrap_or_else(|e| panic!("{e}"));
+    let msg = err_of(&nested_ifs(64), &permissive_caps());
+    assert!(msg.contains("statements nested more than 64 levels deep"), "{msg}");
+    // A 64-level expression inside the deepest statement still decodes.
+    let mut e = json!({"op": "get", "name": "a"});
+    for _ in 0..63 {
+        e = json!({"op": "neg", "a": e});
+    }
+    let v = with(nested_ifs(63), &format!("/body/2{}/then/0/value", "/then/0".repeat(62)), e.clone());
+    decode(&v.to_string(), &permissive_caps()).unwrap_or_else(|e| panic!("{e}"));
+    let v = with(nested_ifs(63), &format!("/body/2{}/then/0/value", "/then/0".repeat(62)), json!({"op": "neg", "a": e}));
+    assert!(err_of(&v, &permissive_caps()).contains("expression nested more than 64 levels deep"));
+}
+
+fn unrolled(from: Value, to: Value, inner: Option<u32>) -> Value {
+    let store = json!({"s": "store", "b": 1, "idx": {"op": "get", "name": "j"}, "value": {"op": "get", "name": "a"}});
+    let body = match inner {
+        Some(n) => json!([{"s": "for", "var": "k", "from": {"op": "lit", "t": "u32", "v": 0}, "to": {"op": "lit", "t": "u32", "v": n},
+                           "unroll": true, "body": [store]}]),
+        None => json!([store]),
+    };
+    let mut v = valid();
+    v["body"][3] = json!({"s": "for", "var": "j", "from": from, "to": to, "unroll": true, "body": body});
+    v
+}
+
+#[test]
+fn unrolled_loops_are_bounded() {
+    let caps = permissive_caps();
+    let lit = |n: u32| json!({"op": "lit", "t": "u32", "v": n});
+    // The reproducer: `for 0..1000000` with unroll: true.
+    let msg = err_of(&unrolled(lit(0), lit(1_000_000), None), &caps);
+    assert!(msg.contains("loop of 1000000 iterations cannot be unrolled"), "{msg}");
+    assert!(msg.starts_with("softmax_f32: body[3].unroll:"), "{msg}");
+    decode(&unrolled(lit(0), lit(4096), None).to_string(), &caps).unwrap_or_else(|e| panic!("{e}"));
+    // Through arithmetic on literals, and from > to (no iterations).
+    let to = json!({"op": "mul", "a": lit(1000), "b": lit(1000)});
+    assert!(err_of(&unrolled(lit(0), to, None), &caps).contains("1000000 iterations"));
+    decode(&unrolled(lit(10), lit(0), None).to_string(), &caps).unwrap_or_else(|e| panic!("{e}"));
+    // Nested unrolled loops multiply: 4096 x 4096 copies of the body.
+    let msg = err_of(&unrolled(lit(0), lit(4096), Some(4096)), &caps);
+    assert!(msg.contains("once loops with unroll: true are unrolled"), "{msg}");
+    decode(&unrolled(lit(0), lit(64), Some(64)).to_string(), &caps).unwrap_or_else(|e| panic!("{e}"));
+    // A bound known only at run time counts once.
+    decode(&unrolled(lit(0), json!({"op": "push", "name": "n"}), None).to_string(), &caps).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn spec_constant_trip_counts_are_bounded() {
+    let mut v = unrolled(json!({"op": "lit", "t": "u32", "v": 0}), json!({"op": "spec", "name": "N"}), None);
+    v["spec"] = json!([{"name": "N", "id": 0, "type": "u32", "value": 100000}]);
+    assert!(err_of(&v, &permissive_caps()).contains("100000 iterations"));
+    v["spec"] = json!([{"name": "N", "id": 0, "type": "u32", "value": 100}]);
+    decode(&v.to_string(), &permissive_caps()).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -13,11 +13,11 @@ use super::{kind_of, truncate, Decoder, Obj};
 
 impl Decoder<'_> {
     pub(crate) fn expr(&mut self, v: &Value, path: &Path) -> HeliosResult<Expr> {
-        self.enter(path)?;
+        self.enter_expr(path)?;
         let o = self.obj(v, path)?;
         let op = self.req_str(o, "op", path)?;
         let e = self.expr_op(op, o, path)?;
-        self.leave();
+        self.leave_expr();
         Ok(e)
     }
 

@@ -7,6 +7,7 @@ mod expr;
 mod header;
 mod ops;
 mod stmt;
+mod unroll;
 
 use std::collections::HashMap;
 
@@ -36,7 +37,14 @@ pub(crate) struct Decoder<'c> {
     scopes: Vec<Vec<Slot>>,
     loop_depth: u32,
     nodes: u32,
-    depth: u32,
+    /// Nodes weighted by the trip counts of the unrolled loops around them.
+    unrolled_nodes: u64,
+    /// Product of the known trip counts of the enclosing `unroll: true` loops.
+    unroll_factor: u64,
+    /// Statement nesting (blocks inside blocks) and the nesting inside the current expression,
+    /// limited separately so that `MAX_DEPTH` nested `if`s may still test any condition.
+    stmt_depth: u32,
+    expr_depth: u32,
 }
 
 /// Parses and validates a description against `caps`.
@@ -48,7 +56,7 @@ pub fn decode(json: &str, caps: &DeviceCaps) -> HeliosResult<Kernel> {
             limits::MAX_DESC_BYTES
         )));
     }
-    let value: Value = serde_json::from_str(json)
+    let value = crate::ir::json::parse_bounded(json, limits::MAX_JSON_DEPTH)
         .map_err(|e| HeliosError::invalid_kernel(format!("kernel description is not valid JSON: {e}")))?;
     decode_value(&value, caps)
 }
@@ -126,7 +134,10 @@ impl<'c> Decoder<'c> {
             scopes: Vec::new(),
             loop_depth: 0,
             nodes: 0,
-            depth: 0,
+            unrolled_nodes: 0,
+            unroll_factor: 1,
+            stmt_depth: 0,
+            expr_depth: 0,
         }
     }
 
@@ -134,26 +145,49 @@ impl<'c> Decoder<'c> {
         HeliosError::invalid_kernel(format!("{}: {}: {}", self.name, path, msg))
     }
 
-    /// Counts a node against the size limit (descriptions are untrusted input).
+    /// Counts a node against the size limits (descriptions are untrusted input).
     pub(crate) fn count_node(&mut self, path: &Path) -> HeliosResult<()> {
         self.nodes += 1;
         if self.nodes > limits::MAX_NODES {
             return Err(self.err(path, format!("more than {} nodes", limits::MAX_NODES)));
         }
+        self.unrolled_nodes = self.unrolled_nodes.saturating_add(self.unroll_factor);
+        if self.unrolled_nodes > limits::MAX_UNROLLED_NODES {
+            return Err(self.err(
+                path,
+                format!(
+                    "more than {} nodes once loops with unroll: true are unrolled; unroll fewer or shorter loops",
+                    limits::MAX_UNROLLED_NODES
+                ),
+            ));
+        }
         Ok(())
     }
 
-    /// Enters one level of nesting; `leave` must follow on success.
-    pub(crate) fn enter(&mut self, path: &Path) -> HeliosResult<()> {
-        self.depth += 1;
-        if self.depth > limits::MAX_DEPTH {
-            return Err(self.err(path, format!("nested more than {} levels deep", limits::MAX_DEPTH)));
+    /// Enters one statement level; `leave_stmt` must follow on success.
+    pub(crate) fn enter_stmt(&mut self, path: &Path) -> HeliosResult<()> {
+        self.stmt_depth += 1;
+        if self.stmt_depth > limits::MAX_DEPTH {
+            return Err(self.err(path, format!("statements nested more than {} levels deep", limits::MAX_DEPTH)));
         }
         self.count_node(path)
     }
 
-    pub(crate) fn leave(&mut self) {
-        self.depth -= 1;
+    pub(crate) fn leave_stmt(&mut self) {
+        self.stmt_depth -= 1;
+    }
+
+    /// Enters one expression level; `leave_expr` must follow on success.
+    pub(crate) fn enter_expr(&mut self, path: &Path) -> HeliosResult<()> {
+        self.expr_depth += 1;
+        if self.expr_depth > limits::MAX_DEPTH {
+            return Err(self.err(path, format!("expression nested more than {} levels deep", limits::MAX_DEPTH)));
+        }
+        self.count_node(path)
+    }
+
+    pub(crate) fn leave_expr(&mut self) {
+        self.expr_depth -= 1;
     }
 
     pub(crate) fn obj<'v>(&self, v: &'v Value, path: &Path) -> HeliosResult<&'v Obj> {

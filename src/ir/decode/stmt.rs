@@ -23,11 +23,11 @@ impl Decoder<'_> {
         let mut out = Vec::with_capacity(items.len());
         for (i, v) in items.iter().enumerate() {
             let p = path.index(i);
-            self.enter(&p)?;
+            self.enter_stmt(&p)?;
             let o = self.obj(v, &p)?;
             let s = self.req_str(o, "s", &p)?;
             out.push(self.stmt(s, o, &p)?);
-            self.leave();
+            self.leave_stmt();
         }
         Ok(out)
     }
@@ -245,11 +245,15 @@ impl Decoder<'_> {
             Some(v) => Some(self.bool_of(v, &path.key("unroll"))?),
             None => None,
         };
+        let weight = match unroll {
+            Some(true) => self.unroll_weight(&from, &to, step.as_ref(), path)?,
+            _ => 1,
+        };
         let name = self.req_str(o, "var", path)?;
         // The counter is visible only in the body.
         self.open_scope();
         let r = self.declare(name, SlotKind::LoopVar, from.ty, None, &path.key("var")).and_then(|slot| {
-            let body = self.loop_body(o, path)?;
+            let body = self.with_unroll(weight, |d| d.loop_body(o, path))?;
             Ok((slot, body))
         });
         self.close_scope();
