@@ -73,7 +73,7 @@ pub fn build(
     push_descriptors: bool,
 ) -> HeliosResult<PipelineObj> {
     validate_layout(device, desc)?;
-    crate::runtime::spirv_check::check(spirv, &desc.entry_point, desc.bindings.len(), desc.push_constant_bytes)?;
+    crate::runtime::spirv_check::check_module(spirv, desc, &device.caps)?;
     let vk = pipeline::create(device, cache, spirv, desc, push_descriptors)?;
     Ok(PipelineObj {
         vk,

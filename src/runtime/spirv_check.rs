@@ -1,20 +1,82 @@
-//! A small SPIR-V reader that checks a module against its pipeline layout before the driver
-//! sees it. Drivers (and the validation layer) may crash on a malformed module instead of
-//! failing cleanly, so this rejects, with a message:
-//! - anything that is not a whole SPIR-V module: bad magic, an instruction running past the
-//!   end, a function left open (a module truncated mid-function), a function whose last
-//!   instruction is not a block terminator, nested functions;
-//! - a module without a GLCompute entry point of the layout's name, or whose entry point
-//!   names no function of the module;
-//! - a storage buffer outside set 0 or at a binding the layout does not declare;
-//! - a push-constant block larger than the layout's `pushConstantBytes`.
+//! Checks a SPIR-V module before the driver sees it. Drivers (and the validation layer) crash on
+//! malformed modules instead of failing cleanly, and `createPipeline` takes words from anyone, so
+//! every module — raw or assembled from the kernel IR — passes two stages:
 //!
-//! It is not a validator (kernels from the IR pass `spirv-val` in CI); it covers what a
-//! caller of `createPipeline` can get wrong by handing over the wrong words or layout.
+//! 1. `validate`: a validator for the SPIR-V subset Helios kernels use (docs/architecture.md,
+//!    *SPIR-V checking*): grammar and layout order (`structure`), ids in bounds, defined once and
+//!    before use, well-formed types and constants; an allowlist of capabilities (gated on the
+//!    device), extensions, decorations and opcodes, each opcode with the operand types it needs
+//!    and constant indices in bounds (`rules`, `decorations`); structured control flow and SSA
+//!    dominance (`cfg`); declared binding access against the shader's reads and writes (`access`).
+//! 2. the layout checks below: a GLCompute entry point of the layout's name, buffers within the
+//!    layout's set-0 bindings, a push-constant block within `pushConstantBytes`.
+
+mod access;
+mod cfg;
+mod coop2;
+mod decorations;
+mod facts;
+mod layout;
+mod rules;
+mod structure;
+#[cfg(test)]
+mod fuzz_tests;
 
 use std::collections::{HashMap, HashSet};
 
+use crate::caps::{DeviceCaps, PipelineLayoutDesc};
 use crate::error::{HeliosError, HeliosResult};
+
+/// Results of the validator's stages; every failure is a "spirv is malformed" argument error.
+type Res<T> = HeliosResult<T>;
+
+fn fail<T>(msg: String) -> Res<T> {
+    Err(malformed(msg))
+}
+
+/// Stage 1 (see the module comment). Runs inside `catch_unwind`: a panic in the parser or a
+/// rule is a bug, reported as an internal error rather than taking the process down.
+pub fn validate(spirv: &[u32], desc: &PipelineLayoutDesc, caps: &DeviceCaps) -> HeliosResult<()> {
+    let run = || -> HeliosResult<()> {
+        let module = structure::load(spirv)?;
+        let mut facts = structure::ids(&module, spirv[3])?;
+        facts.declared = module
+            .capabilities
+            .iter()
+            .filter_map(|c| match c.operands.first() {
+                Some(rspirv::dr::Operand::Capability(c)) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        structure::globals(&module, &mut facts)?;
+        let glsl = decorations::header(&module, caps)?;
+        facts.vulkan_memory_model = facts.declared.contains(&rspirv::spirv::Capability::VulkanMemoryModel);
+        decorations::names(&module, &facts)?;
+        layout::shared_memory(&module, &facts, caps)?;
+        decorations::entry_points(&module, &facts, caps)?;
+        decorations::annotations(&module, &facts)?;
+        layout::check(&module, &facts)?;
+        structure::functions(&module, &facts)?;
+        for f in &module.functions {
+            let ret = f.def.as_ref().and_then(|d| d.result_type).unwrap_or(0);
+            for ins in f.all_inst_iter().filter(|i| !matches!(i.class.opcode, rspirv::spirv::Op::Function | rspirv::spirv::Op::FunctionEnd | rspirv::spirv::Op::Label | rspirv::spirv::Op::FunctionParameter)) {
+                rules::body(&facts, ins, ret, glsl)?;
+            }
+            cfg::function(f)?;
+        }
+        access::check(&module, &desc.bindings, &desc.label)
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(r) => r,
+        Err(_) => Err(HeliosError::internal("the SPIR-V validator panicked on this module (a Helios bug; please report it)")),
+    }
+}
+
+/// Both stages: the whole check `createPipeline` and `compileKernel` run before the driver.
+pub fn check_module(spirv: &[u32], desc: &PipelineLayoutDesc, caps: &DeviceCaps) -> HeliosResult<()> {
+    validate(spirv, desc, caps)?;
+    check(spirv, &desc.entry_point, desc.bindings.len(), desc.push_constant_bytes)
+}
 
 const MAGIC: u32 = 0x0723_0203;
 
