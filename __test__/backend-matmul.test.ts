@@ -52,17 +52,20 @@ test("matmul shape errors name the op and shapes", () => {
   assert.throws(() => B.matmul(B.zeros([2, 2, 3]), B.zeros([3, 3, 4])), /matmul: shapes \[2\] and \[3\] cannot be broadcast/);
 });
 
-// The backend tunes a shape class the first time it runs eagerly on a GPU. Here lavapipe is
-// presented as a discrete GPU so the tuner runs for real (SIMT candidates): the product must be
-// right, the winner must land in the cache file (one entry), and a product of the same class
-// must reuse it.
-test("matmul tunes a new shape class on a GPU-class device and caches the winner", { skip: !onNative() && "needs the native runtime" }, async () => {
-  const { readFileSync } = await import("node:fs");
+// A shape class met untuned on a GPU runs the default plan at once and is tuned on request
+// (HELIOS_AUTOTUNE=deferred, the default). Here lavapipe is presented as a discrete GPU so the
+// tuner runs for real (SIMT candidates): the product must be right before and after tuning, the
+// winner must land in the cache file (one entry), and a product of the same class must reuse it.
+// __test__/matmul-deferred.test.ts covers the policy itself (eager mode, captures, no timing in calls).
+test("matmul defers tuning a new shape class on a GPU-class device; tunePending caches the winner", { skip: !onNative() && "needs the native runtime" }, async () => {
+  const { existsSync, readFileSync } = await import("node:fs");
   const { join } = await import("node:path");
   await withGpuLikeBackend({}, (G, dir) => {
     const rng = new Rng(57);
     const a = randTensor(rng, [70, 48], "f32"), b = randTensor(rng, [48, 90], "f32");
-    assertClose(G.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "tuned matmul 70x48x90");
+    assertClose(G.matmul(a.td, b.td), N.matmul(a.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "untuned matmul 70x48x90");
+    assert.equal(existsSync(join(dir, "matmul-tune-v1.json")), false, "nothing tuned inside the product call");
+    assert.deepEqual({ ...G.tunePending(), ms: 0 }, { classes: 1, tuned: 1, ms: 0 });
     const cache = JSON.parse(readFileSync(join(dir, "matmul-tune-v1.json"), "utf8")) as Record<string, { variant: string; candidates: unknown[] }>;
     const entries = Object.entries(cache);
     assert.equal(entries.length, 1, "one shape class tuned");
@@ -70,5 +73,6 @@ test("matmul tunes a new shape class on a GPU-class device and caches the winner
     assert.ok(entries[0][1].candidates.length >= 2, "several candidates timed");
     const c = randTensor(rng, [66, 48], "f32");
     assertClose(G.matmul(c.td, b.td), N.matmul(c.ref, b.ref), { atol: 1e-4, rtol: 1e-4 }, "same class, cached winner");
+    assert.equal(G.tunePending().classes, 0, "nothing left to tune");
   });
 });

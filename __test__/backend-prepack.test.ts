@@ -188,12 +188,15 @@ test("auto decides from the tuning cache alone: no layout race inside the caller
     const x = randTensor(rng, [66, 40], "f32");
     const W = G.fromArray([...randTensor(rng, [72, 40], "f32").ref.data], [72, 40]);
     for (let i = 0; i < 4; i++) checkTimesWT(G, x, W, `auto on a GPU-class device, call ${i + 1}`);
+    // tuning is deferred (HELIOS_AUTOTUNE unset): the classes met so far are tuned on request
+    assert.equal(G.tunePending().classes, 1);
     const keys = () => Object.keys(JSON.parse(readFileSync(join(dir, "matmul-tune-v1.json"), "utf8")) as Record<string, unknown>);
     assert.equal(keys().length, 1, "only the form that ran was tuned (the other layout is never tuned as a side effect)");
     assert.equal(counts(G).packs, 0, "no pack without both layouts' records");
     // once the other layout has a record (a product of that form ran), the records decide
     const Wt = G.transpose(W, 0, 1);
     assertClose(G.matmul(x.td, Wt), N.matmul(x.ref, N.transpose(ref(W.shape, W.data as Float32Array), 0, 1)), TOL, "x·W");
+    G.tunePending();
     assert.equal(keys().length, 2);
     const W2 = G.fromArray([...randTensor(rng, [72, 40], "f32").ref.data], [72, 40]);
     const before = counts(G);

@@ -97,11 +97,20 @@ export class HeliosBackend implements Backend {
   }
 
   /**
-   * Whether matmuls tune their shape class on first eager use here (a GPU, HELIOS_AUTOTUNE on).
+   * Whether matmuls tune their shape class on first eager use here (a GPU, HELIOS_AUTOTUNE=eager).
    * Tuning cannot happen inside a capture, so a caller about to capture runs once eagerly first.
+   * Under the default (deferred) no product tunes: see tunePending.
    */
   get tunesMatmuls(): boolean {
     return MM.matmulTunesHere(this.E);
+  }
+  /**
+   * Tunes the matmul shape classes that ran untuned so far (HELIOS_AUTOTUNE=deferred, a GPU) and
+   * persists the winners; later products (and later captures) use them. Call it where a pause is
+   * fine: `helios warmup` does, after one training step. Refused inside a capture.
+   */
+  tunePending(): MM.TunePendingResult {
+    return MM.tunePendingMatmuls(this.E);
   }
 
   // ---- captured batches (ts/exec/capture.ts has the rules)

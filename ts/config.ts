@@ -124,3 +124,18 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     matmulPrepack: prepackMode(env),
   });
 }
+
+/** Process-wide startup reporting (ts/startup/): read once, at the first startup work. */
+export interface StartupConfig {
+  /** HELIOS_PROGRESS: the one-line progress indicator for startup work over ~1 s. Default on. */
+  readonly progress: boolean;
+  /** HELIOS_STARTUP_TRACE: null (unset or 0), "stderr" (1), or a file for the JSON trace. */
+  readonly trace: string | null;
+}
+
+export function readStartupConfig(env: Env = process.env): StartupConfig {
+  const raw = env.HELIOS_STARTUP_TRACE?.trim() ?? "";
+  const off = raw === "" || /^(0|false|off|no)$/i.test(raw);
+  const trace = off ? null : /^(1|true|on|yes)$/i.test(raw) ? "stderr" : raw;
+  return Object.freeze({ progress: flag(env, "HELIOS_PROGRESS", true), trace });
+}

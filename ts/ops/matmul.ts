@@ -7,7 +7,7 @@ import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, matmulGeometry, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
-import { chooseMatmul, planMatmul, type MatmulCaps, type MatmulDtype, type BindingRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
+import { chooseMatmul, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
 import type { MatmulRuntime } from "../kernels/matmul/device.js";
 import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
@@ -15,6 +15,8 @@ import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
 import { PACK_MIN_GAIN_CACHED, packPays, prepackedB } from "./prepack.js";
 import type { TuneRecord } from "../kernels/matmul/autotune.js";
+import { captureError } from "../exec/scheduler.js";
+import { atExit, startup } from "../startup/index.js";
 
 const capsByEngine = new WeakMap<Engine, MatmulCaps>();
 
@@ -44,11 +46,12 @@ function descId(d: KernelDesc): number {
 const plansByEngine = new WeakMap<Engine, Map<string, MatmulPlan>>();
 
 /**
- * The plan for a product: HELIOS_MATMUL_VARIANT when it can serve, the tuner's cached winner,
- * or — the first time a shape class runs eagerly (not inside a capture) where tunesOnDevice —
- * a fresh tuning run (the tuner submits its own batches, so the work queued so far is submitted
- * first); the planner's default otherwise. Memoized per problem, so the tuning cache file is read
- * once per shape.
+ * The plan for a product: HELIOS_MATMUL_VARIANT when it can serve, the tuner's cached winner, the
+ * package's shipped winner, or the planner's default. A shape class met untuned on a GPU is tuned
+ * by policy (HELIOS_AUTOTUNE): "deferred" queues it for tunePendingMatmuls and runs the default at
+ * once, so no product call ever times candidates; "eager" tunes it here, the first time it runs
+ * outside a capture (the tuner submits its own batches, so the work queued so far is submitted
+ * first). Memoized per problem, so the tuning cache file is read once per shape.
  */
 function choosePlan(E: Engine, problem: MatmulProblem): MatmulPlan {
   let memo = plansByEngine.get(E);
@@ -57,23 +60,91 @@ function choosePlan(E: Engine, problem: MatmulProblem): MatmulPlan {
   const hit = memo.get(key);
   if (hit) return hit;
   const rt = tunerRuntime(E);
-  let plan: MatmulPlan;
   if (!rt) {
-    plan = planMatmul(problem, capsOf(E));
-  } else {
-    const cached = chooseMatmul(rt, problem, { tune: false });
-    const tunable = cached.source === "default" && tunesOnDevice(E);
-    if (tunable && !E.capture) {
-      E.sched.submit();
-      plan = chooseMatmul(rt, problem, { tune: true }).plan;
-    } else {
-      plan = cached.plan;
-    }
-    // a default chosen inside a capture is not final: tune when it next runs eagerly
-    if (tunable && E.capture) return plan;
+    const plan = planMatmul(problem, capsOf(E));
+    memo.set(key, plan);
+    return plan;
   }
-  memo.set(key, plan);
-  return plan;
+  const known = chooseMatmul(rt, problem, { tune: false });
+  const untuned = known.source === "default" && tunesOnDevice(E);
+  const mode = readMatmulConfig().tuneMode;
+  if (untuned && mode === "eager") {
+    // a default chosen inside a capture is not final: tune when it next runs eagerly
+    if (E.capture) return known.plan;
+    E.sched.submit();
+    const tuned = chooseMatmul(rt, problem, { tune: true }).plan;
+    memo.set(key, tuned);
+    return tuned;
+  }
+  if (untuned) queueUntuned(E, rt, problem);
+  memo.set(key, known.plan);
+  return known.plan;
+}
+
+/** Shape classes each engine met untuned (deferred tuning), by tuning-cache key. */
+const pendingByEngine = new WeakMap<Engine, Map<string, MatmulProblem>>();
+/** The same keys over every engine: what the exit note counts. */
+const pendingKeys = new Set<string>();
+
+function queueUntuned(E: Engine, rt: MatmulRuntime, problem: MatmulProblem): void {
+  let q = pendingByEngine.get(E);
+  if (!q) pendingByEngine.set(E, (q = new Map()));
+  const key = tuneKey(rt.getDeviceInfo(), normalize(problem));
+  if (q.has(key)) return;
+  q.set(key, problem);
+  if (pendingKeys.size === 0 && !exitNoted) noteAtExit();
+  pendingKeys.add(key);
+}
+
+let exitNoted = false;
+
+/** At exit, says how many classes ran untuned and how to tune them (silent under HELIOS_PROGRESS=0). */
+function noteAtExit(): void {
+  exitNoted = true;
+  atExit(() => pendingKeys.size === 0 ? null :
+    `${pendingKeys.size} matmul shape class(es) ran on the planner's default, untuned (HELIOS_AUTOTUNE=deferred); ` +
+    "`helios warmup` with this model's flags, or HeliosBackend.tunePending() at a point of your choosing, tunes them once for this machine");
+}
+
+/** Shape classes met untuned on this engine and not tuned yet. */
+export function pendingMatmulClasses(E: Engine): string[] {
+  return [...(pendingByEngine.get(E)?.keys() ?? [])];
+}
+
+export interface TunePendingResult {
+  /** Classes that were pending. */
+  classes: number;
+  /** Of those, classes the tuner found a winner for (the rest have one candidate or none passed). */
+  tuned: number;
+  ms: number;
+}
+
+/**
+ * Tunes the shape classes this engine met untuned, persisting the winners in the tuning cache;
+ * products recorded after this take them. Submits the work recorded so far (the tuner runs its
+ * own batches). Refused inside a capture (ERR_HELIOS_CAPTURE): the capture could not hold the
+ * tuner's batches.
+ */
+export function tunePendingMatmuls(E: Engine): TunePendingResult {
+  if (E.capture) throw captureError("tunePending", "cannot tune inside a capture: call it before beginCapture or after endCapture");
+  const q = pendingByEngine.get(E);
+  const rt = tunerRuntime(E);
+  const t0 = performance.now();
+  if (!q || q.size === 0 || !rt) return { classes: 0, tuned: 0, ms: 0 };
+  E.sched.submit();
+  const list = [...q];
+  q.clear();
+  const { progress } = startup();
+  let tuned = 0;
+  list.forEach(([key, problem], i) => {
+    const label = `${problem.dtype} ${problem.m}x${problem.n}x${problem.k}`;
+    const onStage = (stage: string, ms: number) => progress?.unit("tuning matmul shape classes", `${label}: ${stage}`, ms, { n: i + 1, total: list.length });
+    if (chooseMatmul(rt, problem, { tune: true, onStage }).source === "tuned") tuned++;
+    pendingKeys.delete(key);
+  });
+  progress?.end();
+  plansByEngine.delete(E); // later products plan again and find the winners
+  return { classes: list.length, tuned, ms: performance.now() - t0 };
 }
 
 /** A GPU (not a CPU device such as lavapipe) with HELIOS_AUTOTUNE on. */
@@ -81,9 +152,9 @@ function tunesOnDevice(E: Engine): boolean {
   return E.device.deviceType !== "cpu" && readMatmulConfig().autotune;
 }
 
-/** Whether the backend tunes matmul shape classes on this engine (see choosePlan). */
+/** Whether products tune their shape class on first eager use here (HELIOS_AUTOTUNE=eager on a GPU). */
 export function matmulTunesHere(E: Engine): boolean {
-  return tunesOnDevice(E) && tunerRuntime(E) !== null;
+  return tunesOnDevice(E) && readMatmulConfig().tuneMode === "eager" && tunerRuntime(E) !== null;
 }
 
 /** The runtime as the tuner needs it (the full native API; the test mock lacks it). */

@@ -1,7 +1,9 @@
 // The matmul auto-tuner. Per (device, driver, dtype, shape class) it times the candidate variants
 // with GPU timestamps, drops any that fail the correctness gate (sampled fp64 check on the tuned
-// shape), and persists the winner in <cacheDir>/matmul-tune-v1.json. HELIOS_MATMUL_VARIANT forces
-// a variant; HELIOS_AUTOTUNE=0 uses the default heuristic.
+// shape), and persists the winner in <cacheDir>/matmul-tune-v1.json. Without a cache entry the
+// package's shipped data (shipped.ts) is consulted before tuning. HELIOS_MATMUL_VARIANT forces a
+// variant; HELIOS_AUTOTUNE=0 uses the default heuristic. When the backend tunes is its own policy
+// (ts/ops/matmul.ts: deferred or eager).
 import { join } from "node:path";
 import { readCacheFile, writeCacheFile } from "../../cache-file.js";
 import { readMatmulConfig, type MatmulConfig } from "./config.js";
@@ -13,6 +15,8 @@ import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem
 import { tolerance } from "./reference.js";
 import { precompilePlans, runPlan, timeInterleaved, type PlanBuffers } from "./run.js";
 import { median } from "../../stats.js";
+import { startup, type Phase } from "../../startup/index.js";
+import { shippedRecord } from "./shipped.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
 
@@ -101,10 +105,16 @@ export interface ChooseOptions {
    */
   tune?: boolean;
   onProgress?: (msg: string) => void;
+  /** Called as each stage of a tuning run ends (progress lines). */
+  onStage?: (stage: TuneStage, ms: number) => void;
 }
 
+export type TuneStage = "compile" | "gate" | "rounds";
+
+export type ChoiceSource = "forced" | "cache" | "shipped" | "tuned" | "default";
+
 /** Picks the plan for `problem`: forced variant, cached winner, fresh tuning, or the default. */
-export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: ChooseOptions = {}): { plan: MatmulPlan; source: "forced" | "cache" | "tuned" | "default"; record?: TuneRecord } {
+export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: ChooseOptions = {}): { plan: MatmulPlan; source: ChoiceSource; record?: TuneRecord } {
   const cfg = opts.config ?? readMatmulConfig();
   const dev = rt.getDeviceInfo();
   const caps = capsOf(dev);
@@ -121,12 +131,14 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
   const p = normalize(problem);
   const key = tuneKey(dev, p);
   const cache = readCache(cfg.cacheDir);
-  const hit = cache[key];
-  if (hit && !opts.force) {
+  // a stale entry (variant renamed or no longer supported) is passed over: shipped, then tune again
+  const known: [TuneRecord | undefined, "cache" | "shipped"][] = opts.force ? [] : [[cache[key], "cache"], [shippedRecord(cfg.shippedFile, key), "shipped"]];
+  for (const [rec, source] of known) {
+    if (!rec) continue;
     try {
-      return { plan: planMatmul(problem, caps, { ...planOpts, variant: hit.variant }), source: "cache", record: hit };
+      return { plan: planMatmul(problem, caps, { ...planOpts, variant: rec.variant }), source, record: rec };
     } catch {
-      // a stale entry (variant renamed or no longer supported): tune again
+      // stale: try the next
     }
   }
   if (opts.tune === false) return { plan: planMatmul(problem, caps, planOpts), source: "default" };
@@ -250,7 +262,7 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
       }
     });
     try {
-      precompilePlans(rt, plans.filter((x): x is MatmulPlan => !(x instanceof Error)));
+      stage(opts, "tune-compile", "compile", `${cands.length} candidates`, () => precompilePlans(rt, plans.filter((x): x is MatmulPlan => !(x instanceof Error))));
     } catch {
       // a candidate that does not compile fails below, on its own
     }
@@ -259,14 +271,14 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
     // candidate and is not timed again
     const timed: { name: string; plan: MatmulPlan; relErr: number }[] = [];
     const dup = duplicatePlans(cands.map((v) => v.name), plans);
-    for (const [i, v] of cands.entries()) {
+    stage(opts, "tune-gate", "gate", shapeClass(p), () => cands.forEach((v, i) => {
       try {
         const plan = plans[i];
         if (plan instanceof Error) throw plan;
         const first = dup.get(v.name);
         if (first !== undefined) {
           results.push({ variant: v.name, ms: null, relErr: null, error: `runs the kernels of ${first}` });
-          continue;
+          return;
         }
         fx.poisonC();
         runPlan(rt, plan, fx.buffers(plan));
@@ -274,19 +286,19 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
         const tol = tolerance(p, plan.lowPrecision);
         if (!(relErr <= tol)) {
           results.push({ variant: v.name, ms: null, relErr, error: `failed the gate (${relErr.toExponential(2)} > ${tol})` });
-          continue;
+          return;
         }
         timed.push({ name: v.name, plan, relErr });
       } catch (err) {
         results.push({ variant: v.name, ms: null, relErr: null, error: err instanceof Error ? err.message : String(err) });
       }
-    }
+    }));
     // 2. interleaved timing rounds
     const failed = new Set<number>();
-    const rounds = timeInRounds(rt, timed.map((c) => () => ({ plan: c.plan, bufs: fx.buffers(c.plan) })), opts, (i, err) => {
+    const rounds = stage(opts, "tune-rounds", "rounds", shapeClass(p), () => timeInRounds(rt, timed.map((c) => () => ({ plan: c.plan, bufs: fx.buffers(c.plan) })), opts, (i, err) => {
       failed.add(i);
       results.push({ variant: timed[i].name, ms: null, relErr: timed[i].relErr, error: err instanceof Error ? err.message : String(err) });
-    });
+    }));
     timed.forEach((c, i) => {
       if (failed.has(i)) return;
       const ms = median(rounds[i]);
@@ -305,4 +317,15 @@ function tune(rt: MatmulRuntime, p: NormalizedProblem, caps: MatmulCaps, opts: C
     at: new Date().toISOString(),
     candidates: results,
   };
+}
+
+/** Runs one stage of a tuning run: timed under the startup trace, reported to onStage. */
+function stage<T>(opts: ChooseOptions, phase: Phase, name: TuneStage, label: string, fn: () => T): T {
+  const { trace } = startup();
+  const t = performance.now();
+  try {
+    return trace ? trace.time(phase, label, fn) : fn();
+  } finally {
+    opts.onStage?.(name, performance.now() - t);
+  }
 }

@@ -5,6 +5,7 @@ export { recordPlan, runPlan, timePlan, pipelinesOf, precompilePlans, type PlanB
 export { normalize, bytesOf, type MatmulProblem, type MatmulDtype, type Epilogue, type Activation } from "./problem.js";
 export { VARIANTS, variantByName, type VariantSpec } from "./variants.js";
 export { PUSH_FIELDS, PUSH_BYTES, type BindingRole, type ScratchRole } from "./common.js";
-export { readMatmulConfig, type MatmulConfig } from "./config.js";
+export { readMatmulConfig, type MatmulConfig, type TuneMode } from "./config.js";
+export { driverFamily, loadShipped, mergeShipped, parseShipped, shippedKey, shippedRecord, type ShippedData, type ShippedEntry } from "./shipped.js";
 export { MatmulFixture } from "./fixture.js";
 export type { MatmulRuntime, MatmulDeviceInfo } from "./device.js";
