@@ -1,0 +1,119 @@
+// Shipped matmul tuning data (ts/kernels/matmul/shipped.ts): chooseMatmul takes a shipped winner
+// when the cache has none, for the same device and driver family only; a stale variant is passed
+// over; the cache wins over it. bench/tuning-export.ts merges cache files into the data file.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { chooseMatmul, capsOf, CACHE_FILE, tuneKey, type TuneRecord } from "../ts/kernels/matmul/autotune.js";
+import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
+import { candidateVariants, defaultVariant } from "../ts/kernels/matmul/plan.js";
+import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { driverFamily, loadShipped, mergeShipped, shippedKey, SHIPPED_VERSION } from "../ts/kernels/matmul/shipped.js";
+import { exportTuning } from "../bench/tuning-export.js";
+import { InterpRuntime } from "./support/interp-runtime.js";
+import { Rng } from "./harness.js";
+
+const rng = new Rng(2600 + Math.floor(Math.random() * 1000));
+
+/** A SIMT-only interpreter device on driver `major.minor.patch` (random release of one branch). */
+function device(major: number) {
+  const rt = new InterpRuntime({ ...new InterpRuntime().info, coopMatSupported: false });
+  rt.info.driverVersion = `${major}.${rng.int(0, 200)}.${rng.int(0, 20)}.0`;
+  return rt;
+}
+
+/** A random f32 problem and a candidate variant that is not its default. */
+function problemWithAlternative(rt: InterpRuntime): { problem: MatmulProblem; variant: string } {
+  for (;;) {
+    const problem: MatmulProblem = { m: rng.int(8, 90), n: rng.int(8, 90), k: rng.int(8, 90), dtype: "f32" };
+    const p = normalize(problem), caps = capsOf(rt.info);
+    const dflt = defaultVariant(p, caps).name;
+    const alt = candidateVariants(p, caps).find((v) => v.name !== dflt);
+    if (alt) return { problem, variant: alt.name };
+  }
+}
+
+function record(variant: string, at: string): TuneRecord {
+  return { variant, ms: rng.next() + 0.01, tunedShape: "1x64x64x64", at, candidates: [] };
+}
+
+/** A shipped data file holding `entries` (cache key → record) as tuning-export would write them. */
+function shippedFile(entries: Record<string, TuneRecord>): string {
+  const file = join(mkdtempSync(join(tmpdir(), "helios-shipped-")), "matmul-tuning.json");
+  writeFileSync(file, JSON.stringify(mergeShipped({ version: SHIPPED_VERSION, entries: {} }, entries).data));
+  return file;
+}
+
+const config = (shipped: string, cacheDir = mkdtempSync(join(tmpdir(), "helios-tune-"))) => ({ ...readMatmulConfig({ HELIOS_CACHE_DIR: cacheDir }), shippedFile: shipped });
+
+test("driver family and shipped keys", () => {
+  const major = rng.int(400, 700);
+  assert.equal(driverFamily(`${major}.${rng.int(0, 99)}.1.0`), String(major));
+  assert.equal(driverFamily("Mesa"), "Mesa");
+  const key = `NVIDIA H|100 ${major}|${major}.12.3.0|f16->f16|m20n20k20/single/NN/plain`;
+  assert.equal(shippedKey(key), `NVIDIA H|100 ${major}|${major}|f16->f16|m20n20k20/single/NN/plain`, "a | inside the device name survives");
+  assert.equal(shippedKey("not a key"), null);
+});
+
+test("a shipped winner serves a class the cache lacks, on the same driver family only, without timing", () => {
+  const major = rng.int(400, 700);
+  const rt = device(major);
+  const { problem, variant } = problemWithAlternative(rt);
+  const elsewhere = { ...rt.info, driverVersion: `${major}.${rng.int(201, 300)}.0.0` };
+  const file = shippedFile({ [tuneKey(elsewhere, normalize(problem))]: record(variant, new Date().toISOString()) });
+  const r = chooseMatmul(rt, problem, { config: config(file), tune: false });
+  assert.deepEqual([r.source, r.plan.variant, rt.dispatches], ["shipped", variant, 0]);
+  const other = device(major + 1);
+  assert.equal(chooseMatmul(other, problem, { config: config(file), tune: false }).source, "default", "another driver family");
+});
+
+test("a stale shipped variant is passed over; the cache wins over shipped data", () => {
+  const rt = device(rng.int(400, 700));
+  const { problem, variant } = problemWithAlternative(rt);
+  const key = tuneKey(rt.info, normalize(problem));
+  const stale = shippedFile({ [key]: record("simt_no_such_tile", new Date().toISOString()) });
+  assert.equal(chooseMatmul(rt, problem, { config: config(stale), tune: false }).source, "default");
+  const tuned = chooseMatmul(rt, problem, { config: config(stale), iters: 2, warmup: 0 });
+  assert.equal(tuned.source, "tuned", "a stale shipped entry does not stop tuning");
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const dflt = defaultVariant(normalize(problem), capsOf(rt.info)).name;
+  writeFileSync(join(dir, CACHE_FILE), JSON.stringify({ [key]: record(dflt, "2000-01-01T00:00:00Z") }));
+  const file = shippedFile({ [key]: record(variant, new Date().toISOString()) });
+  const r = chooseMatmul(rt, problem, { config: config(file, dir), tune: false });
+  assert.deepEqual([r.source, r.plan.variant], ["cache", dflt]);
+});
+
+test("tuning-export merges cache files: new classes added, newer tunings replace older ones", () => {
+  const rt = device(rng.int(400, 700));
+  const a = problemWithAlternative(rt), b = problemWithAlternative(rt);
+  const [ka, kb] = [a, b].map((x) => tuneKey(rt.info, normalize(x.problem)));
+  const dir = mkdtempSync(join(tmpdir(), "helios-export-"));
+  const out = join(dir, "matmul-tuning.json");
+  const c1 = join(dir, "c1.json"), c2 = join(dir, "c2.json");
+  writeFileSync(c1, JSON.stringify({ [ka]: record(a.variant, "2024-01-01T00:00:00Z") }));
+  const r1 = exportTuning([c1], out);
+  assert.deepEqual([r1.added, r1.replaced, r1.entries], [1, 0, 1]);
+  const newer = record("simt_64x64_4x4", "2025-01-01T00:00:00Z"), older = record("simt_64x64_4x4", "2023-01-01T00:00:00Z");
+  writeFileSync(c2, JSON.stringify({ [ka]: ka === kb ? newer : older, [kb]: newer }));
+  const r2 = exportTuning([c2], out);
+  const data = JSON.parse(readFileSync(out, "utf8"));
+  assert.equal(data.version, SHIPPED_VERSION);
+  assert.equal(r2.entries, ka === kb ? 1 : 2);
+  assert.equal(data.entries[shippedKey(ka)!].variant, ka === kb ? newer.variant : a.variant, "an older tuning never replaces a newer one");
+  assert.equal(data.entries[shippedKey(kb)!].driver, rt.info.driverVersion);
+  // the CLI: same merge, usage error without files
+  const cli = resolve("dist/bench/tuning-export.js");
+  const ok = spawnSync(process.execPath, [cli, c1, `--out=${out}`], { encoding: "utf8" });
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(ok.stdout, /0 added, 0 replaced/);
+  assert.equal(spawnSync(process.execPath, [cli], { encoding: "utf8" }).status, 2);
+});
+
+test("the package's shipped data file parses", () => {
+  const d = loadShipped(readMatmulConfig({}).shippedFile);
+  assert.equal(d.version, SHIPPED_VERSION);
+  for (const e of Object.values(d.entries)) assert.equal(typeof e.variant, "string");
+});
