@@ -14,6 +14,7 @@ import { storageBytes } from "../kernels/common.js";
 import { size } from "../shape.js";
 import type { MatmulProblem } from "../kernels/matmul/index.js";
 import { transpose } from "./layout.js";
+import { startup } from "../startup/index.js";
 
 export interface PackEntry {
   /** The source's buffer and its write count when this entry opened (one version of the source). */
@@ -101,7 +102,8 @@ export function prepackedB(
   const uses = e.previousUses ? Math.max(1, e.previousUses[form] - done) : PACK_PAYBACK_USES;
   // "on" packs every reused N×K weight (x·Wᵀ becomes x·W): no timing, for tests and A/B runs
   if (!(mode === "on" ? transB : pays(flipped, bytes, uses))) return as;
-  e.packed = transpose(E, B, 0, 1);
+  const trace = startup().trace;
+  e.packed = trace ? trace.time("prepack", `${B.shape.join("x")} ${B.dtype}`, () => transpose(E, B, 0, 1)) : transpose(E, B, 0, 1);
   e.packedFor = transB;
   E.prepacks++;
   E.prepackedReads++;
