@@ -1,20 +1,22 @@
 #!/usr/bin/env node
 // The `helios` command (package bin). `helios bench --suite=cuda ...` (matmul parity with
-// cuBLAS) and `helios bench --suite=train ...` (GPT-2 training against PyTorch); see USAGE in
-// args.ts. `main` is callable as a function so Alpha's CLI can delegate to it.
+// cuBLAS), `helios bench --suite=train ...` (GPT-2 training against PyTorch; see USAGE in
+// args.ts) and `helios warmup ...` (bakes the caches for a model: bench/warmup.ts). `main` is callable as a function so Alpha's CLI can delegate to it.
 import { ArgError, parseBenchArgs, USAGE } from "./args.js";
 import { parseTrainSuiteArgs, runTrainSuite, type TrainSuiteInput } from "./train/suite.js";
 import { CheckFailed, formatTable, runCudaSuite } from "./suite-cuda.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
+import { parseWarmupArgs, runWarmup, WARMUP_USAGE } from "./warmup.js";
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === undefined || cmd === "--help" || cmd === "-h" || cmd === "help") {
-    process.stdout.write(USAGE + "\n");
+    process.stdout.write(`${USAGE}\n${WARMUP_USAGE}\n`);
     return cmd === undefined ? 2 : 0;
   }
+  if (cmd === "warmup") return warmup(rest);
   if (cmd !== "bench") {
-    process.stderr.write(`helios: unknown command '${cmd}'\n${USAGE}\n`);
+    process.stderr.write(`helios: unknown command '${cmd}'\n${USAGE}\n${WARMUP_USAGE}\n`);
     return 2;
   }
   const suite = suiteOf(rest);
@@ -73,6 +75,25 @@ function trainSuite(args: string[]): number {
     return runTrainSuite(input).parity.ok === false ? 1 : 0;
   } catch (err) {
     process.stderr.write(`helios bench --suite=train: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+/** `helios warmup [...]`: bench/warmup.ts; 2 on a bad option, 1 when the run failed. */
+function warmup(args: string[]): number {
+  let o;
+  try {
+    o = parseWarmupArgs(args);
+  } catch (err) {
+    process.stderr.write(`helios warmup: ${(err as Error).message}\n${WARMUP_USAGE}\n`);
+    return 2;
+  }
+  try {
+    runWarmup({ ...o, log: (s) => process.stdout.write(s + "\n") });
+    return 0;
+  } catch (err) {
+    const detail = err instanceof Error ? (process.env.HELIOS_DEBUG ? err.stack ?? err.message : err.message) : String(err);
+    process.stderr.write(`helios warmup: ${detail}\n`);
     return 1;
   }
 }

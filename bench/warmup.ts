@@ -1,0 +1,98 @@
+// `helios warmup`: pays a model's cold start once, so fleet images and CI can bake the caches
+// (HELIOS_CACHE_DIR: the matmul tuning cache, the SPIR-V cache and the driver's pipeline cache).
+// It runs one training step of bench/train's GPT on random tokens (every kernel the step needs is
+// compiled; each matmul shape class is met), tunes the classes that ran untuned
+// (HeliosBackend.tunePending), then runs a second step, which compiles the winners' kernels into
+// the pipeline cache. A later process with the same cache dir starts on tuned plans and cached
+// pipelines.
+import type { GPTConfig } from "./train/config.js";
+import { checkGPTConfig, DEFAULT_OPTIM } from "./train/config.js";
+import { asTrainBackend, type TrainBackend } from "./train/backend.js";
+import { Trainer } from "./train/trainer.js";
+import { GPT2_124M } from "./train/suite.js";
+import { HeliosBackend } from "../ts/backend.js";
+import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
+import { Rng } from "./train/rng.js";
+
+export interface WarmupOptions {
+  model: GPTConfig;
+  batch: number;
+  seq: number;
+  /** 16-bit matmul operands (bench/train's matmul16 mode): other shape classes than f32's. */
+  matmul16: boolean;
+  log: (s: string) => void;
+}
+
+export interface WarmupResult {
+  /** Wall ms of the first step (compiles, default plans), the tuning, and the second step. */
+  firstStepMs: number;
+  tuneMs: number;
+  secondStepMs: number;
+  /** Shape classes that ran untuned, and those the tuner found a winner for. */
+  classes: number;
+  tuned: number;
+}
+
+export const WARMUP_USAGE = `usage: helios warmup [options]   precompile and tune for a model, baking HELIOS_CACHE_DIR (bench/warmup.ts)
+  --layers=12 --dim=768 --heads=12 --vocab=50304   GPT shape (bench/train's; GPT-2 124M by default)
+  --batch=16 --seq=1024                  step shape
+  --matmul16                             16-bit matmul operands (run once per mode the trainer uses)`;
+
+/** Parses warmup's flags; throws with the option and value named. */
+export function parseWarmupArgs(args: string[]): Omit<WarmupOptions, "log"> {
+  const model = { ...GPT2_124M };
+  let batch = 16, seq = 1024, matmul16 = false;
+  for (const a of args) {
+    if (a === "--matmul16" || a === "--matmul16=true") { matmul16 = true; continue; }
+    const m = /^--(layers|dim|heads|vocab|batch|seq)=(.*)$/.exec(a);
+    if (!m) throw new Error(`unknown option ${a}`);
+    const n = Number(m[2]);
+    if (!/^\d+$/.test(m[2]) || !Number.isSafeInteger(n) || n < 1) throw new Error(`--${m[1]}=${m[2]}: expected a positive integer`);
+    if (m[1] === "batch") batch = n;
+    else if (m[1] === "seq") seq = n;
+    else model[m[1] as "layers" | "dim" | "heads" | "vocab"] = n;
+  }
+  model.blockSize = Math.max(model.blockSize, seq);
+  checkGPTConfig(model);
+  return { model, batch, seq, matmul16 };
+}
+
+/** Random tokens below the vocabulary: the kernels and shapes are what matter, not the text. */
+function randomBatch(o: Omit<WarmupOptions, "log">, rng: Rng) {
+  const n = o.batch * o.seq;
+  const idx = new Int32Array(n), targets = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    idx[i] = rng.int(o.model.vocab);
+    targets[i] = rng.int(o.model.vocab);
+  }
+  return { idx, targets, B: o.batch, T: o.seq };
+}
+
+/** One step, tunePending, a second step (see the header); `backend` defaults to the native device. */
+export function runWarmup(o: WarmupOptions, backend?: HeliosBackend): WarmupResult {
+  const H = backend ?? new HeliosBackend();
+  const B: TrainBackend = asTrainBackend(H);
+  const info = H.getDeviceInfo();
+  const m = o.model;
+  o.log(`warmup: ${m.layers}L/${m.dim}/${m.heads}h vocab ${m.vocab}, B ${o.batch}, T ${o.seq}, ${o.matmul16 ? "matmul16" : "f32"} on ${info.deviceName}; cache ${readMatmulConfig().cacheDir}`);
+  const rng = new Rng(0x3a7);
+  const tr = new Trainer(B, m, { ...DEFAULT_OPTIM, warmup: 0 }, { seed: 1, matmul16: o.matmul16 });
+  try {
+    const t0 = performance.now();
+    tr.step(randomBatch(o, rng));
+    const firstStepMs = performance.now() - t0;
+    o.log(`warmup: step 1 ${(firstStepMs / 1000).toFixed(1)} s`);
+    const r = H.tunePending();
+    o.log(`warmup: ${r.classes} matmul shape class(es) ran untuned; ${r.tuned} tuned in ${(r.ms / 1000).toFixed(1)} s` +
+      (info.deviceType === "cpu" ? " (a CPU device never tunes)" : ""));
+    tr.dropCapture(); // the next step records the winners
+    const t1 = performance.now();
+    tr.step(randomBatch(o, rng));
+    const secondStepMs = performance.now() - t1;
+    o.log(`warmup: step 2 ${(secondStepMs / 1000).toFixed(1)} s (tuned plans, their pipelines compiled)`);
+    return { firstStepMs, tuneMs: r.ms, secondStepMs, classes: r.classes, tuned: r.tuned };
+  } finally {
+    tr.dropCapture();
+    for (const t of [...tr.params.values(), ...tr.opt.m.values(), ...tr.opt.v.values()]) H.releaseGpuTensor(t);
+  }
+}
