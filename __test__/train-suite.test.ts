@@ -32,6 +32,10 @@ test("runTrainSuite (tiny, reference backend, no PyTorch) writes shared inputs a
     const b = readSafetensors(path.join(dir, "batches.safetensors")).tensors.get("tokens")!;
     assert.deepEqual(b.shape, [3, 2, 33]);
     assert.ok(lines.some((l) => l.includes("parity (")));
+    // the first step's time is reported beside the steady figure (cold-start tracking, issue 26)
+    assert.equal(r.helios.f32.firstStepMs, r.helios.f32.ms[0]);
+    const row = lines.find((l) => l.startsWith("helios f32 ") && l.includes("tok/s"));
+    assert.ok(row?.includes(`first step ${(r.helios.f32.ms[0] / 1000).toFixed(2)} s`), row);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

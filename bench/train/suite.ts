@@ -1,7 +1,8 @@
 // `helios bench --suite=train`: GPT-2 training throughput in Helios against PyTorch on the same
 // GPU, from the same initial weights (init.safetensors, written once here and loaded by both)
 // on the same batches (batches.safetensors), with the same optimizer. Reports tokens/s, ms/step
-// (median of steps 10-50), peak device memory, the first 20 losses side by side, and a parity
+// (median of steps 10-50), the first step's time (a cold start's compiles and, with
+// HELIOS_AUTOTUNE=eager, tuning; PyTorch's torch.compile), peak device memory, the first 20 losses side by side, and a parity
 // check: Helios (f32) within 1% of PyTorch f32 (TF32 off) at each of the first 20 steps.
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
@@ -67,6 +68,8 @@ export interface SideResult {
   losses: number[];
   ms: number[];
   medianMs: number | null;
+  /** The first step's wall time (ms[0]): what a fresh process waits before training runs. */
+  firstStepMs: number | null;
   tokensPerSec: number | null;
   peakBytes: number;
   /**
@@ -95,7 +98,7 @@ export function medianWindow(ms: number[]): number | null {
 
 function side(losses: number[], ms: number[], peak: number, tokens: number): SideResult {
   const med = medianWindow(ms);
-  return { losses, ms, medianMs: med, tokensPerSec: med ? tokens / (med / 1000) : null, peakBytes: peak };
+  return { losses, ms, medianMs: med, firstStepMs: ms[0] ?? null, tokensPerSec: med ? tokens / (med / 1000) : null, peakBytes: peak };
 }
 
 /** The same batches for both sides: windows of the shipped text's bytes (token ids < 256). */
@@ -180,12 +183,12 @@ function runTorch(o: TrainSuiteOptions, initPath: string, batchesPath: string): 
   });
   if (p.status !== 0 || !existsSync(out)) {
     const why = p.error ? p.error.message : `exit ${p.status}`;
-    return { unavailable: { losses: [], ms: [], medianMs: null, tokensPerSec: null, peakBytes: 0, error: `PyTorch reference did not run (${why})` } };
+    return { unavailable: { losses: [], ms: [], medianMs: null, firstStepMs: null, tokensPerSec: null, peakBytes: 0, error: `PyTorch reference did not run (${why})` } };
   }
   const j = JSON.parse(readFileSync(out, "utf8")) as { modes: Record<string, { losses?: number[]; ms?: number[]; peak_bytes?: number; error?: string }> };
   const res: Record<string, SideResult> = {};
   for (const [m, r] of Object.entries(j.modes)) {
-    res[m] = r.error ? { losses: [], ms: [], medianMs: null, tokensPerSec: null, peakBytes: 0, error: r.error } : side(r.losses ?? [], r.ms ?? [], r.peak_bytes ?? 0, o.batch * o.seq);
+    res[m] = r.error ? { losses: [], ms: [], medianMs: null, firstStepMs: null, tokensPerSec: null, peakBytes: 0, error: r.error } : side(r.losses ?? [], r.ms ?? [], r.peak_bytes ?? 0, o.batch * o.seq);
   }
   return res;
 }
@@ -203,7 +206,8 @@ function parity(h: SideResult, t: Record<string, SideResult>): TrainSuiteResult[
 function fmtRow(name: string, r: SideResult): string {
   const mib = r.peakBytes ? (r.peakBytes / 2 ** 20).toFixed(0) + " MiB" : "-";
   if (r.error && r.losses.length === 0) return `${name.padEnd(16)} ${r.error}`;
-  return `${name.padEnd(16)} ${(r.tokensPerSec ?? 0).toFixed(0).padStart(10)} tok/s ${(r.medianMs ?? 0).toFixed(1).padStart(9)} ms/step  peak ${mib}${r.error ? "  (" + r.error + ")" : ""}`;
+  const first = r.firstStepMs === null ? "-" : `${(r.firstStepMs / 1000).toFixed(2)} s`;
+  return `${name.padEnd(16)} ${(r.tokensPerSec ?? 0).toFixed(0).padStart(10)} tok/s ${(r.medianMs ?? 0).toFixed(1).padStart(9)} ms/step  first step ${first.padStart(8)}  peak ${mib}${r.error ? "  (" + r.error + ")" : ""}`;
 }
 
 export interface TrainSuiteInput extends Partial<TrainSuiteOptions> {
@@ -270,7 +274,7 @@ function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
     try {
       helios[mode] = runHelios(B, o, init, batches, mode);
     } catch (e) {
-      helios[mode] = { losses: [], ms: [], medianMs: null, tokensPerSec: null, peakBytes: 0, error: String(e instanceof Error ? e.message : e) };
+      helios[mode] = { losses: [], ms: [], medianMs: null, firstStepMs: null, tokensPerSec: null, peakBytes: 0, error: String(e instanceof Error ? e.message : e) };
     }
   }
   const hf32 = helios.f32 ?? Object.values(helios)[0];
