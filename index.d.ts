@@ -124,6 +124,11 @@ export interface DeviceInfo {
   validation: boolean
   /** How hazard barriers are recorded: "global" or "buffer" (`HELIOS_BARRIER`). */
   barrierMode: string
+  /**
+   * Bounds behaviour of shader buffer accesses (`HELIOS_ROBUSTNESS`, where the device has it):
+   * "robustBufferAccess2", "robustBufferAccess" or "off".
+   */
+  robustness: 'robustBufferAccess2' | 'robustBufferAccess' | 'off'
 }
 
 /** Fills `byteLength` bytes at `byteOffset` (multiples of 4) with a repeated u32 pattern. */

@@ -18,6 +18,7 @@
 //! | `HELIOS_TRACE_READS` | `0` | `1` prints the phases of each large read (DMA submit, prefault, waits, copies) to stderr |
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 //! | `HELIOS_INBATCH_REUSE` | `1` | `0` hands a released pooled buffer out again only once its last GPU use completed (no reuse inside the open batch) |
+//! | `HELIOS_ROBUSTNESS` | `1` | bounds behaviour of shader buffer accesses: `1` robustBufferAccess (out-of-bounds reads return values from the buffer or zero, writes are dropped), `2` also robustBufferAccess2 (VK_EXT_robustness2: reads return zero), `0` off (undefined, like C); enabled only where the device supports it |
 //! | `HELIOS_COOPMAT` | `1` | `0` leaves VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and VK_KHR_shader_bfloat16 disabled (SIMT paths only; for validation layers older than those extensions) |
 
 use std::path::PathBuf;
@@ -45,6 +46,29 @@ impl BarrierMode {
     }
 }
 
+/// How out-of-bounds shader accesses to storage buffers behave (`HELIOS_ROBUSTNESS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Robustness {
+    /// Undefined behaviour, as in C: only the record-time range checks hold.
+    Off,
+    /// robustBufferAccess: accesses stay inside the bound range (reads may return any value
+    /// from it, writes outside are dropped).
+    #[default]
+    Buffer,
+    /// robustBufferAccess2 (VK_EXT_robustness2): as Buffer, and out-of-bounds reads return zero.
+    Buffer2,
+}
+
+impl Robustness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Robustness::Off => "off",
+            Robustness::Buffer => "robustBufferAccess",
+            Robustness::Buffer2 => "robustBufferAccess2",
+        }
+    }
+}
+
 /// Runtime settings, read once per `initDevice`.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -63,6 +87,7 @@ pub struct Config {
     /// (recorded in the open batch or submitted): see `BufferRes::reusable_in_batch`.
     pub inbatch_reuse: bool,
     pub trace_reads: bool,
+    pub robustness: Robustness,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -109,6 +134,15 @@ impl Config {
                 _ => return Err(bad("HELIOS_BARRIER", &v, "global or buffer")),
             },
         };
+        let robustness = match env("HELIOS_ROBUSTNESS") {
+            None => Robustness::Buffer,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "0" | "off" => Robustness::Off,
+                "1" | "on" => Robustness::Buffer,
+                "2" => Robustness::Buffer2,
+                _ => return Err(bad("HELIOS_ROBUSTNESS", &v, "0 (off), 1 (robustBufferAccess) or 2 (robustBufferAccess2)")),
+            },
+        };
         let (lo, hi) = MAX_BINDING_RANGE;
         int_in("HELIOS_MAX_BINDING_BYTES", lo, lo, hi)?;
         Ok(Config {
@@ -124,6 +158,7 @@ impl Config {
             barrier,
             inbatch_reuse: switch("HELIOS_INBATCH_REUSE", true)?,
             trace_reads: switch("HELIOS_TRACE_READS", false)?,
+            robustness,
         })
     }
 }

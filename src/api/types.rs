@@ -74,6 +74,10 @@ pub struct DeviceInfo {
     pub validation: bool,
     /// How hazard barriers are recorded: "global" or "buffer" (`HELIOS_BARRIER`).
     pub barrier_mode: String,
+    /// Bounds behaviour of shader buffer accesses (`HELIOS_ROBUSTNESS`, where the device has it):
+    /// "robustBufferAccess2", "robustBufferAccess" or "off".
+    #[napi(ts_type = "'robustBufferAccess2' | 'robustBufferAccess' | 'off'")]
+    pub robustness: String,
 }
 
 #[napi(object)]
@@ -194,6 +198,7 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         atomic_float_add_supported: caps.atomic_float_add,
         validation: flags.validation,
         barrier_mode: flags.barrier_mode.as_str().to_string(),
+        robustness: flags.robustness.as_str().to_string(),
     }
 }
 

@@ -242,19 +242,18 @@ fn nested_ifs(depth: usize) -> Value {
 
 #[test]
 fn the_documented_nesting_depth_decodes() {
-    // 63 nested ifs under the top-level body: statements 64 deep (docs/kernel-ir.md), and
-    // each condition an expression nested below that.
-    decode(&nested_ifs(63).to_string(), &permissive_caps()).unwrap_or_else(|e| panic!("{e}"));
-    let msg = err_of(&nested_ifs(64), &permissive_caps());
+    // 64 nested ifs (docs/kernel-ir.md), each condition an expression nested below that.
+    decode(&nested_ifs(64).to_string(), &permissive_caps()).unwrap_or_else(|e| panic!("{e}"));
+    let msg = err_of(&nested_ifs(65), &permissive_caps());
     assert!(msg.contains("statements nested more than 64 levels deep"), "{msg}");
     // A 64-level expression inside the deepest statement still decodes.
     let mut e = json!({"op": "get", "name": "a"});
     for _ in 0..63 {
         e = json!({"op": "neg", "a": e});
     }
-    let v = with(nested_ifs(63), &format!("/body/2{}/then/0/value", "/then/0".repeat(62)), e.clone());
+    let v = with(nested_ifs(64), &format!("/body/2{}/then/0/value", "/then/0".repeat(63)), e.clone());
     decode(&v.to_string(), &permissive_caps()).unwrap_or_else(|e| panic!("{e}"));
-    let v = with(nested_ifs(63), &format!("/body/2{}/then/0/value", "/then/0".repeat(62)), json!({"op": "neg", "a": e}));
+    let v = with(nested_ifs(64), &format!("/body/2{}/then/0/value", "/then/0".repeat(63)), json!({"op": "neg", "a": e}));
     assert!(err_of(&v, &permissive_caps()).contains("expression nested more than 64 levels deep"));
 }
 

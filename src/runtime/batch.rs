@@ -176,9 +176,7 @@ impl Runtime {
         let pipe = self.pipelines.get(pipeline)?;
         for (i, &h) in buffers.iter().enumerate() {
             let (_, r) = self.buffer(h).map_err(|e| HeliosError::new(e.code, format!("buffers[{i}]: {}", e.message)))?;
-            if r.unbindable() {
-                return Err(unbindable(&pipe.label, i, r));
-            }
+            binding_range(&pipe.label, i, r)?;
         }
         Ok(())
     }
@@ -205,16 +203,18 @@ impl Runtime {
                 }
                 return Err(HeliosError::invalid_handle(format!("buffers[{i}]: {why}")));
             };
-            if r.unbindable() {
-                let err = unbindable(&pipe.label, i, r);
-                if let Some(b) = self.batch.as_mut() {
-                    b.scratch_access = access;
-                    b.scratch_binds = binds;
+            let range = match binding_range(&pipe.label, i, r) {
+                Ok(range) => range,
+                Err(err) => {
+                    if let Some(b) = self.batch.as_mut() {
+                        b.scratch_access = access;
+                        b.scratch_binds = binds;
+                    }
+                    return Err(err);
                 }
-                return Err(err);
-            }
+            };
             access.push((id, acc.reads(), acc.writes()));
-            binds.push((r.gpu.raw, r.bind_range));
+            binds.push((r.gpu.raw, range));
         }
         let pipe = pipe.clone();
         self.record_prepared(&pipe, &access, &binds, groups, push)?;
@@ -336,11 +336,24 @@ impl Runtime {
     }
 }
 
-/// A buffer past the storage-binding limit: drivers drop such bindings silently, so refuse it.
-fn unbindable(label: &str, index: usize, r: &crate::runtime::resources::BufferRes) -> HeliosError {
-    HeliosError::out_of_range(format!(
-        "pipeline {label:?} binding {index} is a {}-byte buffer, over the device's \
-         {}-byte storage-binding limit (min of maxStorageBufferRange, 2^31 - 1, HELIOS_MAX_BINDING_BYTES)",
-        r.len, r.bind_range
-    ))
+/// The range a dispatch binds, checked against the buffer at record time (every dispatch,
+/// recordDispatchMany entry and captured dispatch records through here): it starts at 0, covers
+/// the bytes the caller asked for, and lies inside the allocation. Shaders then stay inside the
+/// buffer under robustBufferAccess (docs/architecture.md, *Bounds*); a buffer past the
+/// storage-binding limit is refused, since drivers drop such bindings silently.
+fn binding_range(label: &str, index: usize, r: &crate::runtime::resources::BufferRes) -> HeliosResult<u64> {
+    if r.len > r.bind_range {
+        return Err(HeliosError::out_of_range(format!(
+            "pipeline {label:?} binding {index} is a {}-byte buffer, over the device's \
+             {}-byte storage-binding limit (min of maxStorageBufferRange, 2^31 - 1, HELIOS_MAX_BINDING_BYTES)",
+            r.len, r.bind_range
+        )));
+    }
+    if r.bind_range == 0 || r.bind_range > r.gpu.size {
+        return Err(HeliosError::out_of_range(format!(
+            "pipeline {label:?} binding {index}: range 0..{} does not fit the {}-byte buffer",
+            r.bind_range, r.gpu.size
+        )));
+    }
+    Ok(r.bind_range)
 }

@@ -103,7 +103,7 @@ impl Runtime {
         let selector = opts.device.clone().or_else(|| cfg.device.clone());
         let instance = Instance::new(cfg.validation)?;
         let adapter = adapter::choose(&instance, selector.as_deref())?;
-        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors, cfg.no_coopmat)?;
+        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors, cfg.no_coopmat, cfg.robustness)?;
         dev.spin_ns = cfg.spin_us.saturating_mul(1000);
         if cfg.pipeline_stats {
             dev.enable_pipeline_statistics();

@@ -92,6 +92,7 @@ pub struct DeviceFlags {
     pub has_push_descriptors: bool,
     pub has_bda: bool,
     pub barrier_mode: crate::config::BarrierMode,
+    pub robustness: crate::config::Robustness,
 }
 
 fn flags(rt: &Runtime) -> DeviceFlags {
@@ -101,6 +102,7 @@ fn flags(rt: &Runtime) -> DeviceFlags {
         has_push_descriptors: rt.use_push_descriptors,
         has_bda: rt.dev.enabled.bda,
         barrier_mode: rt.cfg.barrier,
+        robustness: rt.dev.enabled.robustness,
     }
 }
 

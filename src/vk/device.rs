@@ -1,12 +1,14 @@
-//! The logical device: every supported feature that compute kernels can use is enabled
-//! (minus robustness features that cost speed), one compute queue, one transfer queue
-//! (the DMA family when there is one), and one timeline semaphore per queue.
+//! The logical device: every supported feature that compute kernels can use is enabled, buffer
+//! robustness as `HELIOS_ROBUSTNESS` asks (robustBufferAccess by default) where the device has
+//! it, one compute queue, one transfer queue (the DMA family when there is one), and one
+//! timeline semaphore per queue.
 
 use std::ffi::CStr;
 
 use ash::{ext as ash_ext, khr, vk};
 
 use crate::caps::DeviceCaps;
+use crate::config::Robustness;
 use crate::error::{HeliosError, HeliosResult};
 use crate::vk::adapter::Adapter;
 use crate::vk::ext;
@@ -23,6 +25,8 @@ pub struct Enabled {
     pub atomic_float: bool,
     pub pipeline_executable_info: bool,
     pub subgroup_size_control: bool,
+    /// The robustness actually enabled (at most what was asked for).
+    pub robustness: Robustness,
 }
 
 pub struct Device {
@@ -55,10 +59,12 @@ struct Features {
     bf16: ext::ShaderBfloat16FeaturesKHR,
     atomic: vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT<'static>,
     exec: vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR<'static>,
+    robust2: vk::PhysicalDeviceRobustness2FeaturesEXT<'static>,
 }
 
 fn optional_extensions(adapter: &Adapter) -> Vec<&'static CStr> {
-    let wanted: [&'static CStr; 6] = [
+    let wanted: [&'static CStr; 7] = [
+        ash_ext::robustness2::NAME,
         khr::push_descriptor::NAME,
         khr::cooperative_matrix::NAME,
         ext::NV_COOPMAT2,
@@ -88,6 +94,9 @@ macro_rules! chain_features {
         if $exts.contains(&khr::pipeline_executable_properties::NAME) {
             base = base.push_next(&mut $f.exec);
         }
+        if $exts.contains(&ash_ext::robustness2::NAME) {
+            base = base.push_next(&mut $f.robust2);
+        }
         base
     }};
 }
@@ -103,19 +112,39 @@ impl Features {
         self.bf16.p_next = std::ptr::null_mut();
         self.atomic.p_next = std::ptr::null_mut();
         self.exec.p_next = std::ptr::null_mut();
+        self.robust2.p_next = std::ptr::null_mut();
     }
 }
 
-/// Features that cost speed or need extra setup; never enabled.
-fn sanitize(core: &mut vk::PhysicalDeviceFeatures, f: &mut Features) {
-    core.robust_buffer_access = vk::FALSE;
+/// Features that cost speed or need extra setup and nothing uses; never enabled.
+fn sanitize(f: &mut Features) {
     f.v11.protected_memory = vk::FALSE;
     f.v12.buffer_device_address_capture_replay = vk::FALSE;
     f.v12.buffer_device_address_multi_device = vk::FALSE;
     f.v13.robust_image_access = vk::FALSE;
     f.v13.inline_uniform_block = vk::FALSE;
     f.v13.descriptor_binding_inline_uniform_block_update_after_bind = vk::FALSE;
-    f.coop.cooperative_matrix_robust_buffer_access = vk::FALSE;
+    f.robust2.robust_image_access2 = vk::FALSE;
+    f.robust2.null_descriptor = vk::FALSE;
+}
+
+/// Keeps the buffer-robustness features up to `wanted` (of those supported) and says which
+/// level that is. Cooperative-matrix loads and stores follow robustBufferAccess where the
+/// device can (cooperativeMatrixRobustBufferAccess); otherwise they stay unchecked, which
+/// docs/architecture.md records.
+fn robustness(core: &mut vk::PhysicalDeviceFeatures, f: &mut Features, wanted: Robustness) -> Robustness {
+    let core_on = wanted >= Robustness::Buffer && core.robust_buffer_access != 0;
+    let two_on = core_on && wanted >= Robustness::Buffer2 && f.robust2.robust_buffer_access2 != 0;
+    core.robust_buffer_access = vk::Bool32::from(core_on);
+    f.robust2.robust_buffer_access2 = vk::Bool32::from(two_on);
+    if !core_on {
+        f.coop.cooperative_matrix_robust_buffer_access = vk::FALSE;
+    }
+    match (core_on, two_on) {
+        (_, true) => Robustness::Buffer2,
+        (true, false) => Robustness::Buffer,
+        _ => Robustness::Off,
+    }
 }
 
 fn fill_caps(adapter: &Adapter, core: &vk::PhysicalDeviceFeatures, f: &Features) -> DeviceCaps {
@@ -149,7 +178,13 @@ fn create_timeline(raw: &ash::Device) -> HeliosResult<vk::Semaphore> {
 }
 
 impl Device {
-    pub fn new(instance: Instance, adapter: Adapter, no_push_descriptors: bool, no_coopmat: bool) -> HeliosResult<Device> {
+    pub fn new(
+        instance: Instance,
+        adapter: Adapter,
+        no_push_descriptors: bool,
+        no_coopmat: bool,
+        wanted_robustness: Robustness,
+    ) -> HeliosResult<Device> {
         let mut exts = optional_extensions(&adapter);
         if no_push_descriptors {
             exts.retain(|n| *n != khr::push_descriptor::NAME);
@@ -164,7 +199,13 @@ impl Device {
         unsafe { instance.raw.get_physical_device_features2(adapter.raw, &mut query) };
         let mut core = query.features;
         f.unlink();
-        sanitize(&mut core, &mut f);
+        sanitize(&mut f);
+        let robustness = robustness(&mut core, &mut f, wanted_robustness);
+        if robustness < Robustness::Buffer2 {
+            // robustness2's struct stays chained (its other features are off); drop the
+            // extension when nothing of it is used.
+            exts.retain(|n| *n != ash_ext::robustness2::NAME);
+        }
         if f.v12.timeline_semaphore == 0 || f.v13.synchronization2 == 0 {
             return Err(HeliosError::no_device(format!(
                 "{} lacks timeline semaphores or synchronization2 (Vulkan 1.3 core)",
@@ -181,6 +222,7 @@ impl Device {
             atomic_float: exts.contains(&ash_ext::shader_atomic_float::NAME),
             pipeline_executable_info: f.exec.pipeline_executable_info != 0,
             subgroup_size_control: f.v13.subgroup_size_control != 0,
+            robustness,
         };
         let priorities = [1.0f32];
         let mut queues = vec![vk::DeviceQueueCreateInfo::default()

@@ -164,10 +164,11 @@ impl<'c> Decoder<'c> {
         Ok(())
     }
 
-    /// Enters one statement level; `leave_stmt` must follow on success.
+    /// Enters one statement level; `leave_stmt` must follow on success. The body's own
+    /// statements are level 1, so `MAX_DEPTH` nested `if`s can hold statements.
     pub(crate) fn enter_stmt(&mut self, path: &Path) -> HeliosResult<()> {
         self.stmt_depth += 1;
-        if self.stmt_depth > limits::MAX_DEPTH {
+        if self.stmt_depth > limits::MAX_DEPTH + 1 {
             return Err(self.err(path, format!("statements nested more than {} levels deep", limits::MAX_DEPTH)));
         }
         self.count_node(path)
