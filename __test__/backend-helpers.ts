@@ -43,8 +43,8 @@ export function makeBackend(config: HeliosBackendOptions["config"] = {}): Helios
 
 /**
  * Runs `body` on a backend whose device reports itself a discrete GPU, so the matmul tuner runs for
- * real (SIMT candidates on lavapipe), with a fresh tuning cache dir and HELIOS_AUTOTUNE unset;
- * the environment is restored after.
+ * real (SIMT candidates on lavapipe), with a fresh tuning cache dir and HELIOS_AUTOTUNE unset
+ * (deferred: classes met untuned are tuned by `G.tunePending()`); the environment is restored after.
  */
 export async function withGpuLikeBackend(
   config: HeliosBackendOptions["config"], body: (G: HeliosBackend, cacheDir: string) => void | Promise<void>,

@@ -146,3 +146,23 @@ B.softmax(x, -1).data;\n`);
   assert.equal(t.status, 0, t.stderr);
   assert.match(t.stderr, /helios startup trace[^\n]*\n {2}spirv +\d+ ×/);
 });
+
+test("at exit, a note says how many matmul shape classes ran untuned and how to tune them (none under HELIOS_PROGRESS=0)", { skip: !onNative() && "needs the native runtime" }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "helios-note-"));
+  const script = join(dir, "child.mjs");
+  const [m, k, n] = [rng.int(8, 40), rng.int(8, 40), rng.int(8, 40)];
+  writeFileSync(script, `import { createRequire } from "node:module";
+import { HeliosBackend } from ${JSON.stringify(resolve("dist/ts/backend.js"))};
+import { bindRuntime } from ${JSON.stringify(resolve("dist/ts/exec/runtime.js"))};
+const base = bindRuntime(createRequire(import.meta.url)(${JSON.stringify(resolve("native/index.cjs"))}));
+const rt = { ...base, getDeviceInfo: () => ({ ...base.getDeviceInfo(), deviceType: "discrete-gpu" }) };
+const B = new HeliosBackend({ runtime: rt });
+B.matmul(B.randn([${m}, ${k}]), B.randn([${k}, ${n}])).data;\n`);
+  const env = { ...process.env, HELIOS_CACHE_DIR: dir, HELIOS_VALIDATION: "0", HELIOS_AUTOTUNE: "deferred" };
+  const r = spawnSync(process.execPath, [script], { env, encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /^helios: 1 matmul shape class\(es\) ran on the planner's default, untuned .*helios warmup/m);
+  const q = spawnSync(process.execPath, [script], { env: { ...env, HELIOS_PROGRESS: "0" }, encoding: "utf8" });
+  assert.equal(q.status, 0, q.stderr);
+  assert.equal(q.stderr, "");
+});
