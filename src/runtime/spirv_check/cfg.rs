@@ -103,15 +103,44 @@ fn dominators(succ: &[Vec<usize>]) -> Vec<Option<usize>> {
     idom
 }
 
-fn dominates(idom: &[Option<usize>], a: usize, mut b: usize) -> bool {
-    loop {
-        if a == b {
-            return true;
+/// Pre/post-order intervals of the dominator tree: `a` dominates `b` iff a's interval holds b's,
+/// an O(1) query (a walk up the tree per use would be quadratic on hostile modules).
+struct DomTree {
+    enter: Vec<usize>,
+    exit: Vec<usize>,
+}
+
+impl DomTree {
+    fn new(idom: &[Option<usize>]) -> DomTree {
+        let n = idom.len();
+        let mut children = vec![Vec::new(); n];
+        for (b, d) in idom.iter().enumerate() {
+            if let Some(d) = *d {
+                if d != b {
+                    children[d].push(b);
+                }
+            }
         }
-        match idom[b] {
-            Some(p) if p != b => b = p,
-            _ => return false,
+        let (mut enter, mut exit) = (vec![usize::MAX; n], vec![0; n]);
+        let mut clock = 0;
+        let mut stack = vec![(0usize, 0usize)];
+        enter[0] = 0;
+        while let Some((b, i)) = stack.pop() {
+            if let Some(&c) = children[b].get(i) {
+                stack.push((b, i + 1));
+                clock += 1;
+                enter[c] = clock;
+                stack.push((c, 0));
+            } else {
+                clock += 1;
+                exit[b] = clock;
+            }
         }
+        DomTree { enter, exit }
+    }
+
+    fn dominates(&self, a: usize, b: usize) -> bool {
+        self.enter[a] <= self.enter[b] && self.exit[b] <= self.exit[a] && self.enter[a] != usize::MAX
     }
 }
 
@@ -177,24 +206,36 @@ pub fn function(f: &Function) -> Res<()> {
     }
     // Leaving a construct: to its merge, or (break, continue) to the merge or continue target
     // of a loop around it; a continue target is entered only from its loop body.
+    // Loops by their merge block and by their continue target: (header, merge).
+    let mut exits: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    for (&lh, &(lm, lc)) in &loops {
+        exits.entry(lm).or_default().push((lh, lm));
+        exits.entry(lc).or_default().push((lh, lm));
+    }
     for (&m, &h) in &merges {
         for b in h..m {
             for &t in &succ[b] {
                 let inside = h < t && t <= m;
                 let back = t == h && loops.contains_key(&h);
-                let exit = loops.iter().any(|(&lh, &(lm, lc))| lh <= b && b < lm && (t == lm || t == lc));
+                let exit = exits.get(&t).is_some_and(|ls| ls.iter().any(|&(lh, lm)| lh <= b && b < lm));
                 if !(inside || back || exit) {
                     return fail(format!("block {b} leaves the construct of header {h} for block {t}"));
                 }
             }
         }
     }
+    let mut preds = vec![Vec::new(); succ.len()];
+    for (b, s) in succ.iter().enumerate() {
+        for &t in s {
+            preds[t].push(b);
+        }
+    }
     for (&h, &(_, c)) in &loops {
-        if let Some(b) = (0..succ.len()).find(|&b| succ[b].contains(&c) && c != h && !(h <= b && b < c)) {
+        if let Some(&b) = preds[c].iter().find(|&&b| c != h && !(h <= b && b < c)) {
             return fail(format!("block {b} branches to the continue target of the loop at block {h} from outside its body"));
         }
     }
-    phis(f, &succ, &index)?;
+    phis(f, &preds, &index)?;
     for (&h, &b) in &back_edges {
         let (m, c) = loops[&h];
         if !post_dominates(&succ, b, c, &[h, m]) {
@@ -221,10 +262,11 @@ pub fn function(f: &Function) -> Res<()> {
 }
 
 /// A phi names each predecessor of its block exactly once.
-fn phis(f: &Function, succ: &[Vec<usize>], index: &HashMap<Word, usize>) -> Res<()> {
+fn phis(f: &Function, preds: &[Vec<usize>], index: &HashMap<Word, usize>) -> Res<()> {
     for (b, block) in f.blocks.iter().enumerate() {
-        let mut preds: Vec<usize> = (0..succ.len()).filter(|&p| succ[p].contains(&b)).collect();
+        let mut preds = preds[b].clone();
         preds.sort_unstable();
+        preds.dedup();
         for ins in block.instructions.iter().filter(|i| i.class.opcode == Op::Phi) {
             let mut parents: Vec<usize> = ins
                 .operands
@@ -267,6 +309,7 @@ fn post_dominates(succ: &[Vec<usize>], b: usize, from: usize, exits: &[usize]) -
 
 /// Every use of a value defined in this function is dominated by its definition.
 fn ssa(f: &Function, idom: &[Option<usize>]) -> Res<()> {
+    let tree = DomTree::new(idom);
     let mut def_block: HashMap<Word, usize> = HashMap::new();
     for (b, block) in f.blocks.iter().enumerate() {
         for ins in &block.instructions {
@@ -294,7 +337,7 @@ fn ssa(f: &Function, idom: &[Option<usize>]) -> Res<()> {
                 } else {
                     b
                 };
-                if idom[at].is_some() && !dominates(idom, d, at) {
+                if idom[at].is_some() && !tree.dominates(d, at) {
                     return fail(format!("%{id} is used in block {at}, which its definition in block {d} does not dominate"));
                 }
             }

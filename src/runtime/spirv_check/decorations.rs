@@ -92,6 +92,11 @@ fn workgroup_size(f: &Facts, ins: &Instruction, caps: &DeviceCaps) -> Res<()> {
 }
 
 pub fn entry_points(module: &Module, f: &Facts, caps: &DeviceCaps) -> Res<()> {
+    let globals: std::collections::HashSet<Word> =
+        module.types_global_values.iter().filter(|g| g.class.opcode == Op::Variable).filter_map(|g| g.result_id).collect();
+    if module.entry_points.len() > 64 {
+        return fail(format!("{} entry points (at most 64)", module.entry_points.len()));
+    }
     for ep in &module.entry_points {
         if !matches!(ep.operands.first(), Some(Operand::ExecutionModel(ExecutionModel::GLCompute))) {
             return fail("only GLCompute entry points are supported".into());
@@ -109,14 +114,13 @@ pub fn entry_points(module: &Module, f: &Facts, caps: &DeviceCaps) -> Res<()> {
             if !interface.insert(v) {
                 return fail(format!("entry point interface lists %{v} twice"));
             }
-            if !module.types_global_values.iter().any(|g| g.result_id == Some(v) && g.class.opcode == Op::Variable) {
+            if !globals.contains(&v) {
                 return fail(format!("entry point interface %{v} is not a global variable"));
             }
         }
         // From SPIR-V 1.4 the interface lists every global variable the entry point uses.
         if module.header.as_ref().is_some_and(|h| h.version >= 0x0001_0400) {
-            let globals = module.types_global_values.iter().filter(|g| g.class.opcode == Op::Variable);
-            if let Some(g) = globals.filter_map(|g| g.result_id).find(|g| !interface.contains(g)) {
+            if let Some(g) = globals.iter().find(|g| !interface.contains(g)) {
                 return fail(format!("global variable %{g} is missing from the entry point's interface"));
             }
         }
@@ -226,12 +230,16 @@ pub fn names(module: &Module, f: &Facts) -> Res<()> {
     Ok(())
 }
 
-fn has_decoration(module: &Module, id: Word, d: Decoration) -> bool {
-    module.annotations.iter().any(|a| {
-        a.class.opcode == Op::Decorate
-            && matches!(a.operands.first(), Some(Operand::IdRef(t)) if *t == id)
-            && matches!(a.operands.get(1), Some(Operand::Decoration(x)) if *x == d)
-    })
+/// (target, decoration) of every OpDecorate.
+fn decorated(module: &Module) -> std::collections::HashSet<(Word, Decoration)> {
+    module
+        .annotations
+        .iter()
+        .filter_map(|a| match (a.class.opcode, a.operands.first(), a.operands.get(1)) {
+            (Op::Decorate, Some(Operand::IdRef(t)), Some(Operand::Decoration(d))) => Some((*t, *d)),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn annotations(module: &Module, f: &Facts) -> Res<()> {
@@ -245,6 +253,8 @@ pub fn annotations(module: &Module, f: &Facts) -> Res<()> {
             op => return fail(format!("{op:?} is not supported")),
         }
     }
+    let decorated = decorated(module);
+    let has_decoration = |_: &Module, id: Word, d: Decoration| decorated.contains(&(id, d));
     for ins in &module.types_global_values {
         let Some(id) = ins.result_id else { continue };
         match variable_class(f, id) {

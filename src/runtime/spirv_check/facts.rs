@@ -9,7 +9,7 @@ use rspirv::spirv::{Op, StorageClass, Word};
 use super::{fail, Res};
 
 /// A decoded type. Non-aggregate types are unique in a valid module, so ids compare as types.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Ty {
     Void,
     Bool,
@@ -47,6 +47,8 @@ pub struct Facts<'m> {
     pub vulkan_memory_model: bool,
     /// Capabilities the module declares (types and instructions that need one check it).
     pub declared: Vec<rspirv::spirv::Capability>,
+    /// Non-aggregate types seen so far (uniqueness in O(1) per declaration).
+    pub unique: std::collections::HashSet<Ty>,
 }
 
 pub fn id_at(ins: &Instruction, i: usize) -> Res<Word> {

@@ -16,12 +16,17 @@ use super::{fail, Res};
 /// become a huge allocation.
 const MAX_BOUND: u32 = 1 << 22;
 /// SPIR-V 1.3 (Vulkan 1.1) has the StorageBuffer class and subgroup operations without extensions.
+/// Words of a module: 16 MiB, far above any Helios kernel (the largest is under 400 KiB), so
+/// that the validator's work stays bounded.
+const MAX_WORDS: usize = 1 << 22;
+/// Blocks of one function (Helios kernels have under 1,000).
+pub const MAX_BLOCKS: usize = 8192;
 const MIN_VERSION: u32 = 0x0001_0300;
 const MAX_VERSION: u32 = 0x0001_0600;
 
 pub fn load(words: &[u32]) -> Res<Module> {
-    if words.len() < 5 {
-        return fail(format!("{} words is not a SPIR-V module", words.len()));
+    if words.len() < 5 || words.len() > MAX_WORDS {
+        return fail(format!("{} words is not a SPIR-V module of at most {MAX_WORDS} words", words.len()));
     }
     if words[1] > MAX_VERSION || words[1] < MIN_VERSION || words[1] & 0xff00_00ff != 0 || words[4] != 0 {
         return fail(format!("SPIR-V version word {:#x} is not 1.3 to 1.6, or the schema word {:#x} is not 0", words[1], words[4]));
@@ -230,7 +235,7 @@ fn decode_type(facts: &Facts, ins: &Instruction) -> Res<Ty> {
         _ => Ty::Opaque,
     };
     // Non-aggregate types must be unique, so that comparing ids compares types.
-    if !matches!(ty, Ty::Struct(_) | Ty::Opaque) && facts.types.values().any(|t| *t == ty) {
+    if !matches!(ty, Ty::Struct(_) | Ty::Opaque) && facts.unique.contains(&ty) {
         return fail(format!("type {ty:?} is declared twice"));
     }
     Ok(ty)
@@ -253,6 +258,9 @@ pub fn globals(module: &Module, facts: &mut Facts) -> Res<()> {
         let id = ins.result_id.unwrap_or(0);
         if is_type(op) {
             let ty = decode_type(facts, ins)?;
+            if !matches!(ty, Ty::Struct(_) | Ty::Opaque) {
+                facts.unique.insert(ty.clone());
+            }
             facts.types.insert(id, ty);
             continue;
         }
@@ -314,8 +322,8 @@ pub fn functions(module: &Module, facts: &Facts) -> Res<HashMap<Word, usize>> {
                 return fail("a function parameter does not match its function type".into());
             }
         }
-        if f.blocks.is_empty() || f.end.is_none() {
-            return fail("a function without blocks or OpFunctionEnd".into());
+        if f.blocks.is_empty() || f.blocks.len() > MAX_BLOCKS || f.end.is_none() {
+            return fail(format!("a function of {} blocks (1 to {MAX_BLOCKS}) or without OpFunctionEnd", f.blocks.len()));
         }
         for (bi, b) in f.blocks.iter().enumerate() {
             let Some(label) = b.label.as_ref().and_then(|l| l.result_id) else { return fail("a block without OpLabel".into()) };
