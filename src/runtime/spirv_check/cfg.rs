@@ -213,8 +213,8 @@ pub fn function(f: &Function) -> Res<()> {
         exits.entry(lc).or_default().push((lh, lm));
     }
     for (&m, &h) in &merges {
-        for b in h..m {
-            for &t in &succ[b] {
+        for (b, targets) in succ.iter().enumerate().take(m).skip(h) {
+            for &t in targets {
                 let inside = h < t && t <= m;
                 let back = t == h && loops.contains_key(&h);
                 let exit = exits.get(&t).is_some_and(|ls| ls.iter().any(|&(lh, lm)| lh <= b && b < lm));

@@ -67,7 +67,7 @@ impl Rng {
 
 /// One to three word mutations: a random word, a flipped bit, a small delta, a word copied from
 /// elsewhere in the module (ids, opcodes), or 0 / 0xffffffff.
-pub fn mutate(words: &[u32], rng: &mut Rng) -> Vec<u32> {
+fn mutate(words: &[u32], rng: &mut Rng) -> Vec<u32> {
     let mut m = words.to_vec();
     for _ in 0..1 + rng.below(3) {
         let at = rng.below(m.len());

@@ -417,7 +417,7 @@ pub fn body(f: &Facts, ins: &Instruction, ret: Word, glsl: Option<Word>) -> Res<
         Undef => Ok(()),
         Phi => {
             let r = result(ins)?;
-            if ins.operands.len() % 2 != 0 || ins.operands.is_empty() {
+            if !ins.operands.len().is_multiple_of(2) || ins.operands.is_empty() {
                 return fail("OpPhi operands must be value/parent pairs".into());
             }
             (0..ins.operands.len()).step_by(2).try_for_each(|i| want(f, ins, i, r))
