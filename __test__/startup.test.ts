@@ -53,10 +53,23 @@ test("progress: no in-place lines off a TTY; a gap or another kind of work ends 
   assert.deepEqual(s.out, [`helios: tuning matmul shape classes: ${total}/${total} in ${((total - 1) * 0.6).toFixed(1)} s\n`]);
   p.end();
   assert.equal(s.out.length, 1, "a short activity prints nothing");
+  // units that each take longer than the gap (tuning stages) but follow one another stay one activity
+  const long = new Progress({ sink: s, clock: slowClock(5000), thresholdMs: 1000, gapMs: 1000 });
+  for (let i = 1; i <= total; i++) long.unit("tuning matmul shape classes", `c${i}: gate`, 5000, { n: i, total });
+  long.end();
+  assert.deepEqual(s.out.slice(1), [`helios: tuning matmul shape classes: ${total}/${total} in ${(total * 5).toFixed(1)} s\n`]);
+  // an activity opened by begin() spans gaps between its units (the tuner's fixtures) until end()
+  const held = new Progress({ sink: s, clock: slowClock(3000), thresholdMs: 1000, gapMs: 1000 });
+  held.begin("tuning matmul shape classes", total);
+  for (let i = 1; i <= total; i++) held.unit("tuning matmul shape classes", `c${i}: rounds`, 0, { n: i, total });
+  held.end();
+  assert.equal(s.out.at(-1), `helios: tuning matmul shape classes: ${total}/${total} in ${(total * 3).toFixed(1)} s\n`);
+  assert.equal((s.out as string[]).filter((l) => l.includes("tuning")).length, 3, "one summary per activity");
+  const before = s.out.length;
   const fast = new Progress({ sink: s, clock: slowClock(10), thresholdMs: 1000 });
   for (let i = 0; i < 50; i++) fast.unit("compiling pipelines", "k", 0);
   fast.end();
-  assert.equal(s.out.length, 1, "startup work under a second stays silent");
+  assert.equal(s.out.length, before, "startup work under a second stays silent");
 });
 
 test("startup trace: phases sum their intervals, JSON keeps the events", () => {

@@ -135,10 +135,12 @@ export function tunePendingMatmuls(E: Engine): TunePendingResult {
   const list = [...q];
   q.clear();
   const { progress } = startup();
+  const what = "tuning matmul shape classes";
+  progress?.begin(what, list.length);
   let tuned = 0;
   list.forEach(([key, problem], i) => {
     const label = `${problem.dtype} ${problem.m}x${problem.n}x${problem.k}`;
-    const onStage = (stage: string, ms: number) => progress?.unit("tuning matmul shape classes", `${label}: ${stage}`, ms, { n: i + 1, total: list.length });
+    const onStage = (stage: string, ms: number) => progress?.unit(what, `${label}: ${stage}`, ms, { n: i + 1, total: list.length });
     if (chooseMatmul(rt, problem, { tune: true, onStage }).source === "tuned") tuned++;
     pendingKeys.delete(key);
   });

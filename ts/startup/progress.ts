@@ -27,6 +27,8 @@ interface Activity {
   total?: number;
   detail: string;
   shown: boolean;
+  /** Opened by begin(): one activity until end(), whatever the gaps between its units. */
+  held: boolean;
 }
 
 export class Progress {
@@ -42,13 +44,25 @@ export class Progress {
   }
 
   /**
+   * Opens an activity of `what` that lasts until end(): for work whose units are separated by
+   * preparation of their own (the tuner's fixtures between shape classes).
+   */
+  begin(what: string, total?: number): void {
+    this.end();
+    const now = this.clock();
+    this.act = { what, start: now, last: now, n: 0, total, detail: "starting", shown: false, held: true };
+  }
+
+  /**
    * One unit of `what` ("compiling pipelines") finished after `ms`, `detail` naming it. `n` and
    * `total` give its place when the caller knows them (n of N); else units are counted.
    */
   unit(what: string, detail: string, ms: number, place: { n?: number; total?: number } = {}): void {
     const now = this.clock();
-    if (this.act && (this.act.what !== what || now - this.act.last > this.gapMs)) this.end();
-    const a = (this.act ??= { what, start: now - ms, last: now, n: 0, detail, shown: false });
+    // the idle time before this unit began, not its length: a long tuning stage is no gap
+    const gap = this.act && !this.act.held && now - ms - this.act.last > this.gapMs;
+    if (this.act && (this.act.what !== what || gap)) this.end();
+    const a = (this.act ??= { what, start: now - ms, last: now, n: 0, detail, shown: false, held: false });
     a.n = place.n ?? a.n + 1;
     a.total = place.total;
     a.last = now;
