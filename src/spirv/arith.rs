@@ -99,7 +99,13 @@ impl Compiler<'_> {
             BinOp::Div if signed => self.s_div(t, None, av, bv)?,
             BinOp::Div => self.u_div(t, None, av, bv)?,
             BinOp::Rem if float => self.f_rem(t, None, av, bv)?,
-            BinOp::Rem if signed => self.s_rem(t, None, av, bv)?,
+            // x - y * (x / y), not OpSRem: NVIDIA's driver (580, H200) computes OpSRem of a negative
+            // operand as an unsigned remainder (-7 rem 3 gave 0); OpSDiv truncates correctly there.
+            BinOp::Rem if signed => {
+                let q = self.s_div(t, None, av, bv)?;
+                let yq = self.i_mul(t, None, bv, q)?;
+                self.i_sub(t, None, av, yq)?
+            }
             BinOp::Rem => self.u_mod(t, None, av, bv)?,
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
                 return self.lower_compare(op, s, av, bv, bool_t);
