@@ -3,7 +3,7 @@
 # --suite=cuda` with this package and with the upstream Helios, side by side with Helios's own
 # trainer (bench/train/profile-step) and `helios bench --suite=cuda` on the same problems.
 #
-#   [PART=train|prof|own|bench] bash bench/alpha-gpu.sh ALPHA_HELIOS ALPHA_UPSTREAM [OUT]
+#   [PART=train|prof|own|bench|cold|tune] bash bench/alpha-gpu.sh ALPHA_HELIOS ALPHA_UPSTREAM [OUT]
 #
 # PART runs one part (each fits one 10-minute GPU-host call); unset runs them all.
 # ALPHA_HELIOS: a built Alpha tree whose packages/helios is this repository (a symlink);
@@ -36,13 +36,33 @@ gpt2=(--layers=12 --dim=768 --heads=12 --block=1024 --batch=8)
 alpha_train() {
   local name=$1 tree=$2 steps=$3; shift 3
   echo "== $name" >&2
-  (cd "$tree" && HELIOS_CACHE_DIR="$caches/$name" timeout 900 node --expose-gc apps/cli/dist/main.js train \
+  local cache="$caches/$name"
+  if [ "${!#}" = --cacheShared ]; then cache="$caches/tuned"; set -- "${@:1:$#-1}"; fi
+  (cd "$tree" && HELIOS_CACHE_DIR="$cache" timeout 900 node --expose-gc apps/cli/dist/main.js train \
     --backend=helios --steps="$steps" --runDir="$out/runs/$name" "${common[@]}" "$@") > "$out/logs/$name.log" 2>&1
   echo "   rc=$? $(grep -c '^step ' "$out/logs/$name.log") steps" >&2
 }
 
 part=${PART:-all}
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+
+if want cold; then
+# first steps on empty caches (Helios's and the NVIDIA driver's shader cache), default tuning
+# (deferred: shipped winners, else the planner's default, no tuning inside a step)
+for cfg in small gpt2; do
+  args=("${small[@]}"); [ "$cfg" = gpt2 ] && args=("${gpt2[@]}")
+  __GL_SHADER_DISK_CACHE_PATH=$(mktemp -d) HELIOS_STARTUP_TRACE=1 alpha_train "cold-$cfg-f32" "$mine" 12 "${args[@]}"
+done
+fi
+
+if want tune; then
+# Alpha's shape classes tuned (eager: inside the first step) into one cache, exported in the
+# shipped-data format: OUT/matmul-tuning.json (bench/tuning-export.ts) to copy into data/
+for cfg in small gpt2; do
+  args=("${small[@]}"); [ "$cfg" = gpt2 ] && args=("${gpt2[@]}")
+  HELIOS_AUTOTUNE=eager alpha_train "tune-$cfg" "$mine" 3 "${args[@]}" --cacheShared
+done
+fi
 
 if want train; then
 alpha_train helios-f32 "$mine" 20 "${small[@]}"
@@ -93,4 +113,9 @@ HELIOS_CACHE_DIR="$caches/bench-mine" timeout 900 node dist/bench/cli.js bench -
 
 fi
 
+if want tune; then
+  cp data/matmul-tuning.json "$out/matmul-tuning.json"
+  node dist/bench/tuning-export.js "$caches/tuned/matmul-tune-v1.json" --out="$out/matmul-tuning.json" > "$out/logs/tuning-export.log" 2>&1
+fi
+rm -rf "$out/runs"
 node bench/alpha-gpu-report.mjs "$out" | tee "$out/summary-$part.txt"
