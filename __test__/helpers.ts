@@ -25,7 +25,11 @@ export function assertNoValidationMessages(when: string): void {
  */
 export function useDevice(): DeviceInfo {
   const info = rt.initDevice({ validation: true });
-  assert.notEqual(info.validation, false, "initDevice({validation: true}) must enable the validation layer");
+  // HELIOS_TEST_NO_LAYER=1: a GPU host whose Vulkan loader has no validation layer that knows the
+  // device's extensions (the host runs the suite for the device's own behaviour; CI validates)
+  if (process.env.HELIOS_TEST_NO_LAYER !== "1") {
+    assert.notEqual(info.validation, false, "initDevice({validation: true}) must enable the validation layer");
+  }
   afterEach((t) => assertNoValidationMessages(`after "${t.name}"`));
   after(() => {
     assertNoValidationMessages("at the end of the file");
