@@ -1,5 +1,6 @@
-// Every HELIOS_* environment variable the code reads is documented in README's env table (one
-// row `| \`NAME\` | default | ... |`). Error codes (ERR_HELIOS_*) are not flags.
+// Every HELIOS_* environment variable the code reads is documented in docs/flags.md (one row
+// `| \`NAME\` | default | ... |`), and every flag README names for users is one of them. Error
+// codes (ERR_HELIOS_*) are not flags.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -18,7 +19,7 @@ function files(dir: string, exts: string[]): string[] {
   return out;
 }
 
-test("every HELIOS_* flag read by the code has a row in README's env table", () => {
+test("every HELIOS_* flag read by the code has a row in docs/flags.md; README's flags are real", () => {
   const sources = [
     ...files(path.join(root, "src"), [".rs"]),
     ...files(path.join(root, "ts"), [".ts"]),
@@ -30,7 +31,12 @@ test("every HELIOS_* flag read by the code has a row in README's env table", () 
     for (const m of readFileSync(f, "utf8").matchAll(/(?<![A-Z_])HELIOS_[A-Z0-9_]*[A-Z0-9]/g)) flags.add(m[0]);
   }
   assert.ok(flags.has("HELIOS_VALIDATION") && flags.has("HELIOS_COOPMAT"), "the scan finds the flags");
+  const doc = readFileSync(path.join(root, "docs", "flags.md"), "utf8");
+  const missing = [...flags].filter((f) => !doc.includes(`| \`${f}\` |`)).sort();
+  assert.deepEqual(missing, [], `flags without a docs/flags.md row: ${missing.join(", ")}`);
   const readme = readFileSync(path.join(root, "README.md"), "utf8");
-  const missing = [...flags].filter((f) => !readme.includes(`| \`${f}\` |`)).sort();
-  assert.deepEqual(missing, [], `flags without a README row: ${missing.join(", ")}`);
+  const userFlags = [...readme.matchAll(/^\| `(HELIOS_[A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+  assert.ok(userFlags.length > 0 && userFlags.length <= 12, `README's flag table lists the few a user sets (${userFlags.length})`);
+  const unknown = userFlags.filter((f) => !flags.has(f));
+  assert.deepEqual(unknown, [], `README names flags the code does not read: ${unknown.join(", ")}`);
 });

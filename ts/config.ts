@@ -1,5 +1,5 @@
 // The one place TypeScript reads HELIOS_* environment variables (Rust reads its own in
-// src/config.rs). Every flag here is listed in README.md with its default.
+// src/config.rs). Every flag here is listed in docs/flags.md with its default.
 
 /**
  * HELIOS_FLASH_VARIANT values (ts/kernels/attention-variants.ts): `auto` takes the first that
