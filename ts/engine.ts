@@ -221,15 +221,6 @@ export class Engine implements TensorHost, ResidencyHost {
     this.writeTensor(t, data);
     return t;
   }
-  overwrite(t: HeliosTensor, data: TensorArray): void {
-    this.writeTensor(t, data);
-  }
-  read(t: HeliosTensor): TensorArray {
-    return this.readTensor(t);
-  }
-  free(t: HeliosTensor): void {
-    this.release(t);
-  }
   owns(t: HeliosTensor): boolean {
     return t.owner === this && !t.released && this.generation === deviceGeneration();
   }

@@ -20,11 +20,11 @@ export interface ResidencyHost {
   /** A device tensor holding `data` (an upload recorded in program order). */
   upload(td: TensorData, data: TensorArray): HeliosTensor;
   /** Overwrites `t`'s device buffer with `data` in program order. */
-  overwrite(t: HeliosTensor, data: TensorArray): void;
+  writeTensor(t: HeliosTensor, data: TensorArray): void;
   /** The device values of `t` (waits for the batch that last wrote them). */
-  read(t: HeliosTensor): TensorArray;
+  readTensor(t: HeliosTensor): TensorArray;
   /** Frees `t`'s device buffers. */
-  free(t: HeliosTensor): void;
+  release(t: HeliosTensor): void;
   /** Whether `t` was made by this engine on the live device. */
   owns(t: HeliosTensor): boolean;
 }
@@ -49,7 +49,7 @@ export function residentDevice(host: ResidencyHost, td: TensorData): HeliosTenso
   const r = residents.get(td);
   if (r && r.host === host && host.owns(r.device) && fits(r.device, td, r.array)) {
     if (r.current === "host") {
-      host.overwrite(r.device, r.array);
+      host.writeTensor(r.device, r.array);
       r.current = "both";
     }
     return r.device;
@@ -59,7 +59,7 @@ export function residentDevice(host: ResidencyHost, td: TensorData): HeliosTenso
   if (r) detach(td, array);
   const entry: Resident = { host, device: host.upload(td, array), array, current: "both" };
   if (!attach(td, entry)) {
-    host.free(entry.device);
+    host.release(entry.device);
     return null;
   }
   residents.set(td, entry);
@@ -90,7 +90,7 @@ export function evict(td: TensorData): void {
   if (!r) return;
   const array = hostValues(r);
   detach(td, array);
-  r.host.free(r.device);
+  r.host.release(r.device);
 }
 
 function fits(device: HeliosTensor, td: TensorData, array: TensorArray): boolean {
@@ -100,7 +100,7 @@ function fits(device: HeliosTensor, td: TensorData, array: TensorArray): boolean
 /** The current values as a host array, reading the device copy back into `r.array` if newer. */
 function hostValues(r: Resident): TensorArray {
   if (r.current !== "device") return r.array;
-  const fresh = r.host.read(r.device);
+  const fresh = r.host.readTensor(r.device);
   if (r.array.length === fresh.length && sameKind(r.array, fresh)) r.array.set(fresh as never);
   else r.array = fresh;
   r.current = "both";
