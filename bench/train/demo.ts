@@ -112,6 +112,10 @@ export function runDemo(B: TrainBackend, o: DemoOptions, log: (s: string) => voi
       winSteps++;
       totalMs += r.ms;
     }
+    if (r.step === 1 && o.logEvery > 1) {
+      // at once, so a slow device shows progress before logEvery steps (the time includes compiles)
+      log(`step ${String(r.step).padStart(5)}  loss ${r.loss.toFixed(4)}  first step ${(r.ms / 1000).toFixed(1)} s (kernels compiled)`);
+    }
     if (r.step % o.logEvery === 0 || r.step === o.steps) {
       const ms = winSteps > 0 ? winMs / winSteps : r.ms;
       log(
