@@ -37,4 +37,7 @@ test("helios warmup runs from the CLI; bad options exit 2", async () => {
   assert.equal(await main(["warmup", "--dim=33", "--heads=2"]), 2);
   assert.throws(() => parseWarmupArgs(["--seq=1e3"]), /--seq=1e3: expected a positive integer/);
   assert.equal(parseWarmupArgs(["--matmul16", "--seq=2048"]).model.blockSize, 2048);
+  // Alpha's trainer flags for the same shape
+  const alpha = parseWarmupArgs(["--layers=8", "--dim=512", "--heads=8", "--block=512", "--batch=32", "--vocabSize=96"]);
+  assert.deepEqual([alpha.seq, alpha.batch, alpha.model.vocab, alpha.model.layers], [512, 32, 96, 8]);
 });

@@ -36,7 +36,8 @@ export interface WarmupResult {
 export const WARMUP_USAGE = `usage: helios warmup [options]   precompile and tune for a model, baking HELIOS_CACHE_DIR (bench/warmup.ts)
   --layers=12 --dim=768 --heads=12 --vocab=50304   GPT shape (bench/train's; GPT-2 124M by default)
   --batch=16 --seq=1024                  step shape
-  --matmul16                             16-bit matmul operands (run once per mode the trainer uses)`;
+  --matmul16                             16-bit matmul operands (run once per mode the trainer uses)
+  Alpha's trainer flags name two of these differently: --block (= --seq), --vocabSize (= --vocab)`;
 
 /** Parses warmup's flags; throws with the option and value named. */
 export function parseWarmupArgs(args: string[]): Omit<WarmupOptions, "log"> {
@@ -44,8 +45,11 @@ export function parseWarmupArgs(args: string[]): Omit<WarmupOptions, "log"> {
   let batch = 16, seq = 1024, matmul16 = false;
   for (const a of args) {
     if (a === "--matmul16" || a === "--matmul16=true") { matmul16 = true; continue; }
-    const m = /^--(layers|dim|heads|vocab|batch|seq)=(.*)$/.exec(a);
+    const m = /^--(layers|dim|heads|vocab|vocabSize|batch|seq|block)=(.*)$/.exec(a);
     if (!m) throw new Error(`unknown option ${a}`);
+    // Alpha's trainer names (alpha train --block=512 --vocabSize=...): the same shape
+    if (m[1] === "block") m[1] = "seq";
+    if (m[1] === "vocabSize") m[1] = "vocab";
     const n = Number(m[2]);
     if (!/^\d+$/.test(m[2]) || !Number.isSafeInteger(n) || n < 1) throw new Error(`--${m[1]}=${m[2]}: expected a positive integer`);
     if (m[1] === "batch") batch = n;
