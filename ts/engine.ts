@@ -513,8 +513,7 @@ export class Engine implements TensorHost, ResidencyHost {
   private recycle(ts: HeliosTensor[]): void {
     for (const t of ts) {
       const host = t.currentHost;
-      t.released = false;
-      this.release(t);
+      this.freeStorage(t);
       t.host = host;
     }
   }
@@ -539,6 +538,11 @@ export class Engine implements TensorHost, ResidencyHost {
   release(t: HeliosTensor): void {
     if (t.released) return;
     t.released = true;
+    this.freeStorage(t);
+  }
+
+  /** Drops `t`'s buffers (and a prepacked copy of it); the tensor keeps no device state. */
+  private freeStorage(t: HeliosTensor): void {
     const pack = this.prepacked.get(t);
     if (pack) {
       this.prepacked.delete(t);

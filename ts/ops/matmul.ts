@@ -106,11 +106,6 @@ function noteAtExit(): void {
     "`helios warmup` with this model's flags, or HeliosBackend.tunePending() at a point of your choosing, tunes them once for this machine");
 }
 
-/** Shape classes met untuned on this engine and not tuned yet. */
-export function pendingMatmulClasses(E: Engine): string[] {
-  return [...(pendingByEngine.get(E)?.keys() ?? [])];
-}
-
 export interface TunePendingResult {
   /** Classes that were pending. */
   classes: number;
