@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Worker } from "node:worker_threads";
-import { addKernel } from "../ts/kernels/ir-samples.js";
+import { addKernel } from "../lab/ir-samples.js";
 import {
   assertArrayEqual, assertNoValidationMessages, assertThrowsCode, bufferWith, forgetPipelines, pipeline, randomU32,
   readU32, rng, rt, runBatch, useDevice,

@@ -6,7 +6,7 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, sy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { addKernel } from "../ts/kernels/ir-samples.js";
+import { addKernel } from "../lab/ir-samples.js";
 import { inChild } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "helios-cache-test-"));

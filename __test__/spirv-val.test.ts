@@ -1,9 +1,9 @@
-// Every kernel variant in ts/kernels/registry.ts assembles to SPIR-V that passes
+// Every kernel variant in lab/registry.ts assembles to SPIR-V that passes
 // `spirv-val --target-env vulkan1.3`. Runs without a device: kernelSpirv validates against the
 // permissive caps then, so cooperative-matrix and bf16 variants are covered in CI too.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { allKernelVariants } from "../ts/kernels/registry.js";
+import { allKernelVariants } from "../lab/registry.js";
 import { native, spirvVal, spirvValPath } from "./ir-harness.js";
 
 const tool = spirvValPath();

@@ -9,7 +9,7 @@ import { createRequire } from "node:module";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { f32, kernel, tanh, u32, type KernelDesc } from "../ts/ir/index.js";
-import { coopMatmulSample } from "../ts/kernels/ir-samples-coop.js";
+import { coopMatmulSample } from "../lab/ir-samples-coop.js";
 
 const require = createRequire(import.meta.url);
 const root = resolve(new URL(".", import.meta.url).pathname, "..", "..");

@@ -7,7 +7,7 @@
 // when the device has no cooperative matrices. Also prints how the device rounds f32 -> bf16.
 //
 //   node dist/bench/coop-tests.js
-import { coop2MatmulSample, coopMatmulSample, type CoopMatmulOptions } from "../ts/kernels/ir-samples-coop.js";
+import { coop2MatmulSample, coopMatmulSample, type CoopMatmulOptions } from "../lab/ir-samples-coop.js";
 import { kernel, toBf16, type Expr, type KernelDesc } from "../ts/ir/index.js";
 import { deviceSkipReason, native, pushBytes, randF32, runKernel } from "../__test__/ir-harness.js";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";

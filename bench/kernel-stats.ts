@@ -7,7 +7,7 @@
 import { createRequire } from "node:module";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { allKernelVariants, type KernelNeed } from "../ts/kernels/registry.js";
+import { allKernelVariants, type KernelNeed } from "../lab/registry.js";
 
 const require = createRequire(import.meta.url);
 const root = resolve(new URL(".", import.meta.url).pathname, "..", "..");

@@ -2,7 +2,7 @@
 // perf/matmul-kernels): input for spirv-val sweeps and for reading what the generators emit.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { matmulKernelVariants } from "../ts/kernels/matmul/registry.js";
+import { matmulKernelVariants } from "../lab/registry-matmul.js";
 
 const dir = process.argv[2] ?? "perf/matmul-kernels";
 mkdirSync(dir, { recursive: true });

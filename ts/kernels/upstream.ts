@@ -20,7 +20,6 @@
 import { exp, kernel, lift, log, max, select, sqrt, u32, vecOf, type Expr, type KernelDesc } from "../ir/index.js";
 import { f32, flatIndex, safeTanh } from "./common.js";
 import { gelu, geluGrad } from "./elementwise.js";
-import type { KernelVariant } from "./registry.js";
 
 type Form = "" | "_vec4" | "_vec4x2";
 
@@ -117,11 +116,4 @@ export function upstreamKernel(key: UpstreamKey, wg: number): KernelDesc {
     out.store(idx, o.fn(x, pc));
   }
   return k.finish();
-}
-
-/** Every upstream kernel at the default and a small workgroup, for the spirv-val sweep. */
-export function upstreamKernelVariants(): KernelVariant[] {
-  return [...BY_NAME].flatMap(([name, key]) =>
-    [256, 64].map((wg) => ({ id: `upstream/${name}/wg${wg}`, needs: [], build: () => upstreamKernel(key, wg) })),
-  );
 }

@@ -3,8 +3,8 @@
 import {
   coopmat, exp, f16, f32, kernel, max, u32,
   type CoopMatType, type KernelDesc,
-} from "../ir/index.js";
-import type { KernelVariant } from "./registry.js";
+} from "../ts/ir/index.js";
+import type { KernelVariant } from "./kernel-variant.js";
 import { coop2MatmulSample, coopMatmulSample } from "./ir-samples-coop.js";
 
 /** out[i] = a[i] + b[i] for i < n. */

@@ -9,7 +9,7 @@
 // accumulators. K is walked in 32-wide tiles staged in shared memory, double buffered (one
 // barrier per k-tile), rows padded by 8 elements to spread shared-memory banks. Edge tiles are
 // zero-filled on load and stored through a per-subgroup f32 scratch with bounds checks.
-import { coopmat, kernel, lit, u32, type KernelDesc } from "../ir/index.js";
+import { coopmat, kernel, lit, u32, type KernelDesc } from "../ts/ir/index.js";
 
 export interface CoopMatmulOptions {
   elem: "f16" | "bf16";

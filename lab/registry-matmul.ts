@@ -1,9 +1,9 @@
-// Matmul variants for the spirv-val sweep (ts/kernels/registry.ts): every kernel family × a
+// Matmul variants for the spirv-val sweep (lab/registry.ts): every kernel family × a
 // spread of layouts, dtypes, epilogues and alignment cases, so each code path is assembled.
-import type { KernelVariant, KernelNeed } from "../registry.js";
-import { planMatmul, type MatmulCaps } from "./plan.js";
-import type { MatmulProblem } from "./problem.js";
-import { VARIANTS } from "./variants.js";
+import type { KernelVariant, KernelNeed } from "./kernel-variant.js";
+import { planMatmul, type MatmulCaps } from "../ts/kernels/matmul/plan.js";
+import type { MatmulProblem } from "../ts/kernels/matmul/problem.js";
+import { VARIANTS } from "../ts/kernels/matmul/variants.js";
 
 const CAPS: MatmulCaps = {
   coopMatSupported: true,

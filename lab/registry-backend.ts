@@ -1,25 +1,26 @@
-// The backend's kernel variants for the registry (spirv-val sweep, compile benchmark): every
-// family in every storage dtype, plus representative fused-elementwise programs.
-import type { Dtype } from "../types.js";
-import type { KernelNeed, KernelVariant } from "./registry.js";
-import { planFused } from "../fusion/plan.js";
-import type { Expr } from "../fusion/expr.js";
-import type { Lease } from "../exec/lease.js";
-import { generateFused } from "./elementwise.js";
-import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "./reduce.js";
-import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "./rows4.js";
-import { flashFwdCmKernel } from "./attention-cm.js";
-import { FLASH_FWD } from "./attention-variants.js";
-import { flashBwdCmSharedBytes, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "./attention-cm-bwd.js";
-import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "./norm.js";
-import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "./loss.js";
-import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "./gather.js";
-import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "./copy.js";
-import { adamwKernel } from "./optim.js";
-import { adamwDeviceKernel, dropoutMaskAtKernel } from "./step.js";
-import { matmulKernel } from "./matmul.js";
-import { presplitKernel } from "./matmul/presplit.js";
-import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "./attention.js";
+// The backend's kernel variants for the registry (lab/registry.ts: the spirv-val sweep, the
+// driver-statistics benchmark): every family in every storage dtype, plus representative
+// fused-elementwise programs.
+import type { Dtype } from "../ts/types.js";
+import type { KernelNeed, KernelVariant } from "./kernel-variant.js";
+import { planFused } from "../ts/fusion/plan.js";
+import type { Expr } from "../ts/fusion/expr.js";
+import type { Lease } from "../ts/exec/lease.js";
+import { generateFused } from "../ts/kernels/elementwise.js";
+import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "../ts/kernels/reduce.js";
+import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "../ts/kernels/rows4.js";
+import { flashFwdCmKernel } from "../ts/kernels/attention-cm.js";
+import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
+import { flashBwdCmSharedBytes, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
+import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
+import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
+import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
+import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
+import { adamwKernel } from "../ts/kernels/optim.js";
+import { adamwDeviceKernel, dropoutMaskAtKernel } from "../ts/kernels/step.js";
+import { matmulKernel } from "../ts/kernels/matmul.js";
+import { presplitKernel } from "../ts/kernels/matmul/presplit.js";
+import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "../ts/kernels/attention.js";
 
 const FLOATS: Dtype[] = ["f32", "f16"];
 
