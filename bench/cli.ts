@@ -7,14 +7,16 @@ import { parseTrainSuiteArgs, runTrainSuite, type TrainSuiteInput } from "./trai
 import { CheckFailed, formatTable, runCudaSuite } from "./suite-cuda.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
 import { parseWarmupArgs, runWarmup, WARMUP_USAGE } from "./warmup.js";
+import { launch, LaunchArgError, LAUNCH_USAGE, parseLaunchArgs } from "../ts/distributed/launch.js";
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === undefined || cmd === "--help" || cmd === "-h" || cmd === "help") {
-    process.stdout.write(`${USAGE}\n${WARMUP_USAGE}\n`);
+    process.stdout.write(`${USAGE}\n${WARMUP_USAGE}\n${LAUNCH_USAGE}\n`);
     return cmd === undefined ? 2 : 0;
   }
   if (cmd === "warmup") return warmup(rest);
+  if (cmd === "launch") return launchCmd(rest);
   if (cmd !== "bench") {
     process.stderr.write(`helios: unknown command '${cmd}'\n${USAGE}\n${WARMUP_USAGE}\n`);
     return 2;
@@ -76,6 +78,19 @@ function trainSuite(args: string[]): number {
   } catch (err) {
     process.stderr.write(`helios bench --suite=train: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
+  }
+}
+
+/** `helios launch --gpus=N <script> [args]`: ts/distributed/launch.ts; 2 on a bad option. */
+async function launchCmd(args: string[]): Promise<number> {
+  try {
+    return await launch(parseLaunchArgs(args));
+  } catch (err) {
+    if (err instanceof LaunchArgError) {
+      process.stderr.write(`helios launch: ${err.message}\n${LAUNCH_USAGE}\n`);
+      return 2;
+    }
+    throw err;
   }
 }
 

@@ -139,3 +139,22 @@ export function readStartupConfig(env: Env = process.env): StartupConfig {
   const trace = off ? null : /^(1|true|on|yes)$/i.test(raw) ? "stderr" : raw;
   return Object.freeze({ progress: flag(env, "HELIOS_PROGRESS", true), trace });
 }
+
+/** The distributed layer's settings (ts/distributed/), read by initDistributed(). */
+export interface DistConfig {
+  /**
+   * HELIOS_DIST_TIMEOUT_S: how long a rank waits for the others at a rendezvous step (connect,
+   * gather, barrier), and how long a rank may go silent (no heartbeat) or leave a collective
+   * unfinished before every rank aborts. Default 300 (1 to 86400).
+   */
+  readonly timeoutS: number;
+  /** HELIOS_DIST_BUCKET_MB: gradient bucket size of the data-parallel reducer. Default 25 (1 to 4096). */
+  readonly bucketMB: number;
+}
+
+export function readDistConfig(env: Env = process.env): DistConfig {
+  return Object.freeze({
+    timeoutS: positiveInt(env, "HELIOS_DIST_TIMEOUT_S", 300, 86400),
+    bucketMB: positiveInt(env, "HELIOS_DIST_BUCKET_MB", 25, 4096),
+  });
+}
