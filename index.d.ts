@@ -68,6 +68,12 @@ export declare function createBuffer(byteLength: number, opts?: BufferOptions): 
 export declare function createPipeline(spirv: Uint32Array, layout: PipelineLayout): number
 
 /**
+ * A buffer whose memory is exported (opaque fd, closed here: the export itself is what this
+ * checks). Shared buffers order against the external timeline like distSharedBuffer's.
+ */
+export declare function createSharedBuffer(byteLength: number): number
+
+/**
  * Waits for the GPU, frees everything and releases the device. Idempotent; other calls
  * throw ERR_HELIOS_DESTROYED until initDevice is called again. Only the JS thread that
  * created the device may (ERR_HELIOS_ISOLATE elsewhere).
@@ -129,7 +135,68 @@ export interface DeviceInfo {
    * "robustBufferAccess2", "robustBufferAccess" or "off".
    */
   robustness: 'robustBufferAccess2' | 'robustBufferAccess' | 'off'
+  /**
+   * Whether buffers can be shared (initDevice `shareable` on a device with
+   * VK_KHR_external_memory_fd), and timelines too (VK_KHR_external_semaphore_fd): CUDA
+   * interop (distributed training) needs both.
+   */
+  shareable: boolean
+  shareableTimelines: boolean
 }
+
+/**
+ * Aborts the communicator (any thread; a peer is gone): collectives stuck on it return, and
+ * later calls fail with ERR_HELIOS_DIST_ABORTED.
+ */
+export declare function distAbort(reason: string): void
+
+/**
+ * Enqueues an in-place all-reduce of `count` elements at `byteOffset` of a shared buffer after
+ * all work submitted so far; later work on the buffer waits for it. Returns its external
+ * timeline value.
+ */
+export declare function distAllReduce(handle: number, byteOffset: number, count: number, dtype: 'f32' | 'f16' | 'bf16' | 'i32', op: 'sum' | 'avg' | 'max' | 'min'): number
+
+/** Enqueues an in-place broadcast from rank `root`, ordered like distAllReduce. */
+export declare function distBroadcast(handle: number, byteOffset: number, count: number, dtype: 'f32' | 'f16' | 'bf16' | 'i32', root: number): number
+
+/** Destroys the communicator (waits for its collectives unless it was aborted). */
+export declare function distDestroy(): void
+
+/**
+ * The UUID (32 hex digits) of CUDA device `localRank`: initDevice({device: "uuid:" + it}) picks
+ * the same GPU in Vulkan. Loads the CUDA driver.
+ */
+export declare function distDeviceUuid(localRank: number): string
+
+/**
+ * Joins the NCCL communicator on the current device (created with initDevice({shareable:
+ * true}) on the GPU CUDA calls `localRank`). Blocks until every rank has joined.
+ */
+export declare function distInit(opts: DistInitOptions): void
+
+export interface DistInitOptions {
+  /** The job's NCCL unique id (128 bytes from rank 0's distUniqueId). */
+  uniqueId: Uint8Array
+  rank: number
+  worldSize: number
+  /** The CUDA device of this process (its GPU on the host). */
+  localRank: number
+  /** A collective unfinished this long after this rank's inputs were ready ends the process. */
+  timeoutMs: number
+}
+
+/** Which NCCL library would be used, with its version. Loads NCCL. */
+export declare function distLibrary(): string
+
+/** A device buffer shared with CUDA (for collectives); free it with destroyBuffer after distDestroy. */
+export declare function distSharedBuffer(byteLength: number): number
+
+/** Waits on the host until every enqueued collective finished. */
+export declare function distSynchronize(): void
+
+/** A new NCCL unique id (128 bytes), made by rank 0 and given to every rank's distInit. */
+export declare function distUniqueId(): Uint8Array
 
 /** Fills `byteLength` bytes at `byteOffset` (multiples of 4) with a repeated u32 pattern. */
 export declare function fillBuffer(handle: number, u32Pattern: number, byteOffset?: number, byteLength?: number): void
@@ -153,6 +220,12 @@ export interface InitOptions {
   device?: number | string
   /** Enable VK_LAYER_KHRONOS_validation with synchronization validation (overrides HELIOS_VALIDATION). */
   validation?: boolean
+  /**
+   * Create the device able to share buffers and timelines with CUDA where it has
+   * VK_KHR_external_memory_fd and VK_KHR_external_semaphore_fd (the distributed layer sets it;
+   * `DeviceInfo.shareable` says whether it took).
+   */
+  shareable?: boolean
 }
 
 /** Human-readable SPIR-V of a description. */
@@ -180,6 +253,12 @@ export interface KernelSpirvOptions {
 
 /** Leases a buffer of at least `byteLength` bytes from the size-bucketed pool. */
 export declare function leaseBuffer(byteLength: number): number
+
+/**
+ * Compute work that uses `handle` from now on waits until the external timeline reaches `value`
+ * (what a collective's completion does; for interop and tests).
+ */
+export declare function orderAfterExternal(handle: number, value: number): void
 
 export interface PipelineLayout {
   /** Access per binding i (the storage buffer at set 0, binding i). */
@@ -262,6 +341,9 @@ export declare function releaseBuffer(handle: number): void
 
 /** Resubmits a captured batch without re-recording; returns its timeline value. */
 export declare function replayBatch(graph: number): number
+
+/** Signals the external timeline from the host (what CUDA does after a collective; tests). */
+export declare function signalExternal(value: number): void
 
 /** Submits the open batch; returns the compute timeline value it signals. */
 export declare function submitBatch(): number

@@ -19,6 +19,7 @@
 //! | `HELIOS_MAX_BINDING_BYTES` | device limit | lowers the largest bindable storage buffer (tests of the over-limit errors) |
 //! | `HELIOS_INBATCH_REUSE` | `1` | `0` hands a released pooled buffer out again only once its last GPU use completed (no reuse inside the open batch) |
 //! | `HELIOS_ROBUSTNESS` | `1` | bounds behaviour of shader buffer accesses: `1` robustBufferAccess (out-of-bounds reads return values from the buffer or zero, writes are dropped), `2` also robustBufferAccess2 (VK_EXT_robustness2: reads return zero), `0` off (undefined, like C); enabled only where the device supports it |
+//! | `HELIOS_NCCL_LIB` | unset | path of `libnccl.so.2` for distributed training (else the linker's search, then PyTorch's wheel copy in `python3`'s site-packages) |
 //! | `HELIOS_COOPMAT` | `1` | `0` leaves VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and VK_KHR_shader_bfloat16 disabled (SIMT paths only; for validation layers older than those extensions) |
 
 use std::path::PathBuf;
@@ -185,4 +186,9 @@ pub fn dump_spirv_dir() -> Option<PathBuf> {
 pub fn max_binding_override() -> Option<u64> {
     let (lo, hi) = MAX_BINDING_RANGE;
     env("HELIOS_MAX_BINDING_BYTES").and_then(|v| v.trim().parse::<u64>().ok()).filter(|v| (lo..=hi).contains(v))
+}
+
+/// `HELIOS_NCCL_LIB`: where NCCL is, when the caller names it (read only by `crate::dist`).
+pub fn nccl_lib() -> Option<String> {
+    env("HELIOS_NCCL_LIB")
 }

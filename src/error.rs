@@ -20,6 +20,10 @@ pub enum ErrorCode {
     InvalidKernel,
     /// A second JS thread (worker_thread isolate) used the device another one owns.
     Isolate,
+    /// The CUDA driver or NCCL is absent or unusable (distributed training).
+    DistUnavailable,
+    /// A collective failed or was aborted (a peer died or hung): the job is over.
+    DistAborted,
     Internal,
 }
 
@@ -36,6 +40,8 @@ impl ErrorCode {
             ErrorCode::Destroyed => "ERR_HELIOS_DESTROYED",
             ErrorCode::InvalidKernel => "ERR_HELIOS_INVALID_KERNEL",
             ErrorCode::Isolate => "ERR_HELIOS_ISOLATE",
+            ErrorCode::DistUnavailable => "ERR_HELIOS_DIST_UNAVAILABLE",
+            ErrorCode::DistAborted => "ERR_HELIOS_DIST_ABORTED",
             ErrorCode::Internal => "ERR_HELIOS_INTERNAL",
         }
     }

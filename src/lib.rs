@@ -3,12 +3,13 @@
 //! (`ir`, `spirv`) behind a thin napi-rs API (`api`).
 //!
 //! Layers, one direction: `api` parses and validates JS values and calls plain Rust;
-//! `runtime` owns handles, batches, hazards and pools; `vk` is the only place with
-//! `unsafe`; `ir` + `spirv` turn a kernel description into SPIR-V words.
+//! `runtime` owns handles, batches, hazards and pools; `vk` and the CUDA/NCCL bindings in
+//! `dist` are the only places with `unsafe`; `ir` + `spirv` turn a kernel description into SPIR-V words.
 
 pub mod api;
 pub mod caps;
 pub mod config;
+pub mod dist;
 pub mod error;
 pub mod ir;
 pub mod runtime;

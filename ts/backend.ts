@@ -68,6 +68,22 @@ export class HeliosBackend implements Backend {
   flush(): void {
     this.E.sched.submit();
   }
+  /**
+   * Submits recorded work and returns the compute timeline value it signals: a collective that
+   * waits for it sees every write recorded so far (ts/distributed/nccl.ts).
+   */
+  submitted(): number {
+    this.E.sched.submit();
+    return this.E.sched.lastValue;
+  }
+  /** A tensor over a buffer the pool does not own (a buffer shared with CUDA); `free` runs at its release. */
+  adoptBuffer(handle: number, bytes: number, shape: Shape, dtype: Dtype, free: (handle: number) => void): TensorData {
+    return this.E.adopt(handle, bytes, shape, dtype, free);
+  }
+  /** Copies `src` (flattened) into `dst` starting at element `offset`, in place (gradient buckets). */
+  copyInto(dst: TensorData, offset: number, src: TensorData): void {
+    L.copyInto(this.E, dst, offset, src);
+  }
   /** Submits and waits for everything recorded so far; released tensors' buffers go back to the pool. */
   syncGpu(): void {
     this.E.sched.drain();

@@ -4,7 +4,7 @@
 import type { Dtype, Shape, TensorArray, TensorData } from "./types.js";
 import type { HeliosConfig } from "./config.js";
 import type { DeviceInfo, Runtime } from "./exec/runtime.js";
-import { BufferPool, type Lease } from "./exec/lease.js";
+import { BufferPool, Lease } from "./exec/lease.js";
 import { type Scheduler, captureError, schedulerFor } from "./exec/scheduler.js";
 import { KernelCache } from "./kernels/cache.js";
 import { HeliosTensor, type TensorHost } from "./tensor.js";
@@ -159,6 +159,19 @@ export class Engine implements TensorHost, ResidencyHost {
       return this.track(t, []);
     }
     t.lease = this.pool.lease(tensorBytes(op, shape, dtype, this.pool.maxBytes), op);
+    return this.track(t, [t.lease]);
+  }
+
+  /**
+   * A tensor over a buffer the pool does not own (`handle`, `bytes` long: a buffer shared with
+   * CUDA); `free` runs when the last reference goes, after queued work was recorded.
+   */
+  adopt(handle: number, bytes: number, shape: Shape, dtype: Dtype, free: (handle: number) => void): HeliosTensor {
+    const t = new HeliosTensor(this, [...shape], dtype);
+    t.lease = new Lease(this.pool, handle, bytes, 0, (l) => {
+      this.sched.sync();
+      free(l.handle);
+    });
     return this.track(t, [t.lease]);
   }
 

@@ -27,6 +27,7 @@ pub fn init_device(env: Env, opts: Option<Unknown<'_>>) -> napi::Result<DeviceIn
                 Either::B(s) => s,
             }),
             validation: o.validation,
+            shareable: o.shareable.unwrap_or(false),
         });
         let (info, caps, flags) = global::init(&opts.unwrap_or_default())?;
         Ok(device_info(info, caps, flags))

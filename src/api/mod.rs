@@ -6,6 +6,7 @@ pub mod args;
 pub mod batch;
 pub mod buffer;
 pub mod device;
+pub mod dist;
 pub mod kernels;
 pub mod pipeline;
 pub mod tasks;

@@ -12,6 +12,10 @@ pub struct InitOptions {
     pub device: Option<napi::bindgen_prelude::Either<u32, String>>,
     /// Enable VK_LAYER_KHRONOS_validation with synchronization validation (overrides HELIOS_VALIDATION).
     pub validation: Option<bool>,
+    /// Create the device able to share buffers and timelines with CUDA where it has
+    /// VK_KHR_external_memory_fd and VK_KHR_external_semaphore_fd (the distributed layer sets it;
+    /// `DeviceInfo.shareable` says whether it took).
+    pub shareable: Option<bool>,
 }
 
 #[napi(object, js_name = "CoopMatShape")]
@@ -78,6 +82,11 @@ pub struct DeviceInfo {
     /// "robustBufferAccess2", "robustBufferAccess" or "off".
     #[napi(ts_type = "'robustBufferAccess2' | 'robustBufferAccess' | 'off'")]
     pub robustness: String,
+    /// Whether buffers can be shared (initDevice `shareable` on a device with
+    /// VK_KHR_external_memory_fd), and timelines too (VK_KHR_external_semaphore_fd): CUDA
+    /// interop (distributed training) needs both.
+    pub shareable: bool,
+    pub shareable_timelines: bool,
 }
 
 #[napi(object)]
@@ -199,6 +208,8 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         validation: flags.validation,
         barrier_mode: flags.barrier_mode.as_str().to_string(),
         robustness: flags.robustness.as_str().to_string(),
+        shareable: flags.shareable,
+        shareable_timelines: flags.shareable_timelines,
     }
 }
 

@@ -102,6 +102,7 @@ impl Runtime {
         let reads_first = list.iter().filter(|e| e.1).chain(list.iter().filter(|e| !e.1));
         for &(id, r, w) in reads_first {
             if let Some(res) = self.res.get_mut(id) {
+                self.ext_owed = self.ext_owed.max(res.ext_wait);
                 self.tracker.record(id, &mut res.access, r, w);
                 if res.seg != self.seg {
                     res.seg = self.seg;
@@ -290,11 +291,11 @@ impl Runtime {
             command::host_read_barrier(&self.dev, batch.cmd);
         }
         command::end(&self.dev, batch.cmd)?;
-        let waits = self.transfer_waits();
+        let waits = self.submit_waits();
         let mut keep = std::mem::take(&mut batch.keep);
         keep.cmd = Some(batch.cmd);
         let value = self.compute.submit(&self.dev, batch.cmd, &waits, keep)?;
-        self.transfer_waited = self.transfer_pending;
+        self.waits_done();
         for id in batch.touched.drain(..) {
             if let Some(r) = self.res.get_mut(id) {
                 r.last_use = r.last_use.max(Point::compute(value));
@@ -315,13 +316,23 @@ impl Runtime {
         Ok(value)
     }
 
-    /// The wait on the transfer timeline the next compute submission needs, if any.
-    pub fn transfer_waits(&self) -> Vec<(vk::Semaphore, u64)> {
+    /// What the next compute submission waits for: transfer-queue uploads it may read, and the
+    /// external timeline (a collective writing a buffer it uses: `runtime::external`).
+    pub fn submit_waits(&self) -> Vec<(vk::Semaphore, u64)> {
+        let mut w = Vec::new();
         if self.transfer_pending > self.transfer_waited {
-            vec![(self.dev.transfer_sem, self.transfer_pending)]
-        } else {
-            Vec::new()
+            w.push((self.dev.transfer_sem, self.transfer_pending));
         }
+        if self.ext_owed > self.ext_waited {
+            w.push((self.dev.external_sem, self.ext_owed));
+        }
+        w
+    }
+
+    /// Records that a compute submission waited for everything `submit_waits` named.
+    pub fn waits_done(&mut self) {
+        self.transfer_waited = self.transfer_pending;
+        self.ext_waited = self.ext_waited.max(self.ext_owed);
     }
 
     pub fn submit_batch(&mut self) -> HeliosResult<u64> {

@@ -56,10 +56,15 @@ impl Runtime {
         if self.batch.as_ref().is_some_and(|b| b.dispatches > 0 || !b.touched.is_empty()) {
             self.submit_segment(true)?;
         }
-        let waits = self.transfer_waits();
+        for &(id, _) in &self.captures.get(graph)?.buffers {
+            if let Some(r) = self.res.get(id) {
+                self.ext_owed = self.ext_owed.max(r.ext_wait);
+            }
+        }
+        let waits = self.submit_waits();
         // The capture was recorded against an older tracker state: a global barrier first.
         let value = self.compute.submit_cmds(&self.dev, &[self.head_cmd, cmd], &waits, Keep::default())?;
-        self.transfer_waited = self.transfer_pending;
+        self.waits_done();
         self.barrier_owed = true;
         let capture = self.captures.get_mut(graph)?;
         capture.last_value = value;

@@ -35,6 +35,8 @@ use crate::vk::{command, pipeline};
 pub struct InitOptions {
     pub device: Option<String>,
     pub validation: Option<bool>,
+    /// Create the device able to share buffers and timelines with CUDA (distributed training).
+    pub shareable: bool,
 }
 
 pub struct PipelineCacheState {
@@ -62,6 +64,10 @@ pub struct Runtime {
     /// Highest transfer value submitted; the next compute submission waits for it.
     pub transfer_pending: u64,
     pub transfer_waited: u64,
+    /// Highest external-timeline value that work recorded so far must wait for, and the highest
+    /// a compute submission already waited for (see `submit_waits`).
+    pub ext_owed: u64,
+    pub ext_waited: u64,
     pub ring: Ring,
     pub ring_buf: Option<GpuBuffer>,
     /// Host staging for large synchronous reads, sized to the largest one so far (see readback.rs).
@@ -103,7 +109,7 @@ impl Runtime {
         let selector = opts.device.clone().or_else(|| cfg.device.clone());
         let instance = Instance::new(cfg.validation)?;
         let adapter = adapter::choose(&instance, selector.as_deref())?;
-        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors, cfg.no_coopmat, cfg.robustness)?;
+        let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors, cfg.no_coopmat, cfg.robustness, opts.shareable)?;
         dev.spin_ns = cfg.spin_us.saturating_mul(1000);
         if cfg.pipeline_stats {
             dev.enable_pipeline_statistics();
@@ -132,6 +138,8 @@ impl Runtime {
             transfer,
             transfer_pending: 0,
             transfer_waited: 0,
+            ext_owed: 0,
+            ext_waited: 0,
             ring: Ring::new(cfg.staging_bytes),
             ring_buf: Some(ring_buf),
             read_staging: None,

@@ -93,6 +93,8 @@ pub struct DeviceFlags {
     pub has_bda: bool,
     pub barrier_mode: crate::config::BarrierMode,
     pub robustness: crate::config::Robustness,
+    pub shareable: bool,
+    pub shareable_timelines: bool,
 }
 
 fn flags(rt: &Runtime) -> DeviceFlags {
@@ -103,6 +105,8 @@ fn flags(rt: &Runtime) -> DeviceFlags {
         has_bda: rt.dev.enabled.bda,
         barrier_mode: rt.cfg.barrier,
         robustness: rt.dev.enabled.robustness,
+        shareable: rt.dev.sharing.is_some(),
+        shareable_timelines: rt.dev.sharing.as_ref().is_some_and(|s| s.timelines()),
     }
 }
 

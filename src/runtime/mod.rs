@@ -7,6 +7,7 @@ pub mod buffers;
 pub mod cache_file;
 pub mod capture;
 pub mod context;
+pub mod external;
 pub mod global;
 pub mod handles;
 pub mod lane;

@@ -39,6 +39,9 @@ pub struct BufferRes {
     /// Captures that reference it.
     pub pins: u32,
     pub owner: Owner,
+    /// Value of the device's external timeline (CUDA signals it after a collective that writes
+    /// this buffer) that compute work using the buffer must wait for; 0: none.
+    pub ext_wait: u64,
 }
 
 impl BufferRes {
@@ -56,6 +59,7 @@ impl BufferRes {
             seg_fresh: 0,
             pins: 0,
             owner,
+            ext_wait: 0,
         }
     }
 

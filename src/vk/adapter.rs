@@ -89,7 +89,17 @@ fn version_string(v: u32) -> String {
     format!("{}.{}.{}", vk::api_version_major(v), vk::api_version_minor(v), vk::api_version_patch(v))
 }
 
-/// Picks the device: `selector` is an index or a case-insensitive name substring; otherwise
+/// The device UUID as 32 hex digits (CUDA reports the same bytes for the same GPU).
+fn uuid_hex(instance: &Instance, pd: vk::PhysicalDevice) -> String {
+    let mut p11 = vk::PhysicalDeviceVulkan11Properties::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut p11);
+    // SAFETY: `pd` belongs to this instance; the chain outlives the call.
+    unsafe { instance.raw.get_physical_device_properties2(pd, &mut props2) };
+    p11.device_uuid.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Picks the device: `selector` is an index, `uuid:<32 hex digits>` (the distributed layer
+/// names the GPU CUDA uses that way) or a case-insensitive name substring; otherwise
 /// discrete > integrated > virtual > cpu among Vulkan 1.3 devices.
 pub fn choose(instance: &Instance, selector: Option<&str>) -> HeliosResult<Adapter> {
     // SAFETY: plain enumeration on a live instance.
@@ -110,9 +120,12 @@ pub fn choose(instance: &Instance, selector: Option<&str>) -> HeliosResult<Adapt
         Some(sel) => {
             let by_index = sel.parse::<usize>().ok();
             let lower = sel.to_lowercase();
-            candidates
-                .iter()
-                .find(|c| by_index == Some(c.0) || (by_index.is_none() && c.2.to_lowercase().contains(&lower)))
+            let uuid = lower.strip_prefix("uuid:").map(str::to_string);
+            candidates.iter().find(|c| match (&uuid, by_index) {
+                (Some(u), _) => uuid_hex(instance, c.1) == *u,
+                (None, Some(i)) => c.0 == i,
+                (None, None) => c.2.to_lowercase().contains(&lower),
+            })
         }
         None => candidates.iter().min_by_key(|c| (type_rank(c.3), c.0)),
     };

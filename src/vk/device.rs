@@ -12,6 +12,7 @@ use crate::config::Robustness;
 use crate::error::{HeliosError, HeliosResult};
 use crate::vk::adapter::Adapter;
 use crate::vk::ext;
+use crate::vk::external::{self, Sharing};
 use crate::vk::instance::Instance;
 
 /// What was enabled at device creation (a subset of what the adapter supports).
@@ -44,6 +45,13 @@ pub struct Device {
     pub spin_ns: u64,
     /// Set when pipelines capture driver statistics (HELIOS_PIPELINE_STATS and the extension).
     pub exec_props: Option<khr::pipeline_executable_properties::Device>,
+    /// Memory and semaphore export (VK_KHR_external_memory_fd / _semaphore_fd), when the device
+    /// was created shareable and has both: the distributed layer shares buffers with CUDA.
+    pub sharing: Option<Sharing>,
+    /// A timeline signalled from outside (CUDA, after a collective): compute submissions that use
+    /// a buffer a collective writes wait on it. Null unless shareable; `compute_sem` is then
+    /// exportable too (CUDA waits on it for a buffer's inputs).
+    pub external_sem: vk::Semaphore,
     /// Dropped after the device (field order), see Drop.
     pub instance: Instance,
 }
@@ -170,13 +178,6 @@ fn fill_caps(adapter: &Adapter, core: &vk::PhysicalDeviceFeatures, f: &Features)
     }
 }
 
-fn create_timeline(raw: &ash::Device) -> HeliosResult<vk::Semaphore> {
-    let mut kind = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
-    let info = vk::SemaphoreCreateInfo::default().push_next(&mut kind);
-    // SAFETY: valid device and create info.
-    unsafe { raw.create_semaphore(&info, None) }.map_err(|e| HeliosError::internal(format!("vkCreateSemaphore: {e}")))
-}
-
 impl Device {
     pub fn new(
         instance: Instance,
@@ -184,8 +185,18 @@ impl Device {
         no_push_descriptors: bool,
         no_coopmat: bool,
         wanted_robustness: Robustness,
+        shareable: bool,
     ) -> HeliosResult<Device> {
         let mut exts = optional_extensions(&adapter);
+        let [mem_ext, sem_ext] = external::EXTENSIONS;
+        let sharing = shareable && adapter.has(mem_ext);
+        let timelines = sharing && adapter.has(sem_ext) && external::timeline_exportable(&instance.raw, adapter.raw);
+        if sharing {
+            exts.push(mem_ext);
+        }
+        if timelines {
+            exts.push(sem_ext);
+        }
         if no_push_descriptors {
             exts.retain(|n| *n != khr::push_descriptor::NAME);
         }
@@ -246,8 +257,10 @@ impl Device {
         // SAFETY: as above (same queue when there is no transfer family).
         let transfer_queue = unsafe { raw.get_device_queue(transfer_family, 0) };
         let push_desc = enabled.push_descriptor.then(|| khr::push_descriptor::Device::new(&instance.raw, &raw));
-        let compute_sem = create_timeline(&raw)?;
-        let transfer_sem = create_timeline(&raw)?;
+        let compute_sem = external::create_timeline(&raw, timelines)?;
+        let transfer_sem = external::create_timeline(&raw, false)?;
+        let external_sem = if sharing { external::create_timeline(&raw, timelines)? } else { vk::Semaphore::null() };
+        let sharing = sharing.then(|| Sharing::new(&instance.raw, &raw, timelines));
         Ok(Device {
             raw,
             adapter,
@@ -261,6 +274,8 @@ impl Device {
             transfer_sem,
             spin_ns: 0,
             exec_props: None,
+            sharing,
+            external_sem,
             instance,
         })
     }
@@ -298,6 +313,9 @@ impl Drop for Device {
             let _ = self.raw.device_wait_idle();
             self.raw.destroy_semaphore(self.compute_sem, None);
             self.raw.destroy_semaphore(self.transfer_sem, None);
+            if self.external_sem != vk::Semaphore::null() {
+                self.raw.destroy_semaphore(self.external_sem, None);
+            }
             self.raw.destroy_device(None);
         }
     }

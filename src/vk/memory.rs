@@ -29,6 +29,8 @@ pub struct GpuBuffer {
     pub raw: vk::Buffer,
     pub size: u64,
     alloc: Option<Allocation>,
+    /// Memory of its own (an exportable buffer shared with CUDA: `vk::external`), freed with it.
+    dedicated: Option<vk::DeviceMemory>,
     mapped: Option<NonNull<u8>>,
 }
 
@@ -104,7 +106,7 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
     // Direct host access needs coherent memory (no flush/invalidate calls in the hot path).
     let coherent = allocation.memory_properties().contains(vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT);
     let mapped = allocation.mapped_ptr().filter(|_| coherent).map(|p| p.cast::<u8>());
-    Ok(GpuBuffer { raw, size, alloc: Some(allocation), mapped })
+    Ok(GpuBuffer { raw, size, alloc: Some(allocation), dedicated: None, mapped })
 }
 
 /// Frees a buffer; the caller guarantees the GPU no longer uses it.
@@ -112,8 +114,12 @@ pub fn destroy_buffer(device: &Device, alloc: &mut Allocator, mut buf: GpuBuffer
     if let Some(a) = buf.alloc.take() {
         let _ = alloc.free(a);
     }
-    // SAFETY: no pending GPU use (caller contract); destroyed exactly once.
+    // SAFETY: no pending GPU use (caller contract); destroyed exactly once, before its memory.
     unsafe { device.raw.destroy_buffer(buf.raw, None) };
+    if let Some(m) = buf.dedicated.take() {
+        // SAFETY: the only buffer bound to this memory was destroyed above.
+        unsafe { device.raw.free_memory(m, None) };
+    }
 }
 
 /// Below this size a single thread copies; above, a few threads share the copy.
@@ -236,6 +242,16 @@ pub fn download_vec(len: usize) -> Vec<u8> {
 }
 
 impl GpuBuffer {
+    /// A buffer bound to memory of its own (`vk::external`); `destroy_buffer` frees both.
+    pub fn with_dedicated(raw: vk::Buffer, size: u64, memory: vk::DeviceMemory) -> GpuBuffer {
+        GpuBuffer { raw, size, alloc: None, dedicated: Some(memory), mapped: None }
+    }
+
+    /// The memory of a buffer made by `with_dedicated`.
+    pub fn dedicated_memory(&self) -> Option<vk::DeviceMemory> {
+        self.dedicated
+    }
+
     pub fn is_mapped(&self) -> bool {
         self.mapped.is_some()
     }

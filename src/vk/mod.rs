@@ -5,6 +5,7 @@
 //! - `instance`: loader (dlopen), VkInstance, validation messenger.
 //! - `adapter`: device choice and capability probing.
 //! - `ext`: feature structs newer than ash 0.38 (NV coopmat2, KHR bfloat16).
+//! - `external`: memory and timeline semaphores exported as fds for CUDA (distributed training).
 //! - `device`: logical device, enabled features, queues, timeline semaphores.
 //! - `memory`: gpu-allocator buffers, host copies (multithreaded when large) and the
 //!   huge-page advice for download results (the one `unsafe` here that is not a Vulkan call).
@@ -17,6 +18,7 @@ pub mod adapter;
 pub mod command;
 pub mod device;
 pub mod ext;
+pub mod external;
 pub mod host_result;
 pub mod instance;
 pub mod memory;

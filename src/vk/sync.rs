@@ -59,7 +59,8 @@ fn block(device: &Device, sem: vk::Semaphore, value: u64, timeout_ns: u64) -> He
     }
 }
 
-/// One submission: command buffers (at most 2) that wait on timeline points and signal one.
+/// One submission: command buffers (at most 2) that wait on timeline points (at most 3) and
+/// signal one.
 pub struct Submit<'a> {
     pub queue: vk::Queue,
     pub cmds: &'a [vk::CommandBuffer],
@@ -68,8 +69,8 @@ pub struct Submit<'a> {
 }
 
 pub fn submit(device: &Device, s: &Submit<'_>) -> HeliosResult<()> {
-    let mut waits = [vk::SemaphoreSubmitInfo::default(); 2];
-    let n = s.waits.len().min(2);
+    let mut waits = [vk::SemaphoreSubmitInfo::default(); 3];
+    let n = s.waits.len().min(3);
     for (slot, &(sem, value)) in waits.iter_mut().zip(s.waits) {
         *slot = vk::SemaphoreSubmitInfo::default()
             .semaphore(sem)

@@ -7,7 +7,8 @@ import { readDistConfig } from "../config.js";
 import { Agent } from "./agent.js";
 import { readDistEnv, type DistEnv } from "./env.js";
 import { DistError } from "./errors.js";
-import { checkOp, createTransport, type CollectiveBackend, type ReduceOp, type Transport } from "./transport.js";
+import { checkOp, createTransport, prepareTransport, type CollectiveBackend, type ReduceOp, type Transport } from "./transport.js";
+import "./nccl.js";
 
 export interface InitDistributedOptions {
   /** "nccl" (default) or a transport registered with registerTransport (tests). */
@@ -149,9 +150,11 @@ export function initDistributed(o: InitDistributedOptions = {}): ProcessGroup {
   if (!Number.isInteger(exitAfterMs) || exitAfterMs < 0) {
     throw new DistError("ERR_HELIOS_DIST_ARGUMENT", "initDistributed", `exitAfterAbortMs ${exitAfterMs} is not a whole number of ms`);
   }
+  const transport = o.transport ?? "nccl";
+  prepareTransport(transport, env);
   const agent = new Agent(env, { timeoutMs, exitAfterMs });
   agent.barrier("initDistributed", "__hello");
-  current = new ProcessGroup(env, agent, o.transport ?? "nccl", timeoutMs, o.backend);
+  current = new ProcessGroup(env, agent, transport, timeoutMs, o.backend);
   return current;
 }
 

@@ -49,19 +49,33 @@ export interface TransportContext {
 
 export type TransportFactory = (ctx: TransportContext) => Transport;
 
-const factories = new Map<string, TransportFactory>();
-
-/** Makes a transport available to initDistributed({transport: name}). */
-export function registerTransport(name: string, f: TransportFactory): void {
-  factories.set(name, f);
+interface Entry {
+  create: TransportFactory;
+  /** Runs in initDistributed before the rendezvous (NCCL picks and opens this rank's GPU). */
+  prepare?: (env: DistEnv) => void;
 }
 
-export function createTransport(name: string, ctx: TransportContext): Transport {
+const factories = new Map<string, Entry>();
+
+/** Makes a transport available to initDistributed({transport: name}). */
+export function registerTransport(name: string, create: TransportFactory, prepare?: (env: DistEnv) => void): void {
+  factories.set(name, { create, prepare });
+}
+
+function entry(name: string): Entry {
   const f = factories.get(name);
   if (!f) {
     throw new DistError("ERR_HELIOS_DIST_UNAVAILABLE", "initDistributed", `no transport "${name}" (registered: ${[...factories.keys()].join(", ") || "none"})`);
   }
-  return f(ctx);
+  return f;
+}
+
+export function prepareTransport(name: string, env: DistEnv): void {
+  entry(name).prepare?.(env);
+}
+
+export function createTransport(name: string, ctx: TransportContext): Transport {
+  return entry(name).create(ctx);
 }
 
 export function checkOp(call: string, op: unknown): ReduceOp {

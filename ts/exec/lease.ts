@@ -25,6 +25,8 @@ export class Lease {
     readonly bytes: number,
     /** Order of leasing: a capture tells buffers leased inside it from older ones. */
     readonly serial = 0,
+    /** Frees a buffer that is not the pool's (a buffer shared with CUDA); default: back to the pool. */
+    private readonly onFree: ((l: Lease) => void) | null = null,
   ) {}
 
   /** Whether exactly one holder is left (it may reuse the buffer for a copy of its contents). */
@@ -44,7 +46,10 @@ export class Lease {
 
   release(): void {
     if (this.refs <= 0) return;
-    if (--this.refs === 0) this.pool.free(this);
+    if (--this.refs === 0) {
+      if (this.onFree) this.onFree(this);
+      else this.pool.free(this);
+    }
   }
 }
 

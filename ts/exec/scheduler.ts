@@ -126,6 +126,11 @@ export class Scheduler {
     this.rt.recordDispatchMany(words, count);
   }
 
+  /** The timeline value of the last submission or replay (0 before any). */
+  get lastValue(): number {
+    return this.last?.value ?? 0;
+  }
+
   submit(): void {
     if (this.capturing) {
       throw captureError("flush", "cannot submit while a batch is being captured (endCapture first): the captured step would be cut in two");

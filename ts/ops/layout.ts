@@ -121,6 +121,19 @@ export function cat(E: Engine, ts: TensorData[], axis: number): HeliosTensor {
   return out;
 }
 
+/** dst[offset + i] = src[i] over src's elements, in place (dst a device tensor of the same dtype). */
+export function copyInto(E: Engine, dst: TensorData, offset: number, src: TensorData): void {
+  const op = "copyInto";
+  if (!(dst instanceof HeliosTensor)) fail(op, "the destination must be a tensor of this backend");
+  if (dst.dtype !== src.dtype) fail(op, `dtype mismatch: ${dst.dtype} vs ${src.dtype}`);
+  const n = size(src.shape);
+  if (!Number.isSafeInteger(offset) || offset < 0 || offset + n > size(dst.shape)) {
+    fail(op, `elements ${offset}..${offset + n} lie outside the destination ${fmt(dst.shape)}`);
+  }
+  E.materialize(dst);
+  copyStrided(E, op, src, dst, [n], [1], [1], 0, offset);
+}
+
 export function broadcast(E: Engine, a: TensorData, target: Shape): HeliosTensor {
   const op = "broadcast";
   const st = broadcastStrides(op, a.shape, target);
