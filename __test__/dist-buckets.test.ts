@@ -4,6 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { GradReducer, planBuckets, type ReducerBackend } from "../ts/distributed/buckets.js";
+import { shardRows } from "../ts/distributed/ddp.js";
 import type { ReduceOp, Transport } from "../ts/distributed/transport.js";
 import type { TensorData } from "../ts/types.js";
 
@@ -98,4 +99,9 @@ test("GradReducer: coded errors for an unknown, repeated, mis-sized or missing g
   r.add("b1", t([1, 2], [2]));
   assert.throws(() => r.add("b1", t([1, 2], [2])), code(/added twice/));
   assert.throws(() => r.finish(), code(/no gradient for head, b2, w2, w1/));
+});
+
+test("shardRows: equal row ranges per rank, or a coded error when the batch does not split", () => {
+  assert.deepEqual([0, 1, 2, 3].map((r) => shardRows(16, r, 4)), [[0, 4], [4, 8], [8, 12], [12, 16]]);
+  assert.throws(() => shardRows(10, 0, 4), (e: Error & { code?: string }) => e.code === "ERR_HELIOS_DIST_ARGUMENT" && /10 rows does not split evenly over 4 ranks/.test(e.message));
 });
