@@ -12,6 +12,12 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export interface BatchOptions {
   /** Write GPU timestamps around each dispatch (read them with batchProfile). */
   profile?: boolean
+  /**
+   * Let the runtime submit the part of this batch recorded so far before a lease allocates
+   * fresh device memory (1 MiB or more), so the GPU runs it while the driver allocates
+   * (NVIDIA: ~23 ms per GiB). Such a batch may be split, and a split batch cannot be captured.
+   */
+  overlapAllocations?: boolean
 }
 
 /** Per-dispatch GPU times of a batch begun with `{profile: true}` (waits for it to complete). */

@@ -74,7 +74,7 @@ export interface HeliosNative {
   createPipeline(spirv: Uint32Array, layout: PipelineLayout): Handle;
   destroyPipeline(handle: Handle): void;
 
-  beginBatch(opts?: { profile?: boolean }): void;
+  beginBatch(opts?: { profile?: boolean; overlapAllocations?: boolean }): void;
   recordDispatch(pipeline: Handle, buffers: Handle[], groups: number[], pushConstants?: ArrayBufferView): void;
   recordDispatchMany(packed: Uint32Array, count: number): void;
   submitBatch(): number;

@@ -3,10 +3,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  assertArrayEqual, bufferWith, groupsFor, pipeline, randInt, randomU32, readU32, recordSlow, rng, rt,
+  assertArrayEqual, assertThrowsCode, bufferWith, groupsFor, pipeline, randInt, randomU32, readU32, recordSlow, rng, rt,
   runBatch, slowShapeFor, useDevice,
 } from "./helpers.js";
-import { checksumOf } from "./kernels/index.js";
+import { checksumOf, push } from "./kernels/index.js";
 
 useDevice();
 
@@ -131,4 +131,35 @@ test("10,000 random-size lease/release cycles with batches in flight: checksums,
   assert.ok(released === slot);
   rt.trimPool();
   rt.destroyBuffer(slots);
+});
+
+test("overlapAllocations: a fresh lease of 1 MiB or more submits the recorded work first; other leases and batches stay whole", () => {
+  const n = 1000;
+  const u = randomU32(n, rng(311));
+  const h = bufferWith(u);
+  const MiB = 1 << 20;
+  // A batch split by a submit can no longer be captured: that is how the split shows.
+  const attempt = (opts: { overlapAllocations?: boolean } | undefined, lease: () => number, expectSplit: boolean, what: string) => {
+    rt.beginBatch(opts);
+    rt.recordDispatch(pipeline("inc"), [h], [groupsFor(n)], push([["u", n]]));
+    const l = lease();
+    if (expectSplit) {
+      assertThrowsCode(() => rt.captureBatch(), "ERR_HELIOS_INVALID_ARGUMENT", { call: "captureBatch", mentions: "overlapAllocations" });
+      rt.waitTimeline(rt.submitBatch());
+    } else {
+      const graph = rt.captureBatch();
+      rt.waitTimeline(rt.replayBatch(graph));
+      rt.destroyCapture(graph);
+    }
+    rt.releaseBuffer(l);
+  };
+  rt.trimPool();
+  attempt({ overlapAllocations: true }, () => rt.leaseBuffer(2 * MiB + 12), true, "fresh 2 MiB lease");
+  attempt({ overlapAllocations: true }, () => rt.leaseBuffer(2 * MiB + 12), false, "the same size again comes from the pool");
+  attempt({ overlapAllocations: true }, () => rt.leaseBuffer(64 * 1024 + 4), false, "a small fresh lease");
+  rt.trimPool();
+  attempt(undefined, () => rt.leaseBuffer(2 * MiB + 12), false, "a batch without the option");
+  attempt({ overlapAllocations: false }, () => rt.leaseBuffer(3 * MiB), false, "overlapAllocations: false");
+  // every recorded inc ran exactly once (5 batches), split or not
+  assertArrayEqual(readU32(h), u.map((v) => (v + 5) >>> 0), "five increments");
 });

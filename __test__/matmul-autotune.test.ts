@@ -110,7 +110,11 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   assert.ok(!f32.some((v) => v.startsWith("cm_")), "no f16-tile (low-precision) f32 candidates");
   assert.ok(names({ m: 768, n: 768, k: 16384, dtype: "f32", transA: true }).includes("x3_cm_128x128x32_w2x2_v128_s1_sk4"));
   assert.ok(!candidateVariants(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps, { presplit: false }).some((v) => v.kind === "presplit"));
-  assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps).name, "x3_cm_128x256x32_w2x4_v128_s1");
+  // f32 over full waves of 128×256 tiles: x3 of the peeled 128×128 tile, not of the big tile
+  // (H100 call 5, session 18: 1.35 vs 6.77 ms at 4096³); stream-K shapes keep the big tile's twin
+  assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps).name, "x3_cm_128x128x32_w2x2_v128_s1_pl");
+  assert.equal(defaultVariant(normalize({ m: 8192, n: 8192, k: 8192, dtype: "f32" }), caps).name, "x3_cm_128x128x32_w2x2_v128_s1_pl");
+  assert.equal(defaultVariant(normalize({ m: 3072, n: 3072, k: 3072, dtype: "f32" }), caps).name, "x3_cm_128x256x32_w2x4_v128_s1_stk");
 });
 
 /**

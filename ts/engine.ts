@@ -100,6 +100,7 @@ export class Engine implements TensorHost, ResidencyHost {
     this.pool = new BufferPool(rt);
     this.sched = schedulerFor(rt, config.batchSize);
     this.pool.beforeFree = () => this.sched.sync();
+    this.pool.beforeLargeLease = () => this.sched.sync();
     this.kernels = new KernelCache(rt);
   }
 

@@ -41,8 +41,9 @@ fn timeline_value(value: f64) -> HeliosResult<u64> {
 pub fn begin_batch(opts: Option<Unknown<'_>>) -> napi::Result<(), ErrorCode> {
     guard("beginBatch", || {
         let opts: Option<BatchOptions> = opt_object(opts, "opts")?;
-        let profile = opts.and_then(|o| o.profile).unwrap_or(false);
-        global::with(|rt| rt.begin_batch(profile))
+        let profile = opts.as_ref().and_then(|o| o.profile).unwrap_or(false);
+        let overlap = opts.as_ref().and_then(|o| o.overlap_allocations).unwrap_or(false);
+        global::with(|rt| rt.begin_batch(profile, overlap))
     })
 }
 

@@ -109,6 +109,10 @@ pub struct PipelineLayout {
 pub struct BatchOptions {
     /// Write GPU timestamps around each dispatch (read them with batchProfile).
     pub profile: Option<bool>,
+    /// Let the runtime submit the part of this batch recorded so far before a lease allocates
+    /// fresh device memory (1 MiB or more), so the GPU runs it while the driver allocates
+    /// (NVIDIA: ~23 ms per GiB). Such a batch may be split, and a split batch cannot be captured.
+    pub overlap_allocations: Option<bool>,
 }
 
 #[napi(object)]

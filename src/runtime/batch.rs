@@ -33,13 +33,15 @@ pub struct OpenBatch {
     /// Resources used by the open segment.
     pub touched: Vec<u32>,
     pub dispatches: u32,
+    /// BatchOptions.overlapAllocations: a fresh allocation may submit the open segment first.
+    pub overlap_allocations: bool,
     last_pipeline: Option<Arc<PipelineObj>>,
     scratch_access: Vec<(u32, bool, bool)>,
     scratch_binds: Vec<Binding>,
 }
 
 impl Runtime {
-    pub fn begin_batch(&mut self, profile: bool) -> HeliosResult<()> {
+    pub fn begin_batch(&mut self, profile: bool, overlap_allocations: bool) -> HeliosResult<()> {
         if self.batch.is_some() {
             return Err(HeliosError::invalid_argument("a batch is already open (nested beginBatch); submitBatch or captureBatch it first"));
         }
@@ -53,6 +55,7 @@ impl Runtime {
             split: false,
             touched: Vec::with_capacity(64),
             dispatches: 0,
+            overlap_allocations,
             last_pipeline: None,
             scratch_access: Vec::with_capacity(16),
             scratch_binds: Vec::with_capacity(16),

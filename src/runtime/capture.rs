@@ -23,7 +23,7 @@ impl Runtime {
         let batch = self.batch.as_ref().ok_or_else(|| HeliosError::invalid_argument("no open batch (call beginBatch first)"))?;
         if batch.split {
             return Err(HeliosError::invalid_argument(
-                "the open batch was split (a readBuffer of a buffer it writes, or a replayBatch, submitted part of it), so it cannot be captured; capture a batch without such reads",
+                "the open batch was split (a readBuffer of a buffer it writes, a replayBatch, or a fresh allocation in a batch begun with overlapAllocations submitted part of it), so it cannot be captured; capture a batch without such reads",
             ));
         }
         let Some(mut batch) = self.batch.take() else { return Err(HeliosError::internal("batch vanished")) };

@@ -142,7 +142,7 @@ impl Runtime {
         if self.batch.is_some() {
             return record(self);
         }
-        self.begin_batch(false)?;
+        self.begin_batch(false, false)?;
         let result = record(self);
         self.submit_batch()?;
         result

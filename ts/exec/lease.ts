@@ -8,6 +8,9 @@ import type { Runtime } from "./runtime.js";
 import type { Ticket } from "./scheduler.js";
 import { HeliosSizeError } from "../shape.js";
 
+/** The runtime's threshold for submitting ahead of a fresh allocation (src/runtime/buffers.rs). */
+const LARGE_LEASE_BYTES = 1 << 20;
+
 export class Lease {
   private refs = 1;
   /**
@@ -59,6 +62,8 @@ export class BufferPool {
 
   /** Called before a buffer goes back to the runtime (queued dispatches may still use it). */
   beforeFree: () => void = () => {};
+  /** Called before a lease of LARGE_LEASE_BYTES or more (the Engine: queued dispatches to the runtime). */
+  beforeLargeLease: () => void = () => {};
 
   constructor(private readonly rt: Runtime) {}
 
@@ -99,6 +104,9 @@ export class BufferPool {
     // into a 4-byte buffer (issue 24).
     const bytes = Math.max(4, Math.ceil(byteLength / 4) * 4);
     this.leases++;
+    // A large lease may allocate fresh memory, before which the runtime submits the recorded
+    // work (overlapAllocations): hand it the dispatches still queued here so they run too.
+    if (bytes >= LARGE_LEASE_BYTES) this.beforeLargeLease();
     const l = new Lease(this, this.rt.leaseBuffer(bytes), bytes, this.leases);
     this.live.set(bytes, (this.live.get(bytes) ?? 0) + 1);
     return l;

@@ -50,7 +50,7 @@ export interface Runtime {
   fillBuffer(handle: number, u32Pattern: number, byteOffset?: number, byteLength?: number): void;
   copyBuffer(src: number, dst: number, srcOffset: number, dstOffset: number, byteLength: number): void;
   poolStats(): PoolStats;
-  beginBatch(opts?: { profile?: boolean }): void;
+  beginBatch(opts?: { profile?: boolean; overlapAllocations?: boolean }): void;
   recordDispatch(pipeline: number, buffers: number[], groups: Groups, pushConstants?: ArrayBufferView): void;
   recordDispatchMany(packed: Uint32Array, count: number): void;
   submitBatch(): number;

@@ -229,6 +229,12 @@ export function defaultVariant(p: NormalizedProblem, caps: MatmulCaps, opts: Pla
     // the bf16 tile the planner would pick for the tripled-K product, over presplit operands
     const inner = defaultVariant(presplitProblem(p), caps, opts);
     const twin = variantByName(`x3_${inner.name}`);
+    // The big tile whole (no stream-K, no split) is a poor f32 default: on the H100 (device call
+    // 5, session 18) its x3 form took 6.77 ms at 4096³ and 20.7 at 8192³ against 1.35 and 10.8 for
+    // x3 of the 4-subgroup 128×128 tile with the peeled last k-tile, the tuner's pick for those
+    // shapes and for most large f32 classes in the shipped data (H100 and H200).
+    const peeled = VARIANTS.get("x3_cm_128x128x32_w2x2_v128_s1_pl");
+    if (inner.name === "cm_128x256x32_w2x4_v128_s1" && peeled && unsupported(peeled, p, caps) === null) return peeled;
     if (unsupported(twin, p, caps) === null) return twin;
   }
   const useCoop = (p.dtype !== "f32" || opts.allowLowPrecisionF32) && coopOk("cm_64x64x32_w2x2");
