@@ -135,14 +135,22 @@ fn with_comm<T>(call: &str, f: impl FnOnce(&mut Comm) -> HeliosResult<T>) -> Hel
 
 /// A buffer shared with CUDA (a buffer handle: destroyBuffer frees it after distDestroy).
 pub fn shared_buffer(bytes: f64) -> HeliosResult<f64> {
-    with_comm("distSharedBuffer", |c| {
-        let (handle, ex) = global::with(|rt| rt.create_shared_buffer(bytes))?;
-        if let Err(e) = c.map(handle, ex.fd, ex.size) {
-            let _ = global::with(|rt| rt.destroy_buffer(handle));
-            return Err(e);
+    with_comm("distSharedBuffer", |_| Ok(()))?;
+    // The runtime lock before the communicator's, as in `collective`.
+    let (handle, ex) = global::with(|rt| rt.create_shared_buffer(bytes))?;
+    let mut handed = false;
+    let mapped = with_comm("distSharedBuffer", |c| {
+        handed = true;
+        c.map(handle, ex.fd, ex.size)
+    });
+    if let Err(e) = mapped {
+        if !handed {
+            crate::vk::external::close_fd(ex.fd);
         }
-        Ok(handle)
-    })
+        let _ = global::with(|rt| rt.destroy_buffer(handle));
+        return Err(e);
+    }
+    Ok(handle)
 }
 
 /// Enqueues a collective on `count` elements at `offset` bytes of a shared buffer, ordered after

@@ -81,10 +81,15 @@ impl Runtime {
         Ok(self.buffer(handle)?.1.gpu.dedicated_memory().is_some())
     }
 
-    /// Signals the external timeline from the host: what CUDA does after a collective (tests).
+    /// Signals the external timeline from the host (to at least `value`): what CUDA does after a
+    /// collective (tests).
     pub fn signal_external(&mut self, value: u64) -> HeliosResult<()> {
         if self.dev.sharing.is_none() {
             return Err(HeliosError::invalid_argument("the device was not created shareable".to_string()));
+        }
+        // A timeline only moves forward: a value it already reached is a no-op, not an error.
+        if crate::vk::sync::counter(&self.dev, self.dev.external_sem)? >= value {
+            return Ok(());
         }
         external::signal(&self.dev, self.dev.external_sem, value)
     }

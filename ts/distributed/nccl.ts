@@ -10,7 +10,11 @@ import { DistError } from "./errors.js";
 import type { DistEnv } from "./env.js";
 import { registerTransport, type CollectiveBackend, type ReduceOp, type Transport, type TransportContext } from "./transport.js";
 
-type Native = ReturnType<typeof loadAddon>;
+/** The addon's distributed calls (tests pass a stand-in for the CUDA side). */
+export type NcclNative = Pick<
+  ReturnType<typeof loadAddon>,
+  "distUniqueId" | "distInit" | "distSharedBuffer" | "distAllReduce" | "distBroadcast" | "distSynchronize" | "distAbort" | "distDestroy" | "destroyBuffer"
+>;
 
 /** What NCCL needs from the backend beyond CollectiveBackend (HeliosBackend has it). */
 interface SharingBackend extends CollectiveBackend {
@@ -44,16 +48,14 @@ function prepare(env: DistEnv): void {
   }
 }
 
-class NcclTransport implements Transport {
+export class NcclTransport implements Transport {
   readonly name = "nccl";
-  private readonly n: Native;
   private readonly B: SharingBackend;
   private readonly shared = new WeakMap<TensorData, number>();
   private staging: { t: TensorData; elements: number } | null = null;
   private done = false;
 
-  constructor(ctx: TransportContext) {
-    this.n = loadAddon();
+  constructor(ctx: TransportContext, private readonly n: NcclNative = loadAddon()) {
     this.B = sharing("initDistributed", ctx.backend);
     const { env } = ctx;
     const mine = env.rank === 0 ? this.n.distUniqueId() : new Uint8Array(0);
