@@ -1,9 +1,9 @@
-// The TS side of the IR alone (no addon): what the builder emits and what the evaluator computes.
+// The TS side of the IR alone (no addon): what the builder emits and what the interpreter computes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import {
-  bin, closeTo, coopmat, evalExpr, f16, f32, i32, kernel, lit, roundF16, typeOfExpr, u32, vecOf,
-} from "../ts/ir/index.js";
+import { bin, coopmat, f16, f32, i32, kernel, lit, u32, vecOf } from "../ts/ir/index.js";
+import { roundF16 } from "../ts/f16.js";
+import { closeTo, evalExpr, typeOfExpr } from "./support/kernel-interp.js";
 
 test("builder emits version 1 JSON with declarations in order", () => {
   const k = kernel("b_add", { workgroup: [64, 2] });

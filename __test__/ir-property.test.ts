@@ -1,6 +1,6 @@
 // Property test: random well-typed expression trees are compiled, run on the device and
-// compared with the TypeScript evaluator (ts/ir/eval.ts). Without a device the modules are
-// still validated with spirv-val.
+// compared with the kernel interpreter's evaluation (evalExpr, __test__/support/kernel-interp.ts).
+// Without a device the modules are still validated with spirv-val.
 //
 // Generator rules keep both sides defined: no integer division, shift amounts masked to 0..31,
 // float division by |b| + 0.5, exp of clamped values, float->int casts of clamped values.
@@ -10,9 +10,10 @@
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  abs, ceil, clamp, closeTo, evalExpr, exp, f32, floor, i32, kernel, lit, max, min, select, sqrt, tanh, u32,
-  Expr, type Env, type ScalarType, type Value,
+  abs, ceil, clamp, exp, f32, floor, i32, kernel, lit, max, min, select, sqrt, tanh, u32,
+  Expr, type ScalarType,
 } from "../ts/ir/index.js";
+import { closeTo, evalExpr, type ExprEnv, type ExprValue } from "./support/kernel-interp.js";
 import { deviceSkipReason, native, randF32, randI32, randU32, rng, runKernel, spirvVal, spirvValPath } from "./ir-harness.js";
 
 type T = "f32" | "i32" | "u32" | "bool";
@@ -124,9 +125,9 @@ for (let seed = 1; seed <= 16; seed++) {
     const F = randF32(2 * N, -4, 4, seed), I = randI32(2 * N, -100000, 100000, seed + 1), U = randU32(2 * N, 0, 1 << 30, seed + 2);
     const name = (e: Expr) => (e.node as { name: string }).name;
     // References first: the evaluator runs (and must not throw) even without a device.
-    const wants: Value[][] = [];
+    const wants: ExprValue[][] = [];
     for (let inv = 0; inv < N; inv++) {
-      const env: Env = new Map();
+      const env: ExprEnv = new Map();
       const bind = (e: Expr, v: number, ty: ScalarType) => env.set(name(e), { value: v, type: ty });
       bind(leaves.f32[0], F[2 * inv], "f32"); bind(leaves.f32[1], F[2 * inv + 1], "f32");
       bind(leaves.i32[0], I[2 * inv], "i32"); bind(leaves.i32[1], I[2 * inv + 1], "i32");

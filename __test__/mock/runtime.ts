@@ -1,10 +1,22 @@
-// A synchronous CPU stand-in for the native runtime (issue 2's API), executing kernels with
-// the IR interpreter. It enforces the runtime's contracts that the backend relies on —
-// binding counts, push-constant sizes, handle validity, no use after release — and keeps
-// pool statistics the way the native pool reports them (bytes leased, peak).
+// A synchronous CPU stand-in for the native runtime (issue 2's API), executing kernels in the
+// kernel interpreter (__test__/support/kernel-interp.ts). It enforces the runtime's contracts
+// that the backend relies on — binding counts, push-constant sizes, handle validity, no use after
+// release — and keeps pool statistics the way the native pool reports them (bytes leased, peak).
 import type { DeviceInfo, Groups, PoolStats, Runtime } from "../../ts/exec/runtime.js";
 import type { KernelDesc } from "../../ts/ir/nodes.js";
-import { compile, execute, type Compiled } from "./interp.js";
+import { Interp } from "../support/kernel-interp.js";
+
+/** A compiled pipeline: the interpreter over its description, and its push block's size. */
+export interface Compiled {
+  desc: KernelDesc;
+  interp: Interp;
+  pushBytes: number;
+}
+
+function compile(desc: KernelDesc): Compiled {
+  const pushBytes = (desc.push ?? []).reduce((p, f) => p + (f.type.endsWith("x4") ? 16 : f.type.endsWith("x2") ? 8 : 4), 0);
+  return { desc, interp: new Interp(desc), pushBytes };
+}
 
 export class MockRuntime implements Runtime {
   private buffers = new Map<number, ArrayBuffer>();
@@ -97,9 +109,9 @@ export class MockRuntime implements Runtime {
     this.run(k, buffers.map((h) => this.buf(h, "recordDispatch")), g, pc);
     this.dispatches++;
   }
-  /** Runs one validated dispatch (subclasses swap the interpreter). */
+  /** Runs one validated dispatch. */
   protected run(k: Compiled, buffers: ArrayBuffer[], groups: [number, number, number], push: ArrayBuffer | null): void {
-    execute(k, buffers, groups, push);
+    k.interp.dispatch(buffers.map((b) => new Uint8Array(b)), groups, push ?? new ArrayBuffer(0), this.getDeviceInfo().subgroupSize);
   }
   recordDispatchMany(packed: Uint32Array, count: number): void {
     let o = 0;

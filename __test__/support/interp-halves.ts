@@ -1,6 +1,6 @@
-// The interpreter's packed 16-bit data (docs/kernel-ir.md, "Wide memory access"): bindings and
-// shared arrays hold element values, so u32 views pack two halves into a word, the lower address in
-// the low half.
+// The interpreter's memory (docs/kernel-ir.md, "Wide memory access"): bindings and shared arrays
+// hold element values (decoded from a buffer's bytes before a dispatch and encoded after it), so
+// u32 views pack two halves into a word, the lower address in the low half.
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from "../../ts/kernels/matmul/reference.js";
 
 export function halfBits(elem: string, x: number): number {
@@ -81,4 +81,27 @@ export function bitcastValue(from: string, to: string, v: number | number[]): nu
     return view.getUint32(4 * i, true);
   });
   return n === 1 ? out[0] : out;
+}
+
+/** A buffer's bytes as element values of `elem`. */
+export function decodeBuf(bytes: Uint8Array, elem: string): number[] {
+  const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  if (elem === "f32") return Array.from(new Float32Array(buf));
+  if (elem === "u32") return Array.from(new Uint32Array(buf));
+  if (elem === "i32") return Array.from(new Int32Array(buf));
+  const h = new Uint16Array(buf);
+  return Array.from(h, elem === "f16" ? f16BitsToF32 : bf16BitsToF32);
+}
+
+/** Element values of `elem` written back over the start of `into`. */
+export function encodeBuf(vals: number[], elem: string, into: Uint8Array): void {
+  const buf = into.buffer;
+  if (elem === "f32") new Float32Array(buf, into.byteOffset, vals.length).set(vals);
+  else if (elem === "u32") new Uint32Array(buf, into.byteOffset, vals.length).set(vals);
+  else if (elem === "i32") new Int32Array(buf, into.byteOffset, vals.length).set(vals);
+  else {
+    const h = new Uint16Array(buf, into.byteOffset, vals.length);
+    const enc = elem === "f16" ? f32ToF16Bits : f32ToBf16Bits;
+    vals.forEach((v, i) => { h[i] = enc(v); });
+  }
 }

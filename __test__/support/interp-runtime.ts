@@ -2,7 +2,6 @@
 // record path be tested on the CPU, cooperative-matrix variants included.
 import type { KernelDesc } from "../../ts/ir/index.js";
 import type { MatmulDeviceInfo, MatmulRuntime, ProfileEntry } from "../../ts/kernels/matmul/device.js";
-import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from "../../ts/kernels/matmul/reference.js";
 import { Interp } from "./kernel-interp.js";
 import { createRequire } from "node:module";
 
@@ -19,27 +18,6 @@ const kernelSpirv: ((d: string) => Uint32Array) | undefined = (() => {
     return undefined;
   }
 })();
-
-export function decodeBuf(bytes: Uint8Array, elem: string): number[] {
-  const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-  if (elem === "f32") return Array.from(new Float32Array(buf));
-  if (elem === "u32") return Array.from(new Uint32Array(buf));
-  if (elem === "i32") return Array.from(new Int32Array(buf));
-  const h = new Uint16Array(buf);
-  return Array.from(h, elem === "f16" ? f16BitsToF32 : bf16BitsToF32);
-}
-
-export function encodeBuf(vals: number[], elem: string, into: Uint8Array): void {
-  const buf = into.buffer;
-  if (elem === "f32") new Float32Array(buf, into.byteOffset, vals.length).set(vals);
-  else if (elem === "u32") new Uint32Array(buf, into.byteOffset, vals.length).set(vals);
-  else if (elem === "i32") new Int32Array(buf, into.byteOffset, vals.length).set(vals);
-  else {
-    const h = new Uint16Array(buf, into.byteOffset, vals.length);
-    const enc = elem === "f16" ? f32ToF16Bits : f32ToBf16Bits;
-    vals.forEach((v, i) => { h[i] = enc(v); });
-  }
-}
 
 export class InterpRuntime implements MatmulRuntime {
   private readonly buffers = new Map<number, Uint8Array>();
@@ -73,11 +51,8 @@ export class InterpRuntime implements MatmulRuntime {
     const pipe = this.pipes.get(p);
     if (!pipe) throw new Error(`interp runtime: bad pipeline ${p}`);
     const { desc, interp } = pipe;
-    if (bufs.length !== desc.bindings.length) throw new Error(`${desc.name}: ${bufs.length} buffers for ${desc.bindings.length} bindings`);
-    const vals = desc.bindings.map((b, i) => decodeBuf(this.buf(bufs[i]), b.elem));
     const pushBuf = push ? push.buffer.slice(push.byteOffset, push.byteOffset + push.byteLength) : new ArrayBuffer(0);
-    interp.run(vals, [groups[0], groups[1] ?? 1, groups[2] ?? 1], pushBuf as ArrayBuffer);
-    desc.bindings.forEach((b, i) => { if (b.access !== "read") encodeBuf(vals[i], b.elem, this.buf(bufs[i])); });
+    interp.dispatch(bufs.map((h) => this.buf(h)), [groups[0], groups[1] ?? 1, groups[2] ?? 1], pushBuf as ArrayBuffer, this.info.subgroupSize);
     this.dispatches++;
     if (this.profiling) this.profile.push({ label: desc.name, gpuNs: 1000 });
   }

@@ -1,99 +1,39 @@
-// A CPU interpreter for kernel descriptions (docs/kernel-ir.md), test-only: runs matmul kernels,
-// coopmat ones included, where no device can (lavapipe has no cooperative matrices). Every
-// invocation of a workgroup is a generator that yields at barriers and subgroup operations (a
-// scheduler releases a subgroup or the workgroup when all of it waits; divergent barriers throw);
-// cooperative-matrix ops are evaluated whole by each invocation of the subgroup (redundant but
-// exact), which is what the KHR semantics guarantee. Out-of-bounds buffer or shared accesses throw: the kernels must never
-// issue them. Arithmetic rounds per type (f32 fround, f16/bf16 on conversion).
+// The kernel interpreter (docs/kernel-ir.md), test-only and the only one: runs kernel descriptions
+// on the CPU where no device can — cooperative-matrix kernels (lavapipe has none), every backend
+// kernel under the mock runtime (__test__/mock/runtime.ts), and pure expressions as the reference
+// of the IR property test (`evalExpr`). Every invocation of a workgroup is a generator that yields
+// at barriers and subgroup operations (a scheduler releases a subgroup or the workgroup when all
+// of it waits; divergent barriers throw); cooperative-matrix ops are evaluated whole by each
+// invocation of the subgroup (redundant but exact), which is what the KHR semantics guarantee.
+// Out-of-bounds buffer or shared accesses, reads of shared memory or variables never written,
+// and integer division by zero throw: on a GPU they would be silent garbage, and kernels must
+// never issue them. Arithmetic rounds per type (interp-scalar.ts). Not supported: atomics and
+// subgroup scans.
 import type { ExprNode, KernelDesc, Stmt } from "../../ts/ir/index.js";
-import { isCoopMat, roundF16, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
-import { bitcastValue, packedHalf, packedWords, storePackedHalf, storePackedWord, unpackWords } from "./interp-halves.js";
+import { isCoopMat, scalarOf, widthOf, type CoopMatType, type Type } from "../../ts/ir/index.js";
+import { bitcastValue, decodeBuf, encodeBuf, packedHalf, packedWords, storePackedHalf, storePackedWord, unpackWords } from "./interp-halves.js";
+import { binScalar, convert, roundTo, UN, type Scalar } from "./interp-scalar.js";
 
-type Scalar = number | boolean;
+export { closeTo } from "./interp-scalar.js";
+
 type Value = Scalar | Scalar[] | CoopVal;
 interface CoopVal { t: CoopMatType; d: Float64Array }
 type Env = Map<string, Value>;
-type Fn = (env: Env) => Value;
-
-const f32b = new Float32Array(1);
-const u32b = new Uint32Array(f32b.buffer);
-function roundBf16(x: number): number {
-  f32b[0] = x;
-  const u = u32b[0];
-  u32b[0] = (u + 0x7fff + ((u >>> 16) & 1)) & 0xffff0000;
-  return f32b[0];
-}
-
-function roundTo(s: string, x: number): number {
-  switch (s) {
-    case "f32": return Math.fround(x);
-    case "f16": return roundF16(x);
-    case "bf16": return roundBf16(x);
-    case "u32": return x >>> 0;
-    case "i32": return x | 0;
-    default: return x;
-  }
-}
-
-function convert(s: string, x: Scalar): Scalar {
-  if (s === "bool") return typeof x === "boolean" ? x : x !== 0;
-  const n = typeof x === "boolean" ? (x ? 1 : 0) : x;
-  if (s === "u32") return (n < 0 ? Math.trunc(n) >>> 0 : Math.min(Math.trunc(n), 4294967295)) >>> 0;
-  if (s === "i32") return Math.trunc(n) | 0;
-  return roundTo(s, n);
-}
 
 function isCm(v: Value): v is CoopVal {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-function binScalar(op: string, s: string, a: Scalar, b: Scalar): Scalar {
-  const x = a as number, y = b as number;
-  switch (op) {
-    case "add": return roundTo(s, x + y);
-    case "sub": return roundTo(s, x - y);
-    case "mul": return s === "u32" ? Math.imul(x, y) >>> 0 : s === "i32" ? Math.imul(x, y) : roundTo(s, x * y);
-    case "div":
-      if (s === "u32" || s === "i32") { if (y === 0) throw new Error("integer division by zero"); return roundTo(s, Math.trunc(x / y)); }
-      return roundTo(s, x / y);
-    case "rem": if (s === "u32" || s === "i32") { if (y === 0) throw new Error("integer rem by zero"); return roundTo(s, x % y); } return roundTo(s, x % y);
-    case "lt": return x < y;
-    case "le": return x <= y;
-    case "gt": return x > y;
-    case "ge": return x >= y;
-    case "eq": return a === b;
-    case "ne": return a !== b;
-    case "and": return (a as boolean) && (b as boolean);
-    case "or": return (a as boolean) || (b as boolean);
-    case "xor": return a !== b;
-    case "band": return roundTo(s, x & y);
-    case "bor": return roundTo(s, x | y);
-    case "bxor": return roundTo(s, x ^ y);
-    case "shl": return roundTo(s, x << y);
-    case "shr": return s === "u32" ? x >>> y : x >> y;
-    case "min": return Math.min(x, y);
-    case "max": return Math.max(x, y);
-    case "pow": return roundTo(s, Math.pow(x, y));
-    case "step": return x <= y ? 1 : 0;
-    default: throw new Error(`interp: binary op ${op}`);
-  }
-}
-
-const UN: Record<string, (x: number) => number> = {
-  neg: (x) => -x, exp: Math.exp, exp2: (x) => 2 ** x, log: Math.log, log2: Math.log2, sqrt: Math.sqrt,
-  rsqrt: (x) => 1 / Math.sqrt(x), tanh: Math.tanh, sin: Math.sin, cos: Math.cos, abs: Math.abs,
-  floor: Math.floor, ceil: Math.ceil, round: Math.round, trunc: Math.trunc, fract: (x) => x - Math.floor(x),
-  sign: Math.sign,
-};
-
 function lanes(v: Value, w: number): Scalar[] {
   return Array.isArray(v) ? v : new Array(w).fill(v);
 }
 
-export interface Memory {
-  /** Element values of each binding (numbers already in the binding's type). */
-  bindings: number[][] | Float64Array[];
+/** Throws unless elements i·n .. i·n + n - 1 lie inside an array of `len` (a load or store). */
+function checkRange(i: number, n: number, len: number, what: string): void {
+  if (!(Number.isInteger(i) && i >= 0 && (i + 1) * n <= len)) throw new Error(`interp: ${what} at ${i} out of bounds (${len})`);
 }
+
+const is16 = (elem: string) => elem === "f16" || elem === "bf16";
 
 /** What a suspended invocation waits for: its subgroup ("sg") or its workgroup ("wg"). */
 type Wait = "sg" | "wg";
@@ -114,9 +54,33 @@ export class Interp {
   /** Names of array vars (`get` with an index returns an element of the declared type). */
   private readonly arrays = new Set<string>();
   private readonly body: (env: Env, ctx: Ctx) => Generator<Wait, "ret" | "brk" | "cont" | undefined>;
+  /** Specialization constants at their declared values. */
+  private readonly spec = new Map<string, Scalar>();
   constructor(readonly desc: KernelDesc) {
     for (const p of desc.push ?? []) this.types.set(`push:${p.name}`, p.type as Type);
+    for (const c of desc.spec ?? []) {
+      this.types.set(`spec:${c.name}`, c.type as Type);
+      this.spec.set(c.name, convert(c.type, c.value));
+    }
     this.body = this.block(desc.body);
+  }
+
+  /**
+   * A pure expression's value and type (no memory, subgroup, push or builtin reads), with `env`'s
+   * names bound: the reference the IR property test holds the device to.
+   */
+  static evaluate(node: ExprNode, env: ExprEnv = new Map(), typeOnly = false): { value?: ExprValue; type: Type } {
+    const it = new Interp(PURE);
+    const values: Env = new Map();
+    for (const [name, b] of env) {
+      it.types.set(name, b.type);
+      values.set(name, b.value);
+    }
+    const type = it.typeOf(node);
+    if (typeOnly) return { type };
+    const value = it.expr(node)(values, undefined as never);
+    if (isCm(value)) throw new Error("interp: a cooperative matrix is not a pure value");
+    return { value, type };
   }
 
   private typeOf(n: ExprNode): Type {
@@ -132,6 +96,8 @@ export class Interp {
         return n.idx && widthOf(t) > 1 ? scalarOf(t) : t;
       }
       case "push": return this.types.get(`push:${n.name}`) as Type;
+      case "spec": return this.types.get(`spec:${n.name}`) as Type;
+      case "dot": return scalarOf(this.typeOf(n.a));
       case "builtin": return ["global_id", "local_id", "workgroup_id", "num_workgroups"].includes(n.name) ? "u32x3" : "u32";
       case "load": {
         const elem = n.b !== undefined ? (n.as ?? d.bindings[n.b].elem) : (d.shared ?? []).find((s) => s.name === n.sh)!.elem;
@@ -175,26 +141,33 @@ export class Interp {
         return (env) => { const v = env.get(name); if (v === undefined) throw new Error(`interp: ${name} read before set`); return v; };
       }
       case "push": { const name = n.name; return (_e, ctx) => ctx.push.get(name) as Value; }
+      case "spec": { const v = this.spec.get(n.name); if (v === undefined) throw new Error(`interp: unknown spec constant ${n.name}`); return () => v; }
       case "builtin": { const name = n.name; return (env) => env.get(`@${name}`) as Value; }
       case "load": {
         const idx = this.expr(n.idx);
         const vec = n.vec ?? 0;
         if (n.b !== undefined && n.as !== undefined && n.as !== this.desc.bindings[n.b].elem) {
-          const b = n.b; const elem = this.desc.bindings[b].elem; const w = vec || 1;
-          if (n.as !== "u32") throw new Error(`interp: binding view as ${n.as}`);
-          return (env, ctx) => { const words = packedWords(ctx.bindings[b], elem, idx(env, ctx) as number, w, b); return vec ? words : words[0]; };
+          const b = n.b; const elem = this.desc.bindings[b].elem; const w = vec || 1; const as = n.as;
+          if (is16(elem)) {
+            // u32 words of a 16-bit binding: each word is two halves, the lower address in its low half
+            if (as !== "u32") throw new Error(`interp: binding view as ${as}`);
+            return (env, ctx) => { const words = packedWords(ctx.bindings[b], elem, idx(env, ctx) as number, w, b); return vec ? words : words[0]; };
+          }
+          // a 32-bit binding seen as another 32-bit type: each element's bits
+          return (env, ctx) => {
+            const buf = ctx.bindings[b]; const i = idx(env, ctx) as number;
+            checkRange(i, w, buf.length, `binding ${b} ${as}x${w} view load`);
+            const words = Array.from({ length: w }, (_, q) => bitcastValue(elem, as, buf[i * w + q]) as number);
+            return vec ? words : words[0];
+          };
         }
         if (n.b !== undefined) {
           const b = n.b;
           return (env, ctx) => {
             const buf = ctx.bindings[b];
             const i = idx(env, ctx) as number;
-            if (vec) {
-              if ((i + 1) * vec > buf.length) throw new Error(`interp: binding ${b} vec${vec} load at ${i} out of bounds (${buf.length})`);
-              return Array.from({ length: vec }, (_, q) => buf[i * vec + q]);
-            }
-            if (i >= buf.length) throw new Error(`interp: binding ${b} load at ${i} out of bounds (${buf.length})`);
-            return buf[i];
+            checkRange(i, vec || 1, buf.length, `binding ${b} ${vec ? `vec${vec} ` : ""}load`);
+            return vec ? Array.from({ length: vec }, (_, q) => buf[i * vec + q]) : buf[i];
           };
         }
         const sh = n.sh as string;
@@ -202,7 +175,7 @@ export class Interp {
           // a vector view of a shared array of scalars: idx counts vectors
           return (env, ctx) => {
             const arr = ctx.shared.get(sh)!; const i = idx(env, ctx) as number;
-            if ((i + 1) * vec > arr.length) throw new Error(`interp: shared ${sh} vec${vec} load at ${i} out of bounds (${arr.length})`);
+            checkRange(i, vec, arr.length, `shared ${sh} vec${vec} load`);
             return Array.from({ length: vec }, (_, q) => {
               const v = arr[i * vec + q];
               if (v === undefined) throw new Error(`interp: shared ${sh}[${i * vec + q}] read before written`);
@@ -213,7 +186,7 @@ export class Interp {
         return (env, ctx) => {
           const arr = ctx.shared.get(sh)!;
           const i = idx(env, ctx) as number;
-          if (i >= arr.length) throw new Error(`interp: shared ${sh} load at ${i} out of bounds (${arr.length})`);
+          checkRange(i, 1, arr.length, `shared ${sh} load`);
           const v = arr[i];
           if (v === undefined) throw new Error(`interp: shared ${sh}[${i}] read before written`);
           return v;
@@ -276,7 +249,7 @@ export class Interp {
           const d = new Float64Array(ct.rows * ct.cols);
           for (let r = 0; r < ct.rows; r++) for (let c = 0; c < ct.cols; c++) {
             const i = col ? (i0 + c * st) * vec + r : (i0 + r * st) * vec + c;
-            if (i >= mem.length) throw new Error(`interp: cmload ${b ?? sh} at ${i} out of bounds (${mem.length})`);
+            checkRange(i, 1, mem.length, `cmload ${b ?? sh}`);
             const v = mem[i];
             if (v === undefined) throw new Error(`interp: cmload ${sh}[${i}] read before written`);
             d[r * ct.cols + c] = roundTo(ct.elem, v as number);
@@ -296,6 +269,15 @@ export class Interp {
             d[i * N + j] = roundTo(C.t.elem, s);
           }
           return { t: C.t, d };
+        };
+      }
+      case "dot": {
+        const a = this.expr(n.a), b = this.expr(n.b); const s = scalarOf(t);
+        return (env, ctx) => {
+          const x = a(env, ctx) as number[], y = b(env, ctx) as number[];
+          let acc = 0;
+          for (let i = 0; i < x.length; i++) acc = roundTo(s, acc + roundTo(s, x[i] * y[i]));
+          return acc;
         };
       }
       case "fma": case "mix": case "clamp": {
@@ -332,7 +314,7 @@ export class Interp {
           const a = this.expr(n.a as ExprNode); const f = UN[n.op]; const s = scalarOf(t);
           return (env, ctx) => { const v = a(env, ctx); return Array.isArray(v) ? v.map((x) => roundTo(s, f(x as number))) : roundTo(s, f(v as number)); };
         }
-        if (n.op === "not") { const a = this.expr(n.a); return (env, ctx) => !a(env, ctx); }
+        if (n.op === "not") { const a = this.expr(n.a); return (env, ctx) => { const v = a(env, ctx); return Array.isArray(v) ? v.map((x) => !x) : !v; }; }
         throw new Error(`interp: unsupported op ${n.op}`);
       }
     }
@@ -424,13 +406,18 @@ export class Interp {
         const idx = this.expr(s.idx), v = this.expr(s.value);
         const view = s as { b?: number; as?: string };
         if (view.b !== undefined && view.as !== undefined && view.as !== this.desc.bindings[view.b].elem) {
-          // u32 words into a 16-bit binding: each word is two halves, the lower address in its low half
-          const b = view.b; const elem = this.desc.bindings[b].elem;
-          if (view.as !== "u32") throw new Error(`interp: binding view as ${view.as}`);
+          const b = view.b; const elem = this.desc.bindings[b].elem; const as = view.as;
+          if (is16(elem) && as !== "u32") throw new Error(`interp: binding view as ${as}`);
           return function* (env, ctx) {
             const buf = ctx.bindings[b] as unknown as number[]; const i = idx(env, ctx) as number; const val = v(env, ctx);
             // the value's width is the view's: idx counts words of that width
-            unpackWords(buf, elem, i, (Array.isArray(val) ? val : [val]) as number[], b);
+            const words = (Array.isArray(val) ? val : [val]) as number[];
+            // u32 words into a 16-bit binding: each word is two halves, the lower address in its low half
+            if (is16(elem)) unpackWords(buf, elem, i, words, b);
+            else {
+              checkRange(i, words.length, buf.length, `binding ${b} ${as}x${words.length} view store`);
+              words.forEach((x, q) => { buf[i * words.length + q] = bitcastValue(as, elem, x) as number; });
+            }
             return undefined;
           };
         }
@@ -439,10 +426,10 @@ export class Interp {
           return function* (env, ctx) {
             const buf = ctx.bindings[b] as unknown as number[]; const i = idx(env, ctx) as number; const val = v(env, ctx);
             if (Array.isArray(val)) {
-              if ((i + 1) * val.length > buf.length) throw new Error(`interp: binding ${b} vec store at ${i} out of bounds`);
+              checkRange(i, val.length, buf.length, `binding ${b} vec${val.length} store`);
               val.forEach((x, q) => { buf[i * val.length + q] = roundTo(elem, x as number); });
             } else {
-              if (i >= buf.length) throw new Error(`interp: binding ${b} store at ${i} out of bounds (${buf.length})`);
+              checkRange(i, 1, buf.length, `binding ${b} store`);
               buf[i] = roundTo(elem, val as number);
             }
             return undefined;
@@ -456,11 +443,11 @@ export class Interp {
           const val = v(env, ctx);
           if (scalarArray && Array.isArray(val)) {
             const w = val.length;
-            if ((i + 1) * w > arr.length) throw new Error(`interp: shared ${sh} vec${w} store at ${i} out of bounds (${arr.length})`);
+            checkRange(i, w, arr.length, `shared ${sh} vec${w} store`);
             val.forEach((x, q) => { arr[i * w + q] = roundTo(elem, x as number); });
             return undefined;
           }
-          if (i >= arr.length) throw new Error(`interp: shared ${sh} store at ${i} out of bounds (${arr.length})`);
+          checkRange(i, 1, arr.length, `shared ${sh} store`);
           arr[i] = Array.isArray(val) ? val.map((x) => roundTo(elem, x as number)) : roundTo(elem, val as number);
           return undefined;
         };
@@ -496,7 +483,7 @@ export class Interp {
           const m = v(env, ctx) as CoopVal; const i0 = idx(env, ctx) as number, st = stride(env, ctx) as number;
           for (let r = 0; r < m.t.rows; r++) for (let c = 0; c < m.t.cols; c++) {
             const i = col ? (i0 + c * st) * vec + r : (i0 + r * st) * vec + c;
-            if (i >= mem.length) throw new Error(`interp: cmstore ${b ?? sh} at ${i} out of bounds (${mem.length})`);
+            checkRange(i, 1, mem.length, `cmstore ${b ?? sh}`);
             mem[i] = roundTo(elem, m.d[r * m.t.cols + c]);
           }
           return undefined;
@@ -541,8 +528,30 @@ export class Interp {
     }
   }
 
-  /** Runs the kernel over `groups` workgroups; `bindings[i]` are element values, mutated in place. */
-  run(bindings: number[][], groups: [number, number, number], push: ArrayBuffer): void {
+  /**
+   * One dispatch over buffers' bytes: each binding decoded to element values, the kernel run, and
+   * every binding it may write encoded back.
+   */
+  dispatch(buffers: Uint8Array[], groups: [number, number, number], push: ArrayBuffer, subgroupSize?: number): void {
+    const d = this.desc;
+    if (buffers.length !== d.bindings.length) throw new Error(`${d.name}: ${buffers.length} buffers for ${d.bindings.length} bindings`);
+    const vals = d.bindings.map((b, i) => decodeBuf(buffers[i], b.elem));
+    this.run(vals, groups, push, subgroupSize);
+    d.bindings.forEach((b, i) => { if (b.access !== "read") encodeBuf(vals[i], b.elem, buffers[i]); });
+  }
+
+  /** The workgroup size, specialization constants resolved. */
+  get workgroup(): [number, number, number] {
+    const wg = this.desc.workgroup.map((x) => Number(typeof x === "string" ? this.spec.get(x) : x));
+    while (wg.length < 3) wg.push(1);
+    return wg as [number, number, number];
+  }
+
+  /**
+   * Runs the kernel over `groups` workgroups; `bindings[i]` are element values, mutated in place.
+   * Subgroups are the description's required size, else `subgroupSize` (the device's).
+   */
+  run(bindings: number[][], groups: [number, number, number], push: ArrayBuffer, subgroupSize = 32): void {
     const d = this.desc;
     const pushVals = new Map<string, Value>();
     const dv = new DataView(push);
@@ -555,10 +564,9 @@ export class Interp {
       pushVals.set(p.name, w === 1 ? rd(off) : Array.from({ length: w }, (_, i) => rd(off + 4 * i)));
       off += 4 * w;
     }
-    const wgSize = d.workgroup.map((x) => Number(x));
-    while (wgSize.length < 3) wgSize.push(1);
+    const wgSize = this.workgroup;
     const nInv = wgSize[0] * wgSize[1] * wgSize[2];
-    const sgSize = d.subgroupSize ?? 32;
+    const sgSize = d.subgroupSize ?? subgroupSize;
     for (let gz = 0; gz < groups[2]; gz++) for (let gy = 0; gy < groups[1]; gy++) for (let gx = 0; gx < groups[0]; gx++) {
       const shared = new Map<string, Value[]>();
       for (const s of d.shared ?? []) shared.set(s.name, new Array(s.len));
@@ -612,4 +620,20 @@ function schedule(gens: Generator<Wait>[], sgSize: number, name: string): void {
     }
     throw new Error(`interp: ${name}: divergent barriers (${[...new Set(state)].join(", ")})`);
   }
+}
+
+/** Names bound in a pure expression (`evalExpr`): each with its value and type. */
+export type ExprValue = Scalar | Scalar[];
+export type ExprEnv = Map<string, { value: ExprValue; type: Type }>;
+
+const PURE: KernelDesc = { version: 1, name: "pure", workgroup: [1], bindings: [], body: [] };
+
+/** The value of a pure expression tree (see `Interp.evaluate`). */
+export function evalExpr(node: ExprNode, env: ExprEnv = new Map()): ExprValue {
+  return Interp.evaluate(node, env).value as ExprValue;
+}
+
+/** The type of a pure expression tree, by the same rules as src/ir. */
+export function typeOfExpr(node: ExprNode, env: ExprEnv = new Map()): Type {
+  return Interp.evaluate(node, env, true).type;
 }

@@ -8,4 +8,3 @@ export { packHalves, unpackHalves } from "./pack.js";
 export { roundToBf16, toBf16 } from "./bf16.js";
 export { Buffer, BufferView, Shared, SharedView, Var, VarArray, type TensorAccess } from "./memory.js";
 export { KernelBuilder, kernel, assertType, type KernelOptions, type ForOptions } from "./builder.js";
-export { evalExpr, typeOfExpr, roundF16, closeTo, type Value, type Env } from "./eval.js";
