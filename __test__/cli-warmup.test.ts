@@ -1,4 +1,4 @@
-// `helios warmup` (bench/warmup.ts): on lavapipe presented as a GPU it tunes every matmul shape
+// `helios warmup` (train/warmup.ts): on lavapipe presented as a GPU it tunes every matmul shape
 // class a training step met (the cache then holds them, and a second warmup finds nothing left to
 // tune); through the CLI on the plain test device it runs both steps; bad options are usage errors.
 import { test } from "node:test";
@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { main } from "../bench/cli.js";
-import { parseWarmupArgs, runWarmup } from "../bench/warmup.js";
+import { parseWarmupArgs, runWarmup } from "../train/warmup.js";
 import { onNative, withGpuLikeBackend } from "./backend-helpers.js";
 import { Rng } from "./harness.js";
 

@@ -10,14 +10,14 @@ import {
   groupsFor, pipeline, randInt, randomF32, readF32, rng, rt, useDevice,
 } from "./helpers.js";
 import { push } from "./kernels/index.js";
-import { Trainer } from "../bench/train/trainer.js";
-import { asTrainBackend } from "../bench/train/backend.js";
-import { initHostParams } from "../bench/train/params.js";
+import { Trainer } from "../train/trainer.js";
+import { asTrainBackend } from "../train/backend.js";
+import { initHostParams } from "../train/params.js";
 import { DryRuntime } from "../bench/train/memsim.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { makeBackend, onNative } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch } from "./train-helpers.js";
-import type { GPTConfig } from "../bench/train/config.js";
+import type { GPTConfig } from "../train/config.js";
 
 useDevice();
 const N = 1024;

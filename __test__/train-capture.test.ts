@@ -1,15 +1,15 @@
-// The captured training step (bench/train/captured.ts) against the eager one on the native
+// The captured training step (train/captured.ts) against the eager one on the native
 // runtime: same losses and gradient norms over several steps with new tokens each step (dropout
 // on, so the device-side mask counter is exercised), flat pool bytes, and a clean refusal when
 // something inside the step needs a host read. Skipped on the mock (it has no captured batches).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Trainer } from "../bench/train/trainer.js";
-import { asTrainBackend } from "../bench/train/backend.js";
-import { initHostParams } from "../bench/train/params.js";
+import { Trainer } from "../train/trainer.js";
+import { asTrainBackend } from "../train/backend.js";
+import { initHostParams } from "../train/params.js";
 import { makeBackend, onNative } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch, randomBatch } from "./train-helpers.js";
-import type { GPTConfig } from "../bench/train/config.js";
+import type { GPTConfig } from "../train/config.js";
 
 const MICRO: GPTConfig = { vocab: 13, blockSize: 8, layers: 2, heads: 2, dim: 8, dropout: 0.1 };
 const skip = !onNative() && "the mock runtime has no captured batches";

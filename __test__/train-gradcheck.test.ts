@@ -2,10 +2,10 @@
 // every parameter tensor, a few random coordinates each, with and without dropout.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Trainer } from "../bench/train/trainer.js";
-import { Scope } from "../bench/train/backend.js";
-import type { Dropout } from "../bench/train/model.js";
-import { Rng } from "../bench/train/rng.js";
+import { Trainer } from "../train/trainer.js";
+import { Scope } from "../train/backend.js";
+import type { Dropout } from "../train/model.js";
+import { Rng } from "../train/rng.js";
 import { RefTrainBackend } from "./train-ref-backend.js";
 import { TINY, TINY_OPT, randomBatch } from "./train-helpers.js";
 

@@ -3,11 +3,11 @@
 // HeliosBackend (f32 and 16-bit matmul operands), with a chunk that does not divide the rows.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { GPT } from "../bench/train/model.js";
-import { Scope, asTrainBackend, type TrainBackend } from "../bench/train/backend.js";
-import { initHostParams, type Params } from "../bench/train/params.js";
-import type { GPTConfig } from "../bench/train/config.js";
-import { Trainer } from "../bench/train/trainer.js";
+import { GPT } from "../train/model.js";
+import { Scope, asTrainBackend, type TrainBackend } from "../train/backend.js";
+import { initHostParams, type Params } from "../train/params.js";
+import type { GPTConfig } from "../train/config.js";
+import { Trainer } from "../train/trainer.js";
 import { RefTrainBackend } from "./train-ref-backend.js";
 import { makeBackend } from "./backend-helpers.js";
 import { TINY, TINY_OPT, randomBatch } from "./train-helpers.js";

@@ -3,13 +3,13 @@
 // batches, the losses of several steps agree, and pool bytes stay flat from step to step.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Trainer } from "../bench/train/trainer.js";
-import { asTrainBackend } from "../bench/train/backend.js";
-import { initHostParams } from "../bench/train/params.js";
+import { Trainer } from "../train/trainer.js";
+import { asTrainBackend } from "../train/backend.js";
+import { initHostParams } from "../train/params.js";
 import { RefTrainBackend } from "./train-ref-backend.js";
 import { makeBackend, onNative } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch } from "./train-helpers.js";
-import type { GPTConfig } from "../bench/train/config.js";
+import type { GPTConfig } from "../train/config.js";
 
 // Residual dropout on, and T = 5 (not a multiple of anything), to exercise masks and edge tiles.
 const MICRO: GPTConfig = { vocab: 13, blockSize: 8, layers: 1, heads: 2, dim: 8, dropout: 0.1 };

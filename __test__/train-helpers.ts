@@ -1,8 +1,8 @@
 // Shared tiny configurations and helpers for the train-* tests.
-import type { GPTConfig, OptimConfig } from "../bench/train/config.js";
-import { DEFAULT_OPTIM } from "../bench/train/config.js";
-import { Rng } from "../bench/train/rng.js";
-import type { HostBatch } from "../bench/train/data.js";
+import type { GPTConfig, OptimConfig } from "../train/config.js";
+import { DEFAULT_OPTIM } from "../train/config.js";
+import { Rng } from "../train/rng.js";
+import type { HostBatch } from "../train/data.js";
 
 export const TINY: GPTConfig = { vocab: 13, blockSize: 8, layers: 2, heads: 2, dim: 8, dropout: 0 };
 export const TINY_OPT: OptimConfig = { ...DEFAULT_OPTIM, lr: 3e-2, warmup: 0, clip: 1.0 };

@@ -5,11 +5,11 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { Trainer } from "../bench/train/trainer.js";
-import { learningRate } from "../bench/train/optim.js";
-import { loadCheckpoint, saveCheckpoint, checkpointConfig } from "../bench/train/checkpoint.js";
-import { readSafetensors, writeSafetensors } from "../bench/train/safetensors.js";
-import { readTrainEnv } from "../bench/train/config.js";
+import { Trainer } from "../train/trainer.js";
+import { learningRate } from "../train/optim.js";
+import { loadCheckpoint, saveCheckpoint, checkpointConfig } from "../train/checkpoint.js";
+import { readSafetensors, writeSafetensors } from "../train/safetensors.js";
+import { readTrainEnv } from "../train/config.js";
 import { RefTrainBackend } from "./train-ref-backend.js";
 import { TINY, TINY_OPT, patternBatch } from "./train-helpers.js";
 

@@ -2,7 +2,7 @@
 // backward and optimizer can be checked by finite differences and compared with HeliosBackend.
 // Tensors carry Float64Array data with dtype "f64" (i32 for indices).
 import type { Dtype, Shape, TensorData } from "../ts/types.js";
-import type { TrainBackend } from "../bench/train/backend.js";
+import type { TrainBackend } from "../train/backend.js";
 import type { RefTensor } from "./ref/tensor.js";
 import * as N from "./ref/nn.js";
 import * as E from "./ref/elementwise.js";

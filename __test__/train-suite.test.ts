@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { medianWindow, parseTrainSuiteArgs, runTrainSuite } from "../bench/train/suite.js";
-import { readSafetensors } from "../bench/train/safetensors.js";
+import { readSafetensors } from "../train/safetensors.js";
 import { RefTrainBackend } from "./train-ref-backend.js";
 
 test("medianWindow takes steps 10..50 (1-based) when there are enough", () => {

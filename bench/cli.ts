@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // The `helios` command (package bin). `helios bench --suite=cuda ...` (matmul parity with
 // cuBLAS), `helios bench --suite=train ...` (GPT-2 training against PyTorch; see USAGE in
-// args.ts) and `helios warmup ...` (bakes the caches for a model: bench/warmup.ts). `main` is callable as a function so Alpha's CLI can delegate to it.
+// args.ts) and `helios warmup ...` (bakes the caches for a model: train/warmup.ts). `main` is callable as a function so Alpha's CLI can delegate to it.
 import { ArgError, parseBenchArgs, USAGE } from "./args.js";
 import { parseTrainSuiteArgs, runTrainSuite, type TrainSuiteInput } from "./train/suite.js";
 import { CheckFailed, formatTable, runCudaSuite } from "./suite-cuda.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
-import { parseWarmupArgs, runWarmup, WARMUP_USAGE } from "./warmup.js";
+import { parseWarmupArgs, runWarmup, WARMUP_USAGE } from "../train/warmup.js";
 import { launch, LaunchArgError, LAUNCH_USAGE, parseLaunchArgs } from "../ts/distributed/launch.js";
 
 export async function main(argv: string[]): Promise<number> {
@@ -94,7 +94,7 @@ async function launchCmd(args: string[]): Promise<number> {
   }
 }
 
-/** `helios warmup [...]`: bench/warmup.ts; 2 on a bad option, 1 when the run failed. */
+/** `helios warmup [...]`: train/warmup.ts; 2 on a bad option, 1 when the run failed. */
 function warmup(args: string[]): number {
   let o;
   try {

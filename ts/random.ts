@@ -1,5 +1,5 @@
 // The one seeded PRNG Helios uses on the host (mulberry32: small, fast, reproducible from its
-// seed): randn in the backend, weight init and sampling in bench/train, test data.
+// seed): randn in the backend, weight init and sampling in the trainer (train/), test data.
 
 export class Mulberry32 {
   private s: number;

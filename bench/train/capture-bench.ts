@@ -2,12 +2,12 @@
 // alike: `node dist/bench/train/capture-bench.js [--gpu] [--steps N]`. Uses the demo's model for
 // the device class (lavapipe/CPU or GPU) and reports the median ms/step and steps/s of each mode.
 import { HeliosBackend } from "../../ts/backend.js";
-import { asTrainBackend } from "./backend.js";
-import { demoDefaults } from "./demo.js";
-import { Trainer } from "./trainer.js";
-import { initHostParams } from "./params.js";
-import { loadText, sampleBatch } from "./data.js";
-import { Rng } from "./rng.js";
+import { asTrainBackend } from "../../train/backend.js";
+import { demoDefaults } from "../../train/demo.js";
+import { Trainer } from "../../train/trainer.js";
+import { initHostParams } from "../../train/params.js";
+import { loadText, sampleBatch } from "../../train/data.js";
+import { Rng } from "../../train/rng.js";
 
 const args = process.argv.slice(2);
 const H = new HeliosBackend();

@@ -13,10 +13,10 @@ part="${1:-demo}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>/dev/null || true
 case "$part" in
   demo)
-    timeout 450 node dist/bench/demo.js --json="$OUT/demo.json" --checkpoint=/tmp/helios-demo.safetensors 2>&1 | tee "$OUT/demo.log"
+    timeout 450 node dist/train/demo.js --json="$OUT/demo.json" --checkpoint=/tmp/helios-demo.safetensors 2>&1 | tee "$OUT/demo.log"
     ;;
   demo16)
-    timeout 450 node dist/bench/demo.js --matmul16 --json="$OUT/demo16.json" 2>&1 | tee "$OUT/demo16.log"
+    timeout 450 node dist/train/demo.js --matmul16 --json="$OUT/demo16.json" 2>&1 | tee "$OUT/demo16.log"
     ;;
   suite)
     timeout "${SUITE_TIMEOUT:-470}" node dist/bench/train/cli.js --work-dir=/tmp/helios-train --max-seconds="${MAX_S:-110}" --out="$OUT/train-suite.json" 2>&1 | tee "$OUT/train-suite.log"

@@ -6,11 +6,11 @@
 //   node dist/bench/train/memsim.js [--helios-modes=f32,matmul16] [--batch=16 --seq=1024 --layers=12 ...]
 import { HeliosBackend } from "../../ts/backend.js";
 import type { DeviceInfo, Groups, PoolStats, Runtime } from "../../ts/exec/runtime.js";
-import { asTrainBackend } from "./backend.js";
-import { DEFAULT_OPTIM } from "./config.js";
-import { estimateLiveSet } from "./memory.js";
+import { asTrainBackend } from "../../train/backend.js";
+import { DEFAULT_OPTIM } from "../../train/config.js";
+import { estimateLiveSet } from "../../train/memory.js";
 import { parseTrainSuiteArgs, defaultSuiteOptions } from "./suite.js";
-import { Trainer } from "./trainer.js";
+import { Trainer } from "../../train/trainer.js";
 
 /** An H100's figures as the backend reads them (bench/RESULTS.md's device). */
 export const H100_INFO: DeviceInfo = {

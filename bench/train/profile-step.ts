@@ -10,9 +10,9 @@ import path from "node:path";
 import { HeliosBackend } from "../../ts/backend.js";
 import { runtime } from "../../ts/device.js";
 import { ProfilingRuntime, summarize } from "../profiling.js";
-import { asTrainBackend } from "./backend.js";
-import { DEFAULT_OPTIM, type GPTConfig } from "./config.js";
-import { Trainer } from "./trainer.js";
+import { asTrainBackend } from "../../train/backend.js";
+import { DEFAULT_OPTIM, type GPTConfig } from "../../train/config.js";
+import { Trainer } from "../../train/trainer.js";
 
 const argv = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {

@@ -12,12 +12,12 @@
 import { writeFileSync } from "node:fs";
 import { HeliosBackend } from "../../ts/backend.js";
 import { native } from "../../ts/native.js";
-import { asTrainBackend } from "./backend.js";
-import { DEFAULT_OPTIM, type GPTConfig } from "./config.js";
-import { loadText } from "./data.js";
-import { DEFAULT_TEXT } from "./demo.js";
-import { Rng } from "./rng.js";
-import { Trainer } from "./trainer.js";
+import { asTrainBackend } from "../../train/backend.js";
+import { DEFAULT_OPTIM, type GPTConfig } from "../../train/config.js";
+import { loadText } from "../../train/data.js";
+import { DEFAULT_TEXT } from "../../train/demo.js";
+import { Rng } from "../../train/rng.js";
+import { Trainer } from "../../train/trainer.js";
 
 const argv = process.argv.slice(2);
 const arg = (k: string, d: string) => argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;

@@ -8,18 +8,17 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { GPTConfig, OptimConfig } from "./config.js";
-import { DEFAULT_OPTIM } from "./config.js";
-import { asTrainBackend, type TrainBackend } from "./backend.js";
+import type { GPTConfig, OptimConfig } from "../../train/config.js";
+import { DEFAULT_OPTIM, GPT2_124M } from "../../train/config.js";
+import { asTrainBackend, type TrainBackend } from "../../train/backend.js";
 import { HeliosBackend } from "../../ts/backend.js";
-import { Trainer } from "./trainer.js";
-import { initHostParams, paramCount, paramSpecs } from "./params.js";
-import { readSafetensors, writeSafetensors, type STensor } from "./safetensors.js";
-import { Rng } from "./rng.js";
-import { estimateLiveSet } from "./memory.js";
-import { DEFAULT_TEXT } from "./demo.js";
+import { Trainer } from "../../train/trainer.js";
+import { initHostParams, paramCount, paramSpecs } from "../../train/params.js";
+import { readSafetensors, writeSafetensors, type STensor } from "../../train/safetensors.js";
+import { Rng } from "../../train/rng.js";
+import { estimateLiveSet } from "../../train/memory.js";
+import { DEFAULT_TEXT } from "../../train/demo.js";
 
-export const GPT2_124M: GPTConfig = { vocab: 50304, blockSize: 1024, layers: 12, heads: 12, dim: 768, dropout: 0 };
 export const TINY_SUITE: GPTConfig = { vocab: 512, blockSize: 32, layers: 2, heads: 2, dim: 32, dropout: 0 };
 
 export interface TrainSuiteOptions {
@@ -74,7 +73,7 @@ export interface SideResult {
   peakBytes: number;
   /**
    * Helios only: the pool's live-set peak (leased bytes, bucket-rounded) and the model's live-set
-   * estimate (bench/train/memory.ts); peakBytes is what the pool held from the driver.
+   * estimate (train/memory.ts); peakBytes is what the pool held from the driver.
    */
   peakLiveBytes?: number;
   estimateBytes?: number;

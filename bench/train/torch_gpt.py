@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for `helios bench --suite=train`: the same GPT-2 as bench/train/model.ts,
+"""PyTorch reference for `helios bench --suite=train`: the same GPT-2 as train/model.ts,
 started from the same weights (init.safetensors) on the same batches (batches.safetensors), with
 the same AdamW / clipping / lr. Runs each mode and writes JSON:
   {"device", "torch", "modes": {mode: {"losses": [...], "ms": [...], "peak_bytes", "error"?}}}
@@ -116,7 +116,7 @@ def run_mode(mode, cfg, init, tokens, opt, steps, dev):
 
 
 def lr_at(o, step):
-    """bench/train/optim.ts learningRate."""
+    """train/optim.ts learningRate."""
     if o["warmup"] > 0 and step < o["warmup"]:
         return o["lr"] * (step + 1) / o["warmup"]
     if o["decaySteps"] <= 0:

@@ -1,6 +1,6 @@
 // Parameter layout (nanoGPT's names and PyTorch nn.Linear's [out, in] weight layout, so the
 // PyTorch reference loads the same file without renaming) and GPT-2 initialisation on the host.
-import type { TensorData } from "../../ts/types.js";
+import type { TensorData } from "../ts/types.js";
 import type { GPTConfig } from "./config.js";
 import type { TrainBackend } from "./backend.js";
 import { Rng } from "./rng.js";

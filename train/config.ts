@@ -1,5 +1,5 @@
-// Model and run configuration for bench/train. HELIOS_* variables are read in ts/config.ts only.
-import { readConfig } from "../../ts/config.js";
+// Model and run configuration for the trainer. HELIOS_* variables are read in ts/config.ts only.
+import { readConfig } from "../ts/config.js";
 
 export interface GPTConfig {
   /** Vocabulary size (256 for bytes; 50304 for GPT-2 padded). */
@@ -13,6 +13,9 @@ export interface GPTConfig {
   /** Residual dropout probability (0 = off). */
   readonly dropout: number;
 }
+
+/** GPT-2 small (124M parameters, vocab padded to 50304): the train suite's and `helios warmup`'s default. */
+export const GPT2_124M: GPTConfig = { vocab: 50304, blockSize: 1024, layers: 12, heads: 12, dim: 768, dropout: 0 };
 
 export interface OptimConfig {
   readonly lr: number;

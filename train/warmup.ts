@@ -1,24 +1,23 @@
 // `helios warmup`: pays a model's cold start once, so fleet images and CI can bake the caches
 // (HELIOS_CACHE_DIR: the matmul tuning cache, the SPIR-V cache and the driver's pipeline cache).
-// It runs one training step of bench/train's GPT on random tokens (every kernel the step needs is
+// It runs one training step of the trainer's GPT (train/) on random tokens (every kernel the step needs is
 // compiled; each matmul shape class is met), tunes the classes that ran untuned
 // (HeliosBackend.tunePending), then runs a second step, which compiles the winners' kernels into
 // the pipeline cache. A later process with the same cache dir starts on tuned plans and cached
 // pipelines.
-import type { GPTConfig } from "./train/config.js";
-import { checkGPTConfig, DEFAULT_OPTIM } from "./train/config.js";
-import { asTrainBackend, type TrainBackend } from "./train/backend.js";
-import { Trainer } from "./train/trainer.js";
-import { GPT2_124M } from "./train/suite.js";
+import type { GPTConfig } from "./config.js";
+import { checkGPTConfig, DEFAULT_OPTIM, GPT2_124M } from "./config.js";
+import { asTrainBackend, type TrainBackend } from "./backend.js";
+import { Trainer } from "./trainer.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
-import { Rng } from "./train/rng.js";
+import { Rng } from "./rng.js";
 
 export interface WarmupOptions {
   model: GPTConfig;
   batch: number;
   seq: number;
-  /** 16-bit matmul operands (bench/train's matmul16 mode): other shape classes than f32's. */
+  /** 16-bit matmul operands (the trainer's matmul16 mode): other shape classes than f32's. */
   matmul16: boolean;
   log: (s: string) => void;
 }
@@ -33,8 +32,8 @@ export interface WarmupResult {
   tuned: number;
 }
 
-export const WARMUP_USAGE = `usage: helios warmup [options]   precompile and tune for a model, baking HELIOS_CACHE_DIR (bench/warmup.ts)
-  --layers=12 --dim=768 --heads=12 --vocab=50304   GPT shape (bench/train's; GPT-2 124M by default)
+export const WARMUP_USAGE = `usage: helios warmup [options]   precompile and tune for a model, baking HELIOS_CACHE_DIR (train/warmup.ts)
+  --layers=12 --dim=768 --heads=12 --vocab=50304   GPT shape (the trainer's; GPT-2 124M by default)
   --batch=16 --seq=1024                  step shape
   --matmul16                             16-bit matmul operands (run once per mode the trainer uses)
   Alpha's trainer flags name two of these differently: --block (= --seq), --vocabSize (= --vocab)`;

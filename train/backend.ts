@@ -1,7 +1,7 @@
 // The slice of Alpha's Backend that the trainer uses, with the optional GPU ops it needs made
 // required, plus the trainer-facing extras (flush, releaseGpuTensor) as optional members. Any
 // Backend that implements these (HeliosBackend, the float64 reference in __test__) can train.
-import type { Backend, Dtype, TensorData } from "../../ts/types.js";
+import type { Backend, Dtype, TensorData } from "../ts/types.js";
 
 type Required_<T, K extends keyof T> = T & { [P in K]-?: NonNullable<T[P]> };
 

@@ -3,7 +3,7 @@
 // each step. Everything that changes per step reaches the device through tensors written before
 // the replay: the tokens and targets, [lr, bc1, bc2] and the dropout counter. The host reads the
 // loss, the sum of squares and the non-finite flag after the replay, once per step.
-import type { TensorData } from "../../ts/types.js";
+import type { TensorData } from "../ts/types.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
 import { Scope, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
 import type { GPT } from "./model.js";

@@ -6,7 +6,7 @@
 // needs (ForwardCache) lives until the backward of its block has read it. Lazily fused
 // elementwise results hold their inputs' buffers until they are computed, so they are released
 // too once consumed, and views (reshape) are dropped as soon as the copy that reads them is.
-import type { TensorData } from "../../ts/types.js";
+import type { TensorData } from "../ts/types.js";
 import { LN_EPS, type GPTConfig } from "./config.js";
 import { Scope, type TrainBackend } from "./backend.js";
 import { block, get, type BlockParams, type Params } from "./params.js";

@@ -1,7 +1,7 @@
 // The training step: upload a batch, forward, backward, clip + AdamW, read the loss, release
 // every temporary. Captured (record once, replay each step: captured.ts) when the backend has
 // the capture ops and HELIOS_CAPTURE is on; eager otherwise.
-import type { TensorData } from "../../ts/types.js";
+import type { TensorData } from "../ts/types.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
 import { Scope, captureOps, scalar, type TrainBackend } from "./backend.js";
 import { readTrainEnv } from "./config.js";

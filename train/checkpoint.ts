@@ -1,6 +1,6 @@
 // Checkpoints: parameters, AdamW moments ("optim.m.<name>", "optim.v.<name>") and the step
 // count in one safetensors file, so a run resumes exactly where it stopped.
-import type { TensorData } from "../../ts/types.js";
+import type { TensorData } from "../ts/types.js";
 import type { GPTConfig } from "./config.js";
 import type { TrainBackend } from "./backend.js";
 import { upload } from "./params.js";

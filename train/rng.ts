@@ -1,7 +1,7 @@
 // Seeded host RNG (mulberry32 + Box-Muller) for weight init, batch sampling and text sampling.
 // The PyTorch reference never re-derives these: the suite exports weights and batches to files.
 
-import { Mulberry32 } from "../../ts/random.js";
+import { Mulberry32 } from "../ts/random.js";
 
 export class Rng extends Mulberry32 {
   private spare: number | null = null;

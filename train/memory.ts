@@ -2,7 +2,7 @@
 // that frees every temporary at its last use and reuses any freed byte) would peak at. The train
 // suite prints it next to the pool's measured peaks, so a gap is visible as either tensors kept
 // alive too long (peakLeasedBytes above the estimate) or buffers of one size that cannot serve
-// leases of another (peakBytes above peakLeasedBytes). The sums follow bench/train/model.ts.
+// leases of another (peakBytes above peakLeasedBytes). The sums follow model.ts.
 import type { GPTConfig } from "./config.js";
 import { numel, paramSpecs } from "./params.js";
 

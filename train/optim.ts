@@ -1,6 +1,6 @@
 // AdamW (decoupled weight decay, bias correction) over Backend.adamwStep, with global-norm
 // clipping folded into adamwStep's gradScale and a non-finite guard that skips the update.
-import type { TensorData } from "../../ts/types.js";
+import type { TensorData } from "../ts/types.js";
 import type { OptimConfig } from "./config.js";
 import { scalar, type TrainBackend } from "./backend.js";
 import type { ParamSpec, Params } from "./params.js";
