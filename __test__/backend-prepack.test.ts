@@ -10,7 +10,7 @@ import * as N from "./ref/nn.js";
 import { ref, type RefTensor } from "./ref/tensor.js";
 import type { HeliosBackend } from "../ts/backend.js";
 import type { Engine } from "../ts/engine.js";
-import { packPays, prepackedB, PACK_MIN_GAIN, PACK_PAYBACK_USES } from "../ts/ops/prepack.js";
+import { packedCopyOf, packPays, prepackedB, PACK_MIN_GAIN, PACK_PAYBACK_USES } from "../ts/ops/prepack.js";
 import type { MatmulProblem } from "../ts/kernels/matmul/index.js";
 import type { TensorData } from "../ts/types.js";
 
@@ -121,12 +121,12 @@ test("products of the other form, the kill switch, and release", () => {
   checkTimesWT(B, x, W, "reuse 1");
   checkTimesWT(B, x, W, "reuse 2, after reading reuse 1");
   const E = engineOf(B);
-  const copy = E.prepacked.get(W as never)?.packed;
+  const copy = packedCopyOf(E, W as never);
   assert.ok(copy && !copy.released, "packed copy held");
   B.releaseGpuTensor(W);
   B.syncGpu(); // a small released tensor keeps its buffer until the next round trip
   assert.ok(copy.released, "released with its source");
-  assert.equal(E.prepacked.get(W as never), undefined);
+  assert.equal(packedCopyOf(E, W as never), null);
 
   const off = makeBackend({ matmulPrepack: "off" });
   const W2 = off.fromArray([...w.ref.data], [10, 12]);

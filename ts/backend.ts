@@ -16,6 +16,7 @@ import * as S from "./ops/select.js";
 import * as MM from "./ops/matmul.js";
 import * as FA from "./ops/attention.js";
 import * as OPT from "./ops/optim.js";
+import { prepackCounts } from "./ops/prepack.js";
 import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
@@ -36,6 +37,9 @@ export interface HeliosBackendOptions {
 }
 
 export interface HeliosStats extends EngineStats {
+  /** Weights copied into their faster layout (HELIOS_MATMUL_PREPACK), and products that read such a copy. */
+  matmulPrepacks: number;
+  matmulPrepackedReads: number;
   pool: PoolStats;
   /** 1 when an index that never reached the host was out of range and clamped (since last stats()). */
   clampedIndices: number;
@@ -48,6 +52,8 @@ export class HeliosBackend implements Backend {
   private rng: Mulberry32;
   /** Largest tensor a kernel may bind (bytes): ops that could exceed it check (ts/limits.ts). */
   private readonly maxBind: number;
+  /** The engine's dispatch count at the last resetStepOps. */
+  private stepStart = 0;
 
   constructor(opts: HeliosBackendOptions = {}) {
     this.rt = opts.runtime ?? runtime();
@@ -58,11 +64,12 @@ export class HeliosBackend implements Backend {
 
   // ---- trainer-facing extras
 
+  /** Dispatches recorded since the trainer's last resetStepOps (Alpha's trainer reports them per step). */
   get gpuOpsThisStep(): number {
-    return this.E.opsThisStep;
+    return this.E.dispatched - this.stepStart;
   }
   resetStepOps(): void {
-    this.E.opsThisStep = 0;
+    this.stepStart = this.E.dispatched;
   }
   /** Submits recorded work without waiting. */
   flush(): void {
@@ -290,7 +297,7 @@ export class HeliosBackend implements Backend {
   }
   /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
   stats(): HeliosStats {
-    return { ...this.E.stats(), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
+    return { ...this.E.stats(), ...prepackCounts(this.E), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
   }
 
   /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */

@@ -17,7 +17,6 @@ import { checkBindings, tensorBytes } from "./limits.js";
 import type { KernelDesc } from "./ir/index.js";
 import { toF16Array } from "./f16.js";
 import { deviceGeneration } from "./device.js";
-import type { PackEntry } from "./ops/prepack.js";
 import { type ResidencyHost, isResident, residentDevice } from "./resident.js";
 
 /** Most inputs one fused kernel binds; beyond this operands are materialized first. */
@@ -37,9 +36,6 @@ export interface EngineStats {
   readbacks: number;
   kernelCompiles: number;
   cpuFallbacks: Record<string, number>;
-  /** Weights copied into their faster layout (HELIOS_MATMUL_PREPACK), and products that read such a copy. */
-  matmulPrepacks: number;
-  matmulPrepackedReads: number;
 }
 
 export class Engine implements TensorHost, ResidencyHost {
@@ -70,15 +66,10 @@ export class Engine implements TensorHost, ResidencyHost {
    * write (each replay counts a write on them), and the first lease serial inside it.
    */
   capture: { outputs: WeakRef<HeliosTensor>[]; written: Set<Lease>; firstSerial: number } | null = null;
-  /** Prepacked copies of matmul weights, by source tensor (ts/ops/prepack.ts). */
-  readonly prepacked = new WeakMap<HeliosTensor, PackEntry>();
   /** Host round trips so far: reads of results from the device and syncGpu (ts/ops/prepack.ts). */
   roundTrips = 0;
-  /** Prepacked copies made, and products that read one instead of their source. */
-  prepacks = 0;
-  prepackedReads = 0;
-  /** Dispatches this engine recorded since the trainer last reset the step counter. */
-  opsThisStep = 0;
+  /** Called with each tensor whose storage is freed (ts/ops/prepack.ts drops its copy of it). */
+  private readonly freeHooks: ((t: HeliosTensor) => void)[] = [];
   private dispatches = 0;
   private fusedKernels = 0;
   private fusedOps = 0;
@@ -114,9 +105,17 @@ export class Engine implements TensorHost, ResidencyHost {
       readbacks: this.readbacks,
       kernelCompiles: this.kernels.compiles,
       cpuFallbacks: { ...this.cpuFallbacks },
-      matmulPrepacks: this.prepacks,
-      matmulPrepackedReads: this.prepackedReads,
     };
+  }
+
+  /** Dispatches recorded so far. */
+  get dispatched(): number {
+    return this.dispatches;
+  }
+
+  /** Registers `hook` to run when a tensor's storage is freed (release, or recycling a held tensor). */
+  onFree(hook: (t: HeliosTensor) => void): void {
+    this.freeHooks.push(hook);
   }
 
   private flag: HeliosTensor | null = null;
@@ -301,7 +300,6 @@ export class Engine implements TensorHost, ResidencyHost {
     checkBindings("dispatch", buffers as Lease[], this.pool.maxBind);
     const pc = Object.keys(spec).length > 0 ? packPush(spec, push) : undefined;
     const ticket = this.sched.record(pipeline, handles, groups, pc);
-    this.opsThisStep++;
     this.dispatches++;
     for (const o of outputs) {
       o.host = null;
@@ -555,13 +553,9 @@ export class Engine implements TensorHost, ResidencyHost {
     this.freeStorage(t);
   }
 
-  /** Drops `t`'s buffers (and a prepacked copy of it); the tensor keeps no device state. */
+  /** Drops `t`'s buffers (and, through the free hooks, copies derived from it); the tensor keeps no device state. */
   private freeStorage(t: HeliosTensor): void {
-    const pack = this.prepacked.get(t);
-    if (pack) {
-      this.prepacked.delete(t);
-      if (pack.packed) this.release(pack.packed);
-    }
+    for (const hook of this.freeHooks) hook(t);
     const h = this.holders.get(t);
     this.registry.unregister(t);
     if (h) {

@@ -1,13 +1,18 @@
 // Handles for memory a kernel touches: storage buffers, shared arrays and local variables. Every
 // read is eager (bound with a `let` where the builder call happens), like a shader language.
 import { Expr, lift, type ExprLike } from "./expr.js";
-import type { Access, AtomicFn, ExprNode, Layout, MemRef, TensorNode, ViewFields } from "./nodes.js";
-import type { KernelBuilder } from "./builder.js";
+import type { Access, AtomicFn, ExprNode, Layout, MemRef, Stmt, TensorNode, ViewFields } from "./nodes.js";
 import {
   isCoopMat, scalarOf, typeName, type CoopMatType, type ScalarType, type Type, type ValueType,
 } from "./types.js";
 
 const u32Like: ValueType = "u32";
+
+/** What a memory handle needs of its kernel builder (`KernelBuilder`): a named value and a statement. */
+export interface StmtSink {
+  let(value: ExprLike, hint?: string): Expr;
+  emit(stmt: Stmt): void;
+}
 
 /** A coopmat2 tensor-layout access (see TensorNode): u32 dims and slice origin. */
 export interface TensorAccess {
@@ -28,7 +33,7 @@ function tensorNode(t: TensorAccess): TensorNode {
 /** Shared by storage buffers and shared arrays: loads, stores, atomics, coopmat load/store. */
 abstract class Memory {
   constructor(
-    protected readonly k: KernelBuilder,
+    protected readonly k: StmtSink,
     readonly name: string,
     readonly elem: ValueType,
   ) {}
@@ -104,7 +109,7 @@ abstract class Memory {
 /** A storage buffer binding; `index` is its binding number. */
 export class Buffer extends Memory {
   constructor(
-    k: KernelBuilder,
+    k: StmtSink,
     name: string,
     elem: Exclude<ScalarType, "bool">,
     readonly access: Access,
@@ -134,7 +139,7 @@ export class Buffer extends Memory {
 /** A reinterpreting or vector view of a storage buffer (see `Buffer.as`). */
 export class BufferView extends Memory {
   constructor(
-    k: KernelBuilder,
+    k: StmtSink,
     readonly buffer: Buffer,
     readonly scalar: Exclude<ScalarType, "bool">,
     readonly vec: 1 | 2 | 4,
@@ -161,7 +166,7 @@ export class BufferView extends Memory {
  * traffic of 16-bit data, declare the array `u32x4` and bitcast (`q.x.bitcast("f16x2")`).
  */
 export class Shared extends Memory {
-  constructor(k: KernelBuilder, name: string, elem: ValueType, readonly len: number) {
+  constructor(k: StmtSink, name: string, elem: ValueType, readonly len: number) {
     super(k, name, elem);
   }
   protected ref(): MemRef {
@@ -187,7 +192,7 @@ export class Shared extends Memory {
 
 /** A vector view of a shared array of scalars (see `Shared.vec`). */
 export class SharedView extends Memory {
-  constructor(k: KernelBuilder, readonly array: Shared, readonly n: 2 | 4) {
+  constructor(k: StmtSink, readonly array: Shared, readonly n: 2 | 4) {
     super(k, array.name, `${scalarOf(array.elem)}x${n}` as ValueType);
   }
   protected ref(): MemRef {
@@ -200,7 +205,7 @@ export class SharedView extends Memory {
 
 /** A mutable function-local (scalar, vector or coopmat). */
 export class Var {
-  constructor(private readonly k: KernelBuilder, readonly name: string, readonly type: Type) {}
+  constructor(private readonly k: StmtSink, readonly name: string, readonly type: Type) {}
 
   /** Reads the current value (eagerly, at this point of the program). */
   get(): Expr {
@@ -224,7 +229,7 @@ export class Var {
 /** A fixed-size function-local array (register tiles, several coopmat accumulators). */
 export class VarArray {
   constructor(
-    private readonly k: KernelBuilder,
+    private readonly k: StmtSink,
     readonly name: string,
     readonly elem: Type,
     readonly len: number,

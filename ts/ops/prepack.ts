@@ -5,7 +5,8 @@
 // products of that form read the copy until the source's buffer is written (a dispatch output, an
 // upload, a replay of a capture that writes it) or the source is released. A training step uses
 // each weight version only before its one host read (the loss), so training never packs and never
-// pays for the race that decides it.
+// pays for the race that decides it. The state lives here, per engine; the engine only tells this
+// module when a tensor's storage is freed (Engine.onFree), so a released weight frees its copy.
 import type { TensorData } from "../types.js";
 import type { Engine } from "../engine.js";
 import type { Lease } from "../exec/lease.js";
@@ -16,7 +17,7 @@ import type { MatmulProblem } from "../kernels/matmul/index.js";
 import { transpose } from "./layout.js";
 import { startup } from "../startup/index.js";
 
-export interface PackEntry {
+interface PackEntry {
   /** The source's buffer and its write count when this entry opened (one version of the source). */
   lease: Lease;
   writes: number;
@@ -31,6 +32,43 @@ export interface PackEntry {
   /** The copy in the other layout, and the form it serves (transB of the products it replaces). */
   packed: HeliosTensor | null;
   packedFor: boolean;
+}
+
+/** One engine's prepacking: an entry per source tensor, and the counts its stats() report. */
+interface Prepacks {
+  readonly entries: WeakMap<HeliosTensor, PackEntry>;
+  /** Copies made, and products that read one instead of their source. */
+  made: number;
+  reads: number;
+}
+
+const byEngine = new WeakMap<Engine, Prepacks>();
+
+function prepacksOf(E: Engine): Prepacks {
+  let p = byEngine.get(E);
+  if (!p) {
+    const state: Prepacks = { entries: new WeakMap(), made: 0, reads: 0 };
+    // a freed source takes its copy along
+    E.onFree((t) => {
+      const e = state.entries.get(t);
+      if (!e) return;
+      state.entries.delete(t);
+      if (e.packed) E.release(e.packed);
+    });
+    byEngine.set(E, (p = state));
+  }
+  return p;
+}
+
+/** Weights copied into their faster layout (HELIOS_MATMUL_PREPACK), and products that read such a copy. */
+export function prepackCounts(E: Engine): { matmulPrepacks: number; matmulPrepackedReads: number } {
+  const p = byEngine.get(E);
+  return { matmulPrepacks: p?.made ?? 0, matmulPrepackedReads: p?.reads ?? 0 };
+}
+
+/** The current packed copy of `t`, if one is held (tests). */
+export function packedCopyOf(E: Engine, t: HeliosTensor): HeliosTensor | null {
+  return byEngine.get(E)?.entries.get(t)?.packed ?? null;
 }
 
 /** How much faster the other layout must run per product (the tuner's noise is ~1–2 %). */
@@ -79,17 +117,18 @@ export function prepackedB(
   E.materialize(B);
   const lease = B.lease;
   if (!lease) return as;
-  let e = E.prepacked.get(B);
+  const state = prepacksOf(E);
+  let e = state.entries.get(B);
   if (!e || e.lease !== lease || e.writes !== lease.writes) {
     if (e?.packed) E.release(e.packed);
     e = { lease, writes: lease.writes, uses: [0, 0], firstTrip: [-1, -1], decided: [false, false], previousUses: e ? e.uses : null, packed: null, packedFor: false };
-    E.prepacked.set(B, e);
+    state.entries.set(B, e);
   }
   const form = transB ? 1 : 0;
   e.uses[form]++;
   if (e.firstTrip[form] < 0) e.firstTrip[form] = E.roundTrips;
   if (e.packed && e.packedFor === transB) {
-    E.prepackedReads++;
+    state.reads++;
     return { B: e.packed, transB: !transB };
   }
   // considered once, at the first product after a host round trip since this version's first
@@ -105,7 +144,7 @@ export function prepackedB(
   const trace = startup().trace;
   e.packed = trace ? trace.time("prepack", `${B.shape.join("x")} ${B.dtype}`, () => transpose(E, B, 0, 1)) : transpose(E, B, 0, 1);
   e.packedFor = transB;
-  E.prepacks++;
-  E.prepackedReads++;
+  state.made++;
+  state.reads++;
   return { B: e.packed, transB: !transB };
 }

@@ -16,7 +16,7 @@ import { tolerance } from "./reference.js";
 import { precompilePlans, runPlan, timeInterleaved, type PlanBuffers } from "./run.js";
 import { median } from "../../stats.js";
 import { startup, type Phase } from "../../startup/index.js";
-import { shippedRecord } from "./shipped.js";
+import { shippedRecord, type TuneRecord } from "./shipped.js";
 
 export const CACHE_FILE = "matmul-tune-v1.json";
 
@@ -27,13 +27,7 @@ function warnOnce(msg: string): void {
   process.emitWarning(`helios: ${msg}`);
 }
 
-export interface TuneRecord {
-  variant: string;
-  ms: number;
-  tunedShape: string;
-  at: string;
-  candidates: { variant: string; ms: number | null; relErr: number | null; error?: string }[];
-}
+export type { TuneRecord } from "./shipped.js";
 
 type CacheData = Record<string, TuneRecord>;
 

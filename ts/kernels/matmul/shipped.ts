@@ -5,9 +5,17 @@
 // leading number: NVIDIA's branch, Mesa's major), since a fleet's patch releases differ and a
 // winner does not change with them. bench/tuning-export.ts refreshes the file from a cache file.
 import { readFileSync } from "node:fs";
-import type { TuneRecord } from "./autotune.js";
 
 export const SHIPPED_VERSION = 1;
+
+/** A shape class's tuning result, as the tuning cache keeps it (autotune.ts) and this data serves it. */
+export interface TuneRecord {
+  variant: string;
+  ms: number;
+  tunedShape: string;
+  at: string;
+  candidates: { variant: string; ms: number | null; relErr: number | null; error?: string }[];
+}
 
 /** One shipped winner: the cache record without its candidate list, plus the driver it came from. */
 export interface ShippedEntry {
