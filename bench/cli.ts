@@ -3,7 +3,8 @@
 // cuBLAS), `helios bench --suite=train ...` (GPT-2 training against PyTorch; see USAGE in
 // args.ts) and `helios warmup ...` (bakes the caches for a model: train/warmup.ts). `main` is callable as a function so Alpha's CLI can delegate to it.
 import { ArgError, parseBenchArgs, USAGE } from "./args.js";
-import { parseTrainSuiteArgs, runTrainSuite, type TrainSuiteInput } from "./train/suite.js";
+import { parseTrainSuiteArgs, trainSuiteCommand } from "./train/suite.js";
+import { takeGpus } from "../train/dist.js";
 import { CheckFailed, formatTable, runCudaSuite } from "./suite-cuda.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
 import { parseWarmupArgs, runWarmup, WARMUP_USAGE } from "../train/warmup.js";
@@ -65,16 +66,15 @@ function isSuiteArg(args: string[], i: number): boolean {
 }
 
 /** `helios bench --suite=train [...]`: bench/train/suite.ts; 1 when the parity check failed. */
-function trainSuite(args: string[]): number {
-  let input: TrainSuiteInput;
+async function trainSuite(args: string[]): Promise<number> {
   try {
-    input = parseTrainSuiteArgs(args);
+    parseTrainSuiteArgs(takeGpus(args).rest);
   } catch (err) {
     process.stderr.write(`helios bench --suite=train: ${(err as Error).message}\n${USAGE}\n`);
     return 2;
   }
   try {
-    return runTrainSuite(input).parity.ok === false ? 1 : 0;
+    return await trainSuiteCommand(args);
   } catch (err) {
     process.stderr.write(`helios bench --suite=train: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;

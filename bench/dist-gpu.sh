@@ -17,8 +17,7 @@ OUT="${OUT:-perf/dist-gpu}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 STEPS="${STEPS:-50}"
-TRAIN_CLI=dist/train/cli.js
-[ -f "$TRAIN_CLI" ] || TRAIN_CLI=dist/bench/train/cli.js
+TRAIN_CLI=dist/bench/train/cli.js
 command -v node >/dev/null || { echo "dist-gpu: node is not on PATH (source .gpu/enter.sh first)" >&2; exit 2; }
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>/dev/null || true
 NCCL_LIB=$("$PY" -c 'import os,nvidia.nccl as n; print(os.path.join(list(n.__path__)[0],"lib","libnccl.so.2"))' 2>/dev/null || true)

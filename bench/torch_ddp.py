@@ -15,12 +15,8 @@ os.environ["NCCL_NVLS_ENABLE"] = "0"
 import torch
 import torch.distributed as dist
 
-here = os.path.dirname(os.path.abspath(__file__))
-for d in (os.path.join(here, "..", "train"), os.path.join(here, "train")):
-    if os.path.exists(os.path.join(d, "torch_gpt.py")):
-        sys.path.insert(0, d)
-        break
-from torch_gpt import GPT  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "train"))
+from torch_gpt import GPT  # noqa: E402  (bench/train/torch_gpt.py: the train suite's model)
 
 GPT2_124M = {"vocab": 50304, "blockSize": 1024, "layers": 12, "heads": 12, "dim": 768}
 

@@ -358,11 +358,11 @@ export class GPT {
 
   /**
    * Gradients of lossScale * mean loss by parameter name (the optimizer divides lossScale back
-   * out); block scopes are released as they finish.
+   * out); block scopes are released as they finish. `onGrad` hears of each as it is made.
    */
-  backward(p: Params, c: ForwardCache, top: Scope, lossScale = 1): Map<string, TensorData> {
+  backward(p: Params, c: ForwardCache, top: Scope, lossScale = 1, onGrad?: (name: string, g: TensorData) => void): Map<string, TensorData> {
     const Bk = this.B;
-    const grads = new Map<string, TensorData>();
+    const grads = onGrad ? new ReportingMap(onGrad) : new Map<string, TensorData>();
     const { batch } = c;
     const { B: nb, T } = batch;
     const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
@@ -512,5 +512,20 @@ class HeadGrad {
     const dhf = this.top.keep(this.B.cat(this.dhfParts, 0));
     for (const t of this.dhfParts) this.top.drop(t);
     return { dhf, dwteHead: this.dwteHead };
+  }
+}
+
+/**
+ * The gradient map of a data-parallel step: reports each gradient the moment backward sets it,
+ * so its bucket's all-reduce can start while backward goes on (ts/distributed/buckets.ts).
+ */
+class ReportingMap extends Map<string, TensorData> {
+  constructor(private readonly report: (name: string, g: TensorData) => void) {
+    super();
+  }
+  override set(name: string, g: TensorData): this {
+    super.set(name, g);
+    this.report(name, g);
+    return this;
   }
 }

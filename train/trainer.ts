@@ -10,6 +10,8 @@ import { GPT, type Batch, type Dropout } from "./model.js";
 import { initHostParams, paramSpecs, upload, type ParamSpec, type Params } from "./params.js";
 import { adamwUpdate, initOptimState, learningRate, type OptimState } from "./optim.js";
 import type { HostBatch } from "./data.js";
+import type { ProcessGroup } from "../ts/distributed/group.js";
+import { DataParallel, type DdpBackend } from "../ts/distributed/ddp.js";
 
 export interface StepResult {
   step: number;
@@ -33,6 +35,11 @@ export interface TrainerOptions {
   lossScale?: number;
   /** Run steps as a replayed captured batch when the backend can (default: HELIOS_CAPTURE). */
   capture?: boolean;
+  /**
+   * Data parallelism (docs/distributed.md): every rank starts from rank 0's weights and its
+   * gradients are averaged with the other ranks' during backward. Steps run eagerly.
+   */
+  dist?: ProcessGroup;
 }
 
 export class Trainer {
@@ -47,6 +54,8 @@ export class Trainer {
   private cleanSteps = 0;
   private readonly captureWanted: boolean;
   private captured: CapturedStep | null = null;
+  /** Data parallelism (TrainerOptions.dist), or null. */
+  readonly ddp: DataParallel | null = null;
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, readonly optim: OptimConfig, o: TrainerOptions = {}) {
     this.seed = o.seed ?? 1337;
@@ -55,7 +64,12 @@ export class Trainer {
     this.specs = paramSpecs(cfg);
     this.params = upload(B, o.init ?? initHostParams(cfg, this.seed), this.specs);
     this.opt = initOptimState(B, this.specs);
-    this.captureWanted = o.capture ?? readTrainEnv().capture;
+    // A collective cannot sit inside a captured batch yet: data-parallel steps run eagerly.
+    this.captureWanted = !o.dist && (o.capture ?? readTrainEnv().capture);
+    if (o.dist) {
+      this.ddp = new DataParallel(o.dist, B as unknown as DdpBackend, this.specs);
+      this.ddp.broadcastParams(this.params);
+    }
   }
 
   /** Whether step() replays a captured batch (the backend has the capture ops and capture is wanted). */
@@ -93,14 +107,14 @@ export class Trainer {
   }
 
   /** Loss and gradients of one batch (no update); the caller releases `scope`. */
-  lossAndGrads(hb: HostBatch, scope: Scope, train = true): { loss: TensorData; grads: Map<string, TensorData> } {
+  lossAndGrads(hb: HostBatch, scope: Scope, train = true, onGrad?: (name: string, g: TensorData) => void): { loss: TensorData; grads: Map<string, TensorData> } {
     const batch = this.upload(scope, hb);
     const drop: Dropout | null = train && this.cfg.dropout > 0
       ? { p: this.cfg.dropout, seed: this.seed, counter: this.dropCounter }
       : null;
     const fc = this.model.forward(this.params, batch, drop, scope, { headGradScale: this.lossScale });
     if (drop) this.dropCounter = drop.counter;
-    const grads = this.model.backward(this.params, fc, scope, this.lossScale);
+    const grads = this.model.backward(this.params, fc, scope, this.lossScale, onGrad);
     for (const g of grads.values()) scope.keep(g);
     return { loss: fc.loss, grads };
   }
@@ -111,8 +125,13 @@ export class Trainer {
     const t0 = performance.now();
     const scope = new Scope(this.B);
     try {
-      const { loss, grads } = this.lossAndGrads(hb, scope);
-      const up = adamwUpdate(this.B, this.optim, this.specs, this.params, grads, this.opt, this.lossScale);
+      const ddp = this.ddp;
+      const { loss, grads } = this.lossAndGrads(hb, scope, true, ddp ? (n, g) => ddp.grad(n, g) : undefined);
+      // Data parallel: the optimizer takes the gradients averaged over ranks (all ranks then
+      // clip, skip a non-finite step and scale the loss alike).
+      const use = ddp ? ddp.reduced() : grads;
+      if (ddp) for (const g of use.values()) scope.keep(g);
+      const up = adamwUpdate(this.B, this.optim, this.specs, this.params, use, this.opt, this.lossScale);
       if (this.model.matmul16) this.adjustLossScale(up.applied);
       const l = scalar(loss);
       scope.releaseAll();

@@ -1,7 +1,12 @@
 // Standalone entry for the train suite (the same as `helios bench --suite=train`, bench/cli.ts):
-//   node dist/bench/train/cli.js [--tiny] [--steps=N] [--batch=B] [--seq=T] [--no-torch] [--out=perf/train.json] ...
+//   node dist/bench/train/cli.js [--tiny] [--steps=N] [--batch=B] [--seq=T] [--no-torch] [--gpus=N] [--out=perf/train.json] ...
 // Exit status 1 when the parity check ran and failed.
-import { parseTrainSuiteArgs, runTrainSuite } from "./suite.js";
+import { trainSuiteCommand } from "./suite.js";
 
-const r = runTrainSuite(parseTrainSuiteArgs(process.argv.slice(2)));
-process.exit(r.parity.ok === false ? 1 : 0);
+trainSuiteCommand(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error(`train suite: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  },
+);

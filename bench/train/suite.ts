@@ -18,6 +18,8 @@ import { readSafetensors, writeSafetensors, type STensor } from "../../train/saf
 import { Rng } from "../../train/rng.js";
 import { estimateLiveSet } from "../../train/memory.js";
 import { DEFAULT_TEXT } from "../../train/demo.js";
+import type { ProcessGroup } from "../../ts/distributed/group.js";
+import { joinJob, relaunch, shardBatch, takeGpus } from "../../train/dist.js";
 
 export const TINY_SUITE: GPTConfig = { vocab: 512, blockSize: 32, layers: 2, heads: 2, dim: 32, dropout: 0 };
 
@@ -40,6 +42,11 @@ export interface TrainSuiteOptions {
   heliosModes: string;
   optim: OptimConfig;
   log: (s: string) => void;
+  /**
+   * Data parallelism (--gpus=N): `batch` is the global batch, each rank trains on its rows and
+   * rank 0 reports total and per-rank tokens/s (the PyTorch side is not run).
+   */
+  dist?: ProcessGroup | null;
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -77,6 +84,8 @@ export interface SideResult {
    */
   peakLiveBytes?: number;
   estimateBytes?: number;
+  /** Data parallel: each rank's tokens/s (its rows over its median step); tokensPerSec is the total. */
+  perRankTokensPerSec?: number[];
   error?: string;
 }
 
@@ -100,11 +109,14 @@ function side(losses: number[], ms: number[], peak: number, tokens: number): Sid
   return { losses, ms, medianMs: med, firstStepMs: ms[0] ?? null, tokensPerSec: med ? tokens / (med / 1000) : null, peakBytes: peak };
 }
 
+function inputPaths(o: TrainSuiteOptions): { init: string; batches: string } {
+  return { init: path.join(o.workDir, "init.safetensors"), batches: path.join(o.workDir, "batches.safetensors") };
+}
+
 /** The same batches for both sides: windows of the shipped text's bytes (token ids < 256). */
 function writeInputs(o: TrainSuiteOptions): { init: string; batches: string } {
   mkdirSync(o.workDir, { recursive: true });
-  const init = path.join(o.workDir, "init.safetensors");
-  const batches = path.join(o.workDir, "batches.safetensors");
+  const { init, batches } = inputPaths(o);
   const host = initHostParams(o.model, o.seed);
   const t = new Map<string, STensor>();
   for (const s of paramSpecs(o.model)) t.set(s.name, { shape: s.shape, data: host.get(s.name)! });
@@ -133,7 +145,8 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
   // Return what an earlier mode left in the pool to the driver: the pool's peaks restart at a
   // trim, so this mode's figures are its own (parameters and optimizer state included).
   B.purgeBufferPools?.();
-  const tr = new Trainer(B, o.model, o.optim, { init, seed: o.seed, matmul16: mode === "matmul16" });
+  const pg = o.dist ?? null;
+  const tr = new Trainer(B, o.model, o.optim, { init, seed: o.seed, matmul16: mode === "matmul16", dist: pg ?? undefined });
   o.log(`helios ${mode}: ${tr.capturing ? "captured step replayed (HELIOS_CAPTURE=1)" : "eager step"}`);
   const tok = readSafetensors(batchesPath).tensors.get("tokens")!.data as Int32Array;
   const W = o.seq + 1, n = o.batch * o.seq;
@@ -147,17 +160,33 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
       idx.set(tok.subarray(base, base + o.seq), b * o.seq);
       targets.set(tok.subarray(base + 1, base + W), b * o.seq);
     }
-    const r = tr.step({ idx, targets, B: o.batch, T: o.seq });
+    const r = tr.step(shardBatch({ idx, targets, B: o.batch, T: o.seq }, pg?.rank ?? 0, pg?.worldSize ?? 1));
     losses.push(r.loss);
     ms.push(r.ms);
     if (o.steps > 1 && (s < 3 || (s + 1) % 10 === 0)) o.log(`helios ${mode} step ${s + 1}: loss ${r.loss.toFixed(4)}  ${r.ms.toFixed(1)} ms`);
-    if ((performance.now() - t0) / 1000 > o.maxSeconds && s + 1 < o.steps) {
+    // Ranks stop together: the slowest one's time decides, every 10 steps.
+    const elapsed = (performance.now() - t0) / 1000;
+    const late = tr.ddp ? (s + 1) % 10 === 0 && tr.ddp.combine("suite time", [elapsed], ["max"])[0] > o.maxSeconds : elapsed > o.maxSeconds;
+    if (late && s + 1 < o.steps) {
       error = `stopped after ${s + 1} of ${o.steps} steps (--max-seconds=${o.maxSeconds})`;
       break;
     }
   }
   const stats = B.stats?.();
   const pool = stats?.pool;
+  if (tr.ddp && pg) {
+    // the global loss of each step (the mean over ranks), and each rank's throughput
+    const all = pg.allGatherNumbers("suite losses", [...losses, medianWindow(ms) ?? NaN]);
+    for (let i = 0; i < losses.length; i++) losses[i] = all.reduce((a, r) => a + r[i], 0) / all.length;
+    const perRank = all.map((r) => ((o.batch / pg.worldSize) * o.seq) / (r[losses.length] / 1000));
+    o.log(`helios ${mode}: ${pg.worldSize} ranks, tokens/s per rank ${perRank.map((x) => x.toFixed(0)).join(", ")}`);
+    tr.ddp.destroy();
+    const res = side(losses, ms, pool?.peakBytes ?? 0, n);
+    res.perRankTokensPerSec = perRank;
+    for (const t of [...tr.params.values(), ...tr.opt.m.values(), ...tr.opt.v.values()]) B.releaseGpuTensor?.(t);
+    if (error) res.error = error;
+    return res;
+  }
   const res = side(losses, ms, pool?.peakBytes ?? 0, n);
   res.peakLiveBytes = pool?.peakLeasedBytes;
   res.estimateBytes = estimateLiveSet(o.model, o.batch, o.seq, tr.model.matmul16, tr.model.headRows(n)).peak;
@@ -220,6 +249,11 @@ export interface TrainSuiteInput extends Partial<TrainSuiteOptions> {
 export function runTrainSuite(input: TrainSuiteInput = {}): TrainSuiteResult {
   const { tiny, backend, ...rest } = input;
   const o: TrainSuiteOptions = { ...defaultSuiteOptions(tiny ?? false), ...rest };
+  if (o.dist && o.dist.rank !== 0) o.log = () => {};
+  if (o.dist && o.torch) {
+    o.log("train suite: data parallel runs Helios only (the PyTorch side is bench/torch_ddp.py)");
+    o.torch = false;
+  }
   const B = backend ?? asTrainBackend(new HeliosBackend());
   const info = (B as { getDeviceInfo?: () => { deviceName: string; deviceType?: string } }).getDeviceInfo?.();
   if (info) o.log(`device: ${info.deviceName} (${info.deviceType ?? "?"})`);
@@ -227,7 +261,8 @@ export function runTrainSuite(input: TrainSuiteInput = {}): TrainSuiteResult {
 }
 
 /** Parses `--tiny --steps=N --batch=B --seq=T --layers=L --dim=C --heads=H --vocab=V --max-seconds=S
- * --no-torch --torch-modes=a,b --helios-modes=f32,matmul16 --python=P --work-dir=D --out=F`. */
+ * --no-torch --torch-modes=a,b --helios-modes=f32,matmul16 --python=P --work-dir=D --out=F` (--gpus=N:
+ * trainSuiteCommand). */
 export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
   const tiny = args.includes("--tiny");
   const d = defaultSuiteOptions(tiny);
@@ -263,7 +298,10 @@ export function parseTrainSuiteArgs(args: string[]): TrainSuiteInput {
 
 function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
   o.log(`train suite: ${o.model.layers}L/${o.model.dim}/${o.model.heads}h vocab ${o.model.vocab}, ${(paramCount(o.model) / 1e6).toFixed(1)}M params, B ${o.batch}, T ${o.seq}, ${o.steps} steps`);
-  const { init, batches } = writeInputs(o);
+  // One rank writes the shared inputs; the others wait for them.
+  const paths = !o.dist || o.dist.rank === 0 ? writeInputs(o) : inputPaths(o);
+  o.dist?.barrier();
+  const { init, batches } = paths;
   // PyTorch first: it runs in a subprocess that frees the GPU when it exits, while Helios' pool
   // (and a captured step's pinned buffers) stay allocated until this process ends.
   const torch = o.torch ? runTorch(o, init, batches) : {};
@@ -296,10 +334,28 @@ function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
     },
     helios, torch, parity: par,
   };
-  if (o.out) {
+  if (o.out && (!o.dist || o.dist.rank === 0)) {
     mkdirSync(path.dirname(path.resolve(o.out)), { recursive: true });
     writeFileSync(o.out, JSON.stringify(result, null, 1));
     o.log(`wrote ${o.out}`);
   }
   return result;
+}
+
+/**
+ * The suite as a command (`helios bench --suite=train`, bench/train/cli.ts): with --gpus=N outside
+ * a job, the same command as N ranks through the launcher; inside one, this rank's part. Resolves
+ * with the exit status (1 when the parity check ran and failed).
+ */
+export async function trainSuiteCommand(args: string[]): Promise<number> {
+  const { gpus, rest } = takeGpus(args);
+  const input = parseTrainSuiteArgs(rest);
+  const launched = await relaunch(gpus, args);
+  if (launched !== null) return launched;
+  const dist = joinJob(gpus);
+  try {
+    return runTrainSuite({ ...input, dist }).parity.ok === false ? 1 : 0;
+  } finally {
+    dist?.destroy();
+  }
 }

@@ -8,8 +8,8 @@ import { DistError } from "./errors.js";
 import type { ReduceOp, Transport } from "./transport.js";
 
 export interface GradSpec {
-  name: string;
-  shape: number[];
+  readonly name: string;
+  readonly shape: readonly number[];
 }
 
 export interface BucketEntry {

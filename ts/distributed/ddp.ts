@@ -78,10 +78,16 @@ export class DataParallel {
     }
   }
 
-  /** The mean of a host number over ranks (losses for the log). */
-  mean(key: string, v: number): number {
-    const all = this.pg.allGatherNumbers(key, [v]);
-    return all.reduce((a, x) => a + x[0], 0) / all.length;
+  /**
+   * Host numbers combined over ranks, one rendezvous gather for all of them: each value's mean
+   * (losses for the log) or max (the slowest rank's elapsed time), as `ops` says (default mean).
+   */
+  combine(key: string, values: number[], ops: ("mean" | "max")[] = []): number[] {
+    const all = this.pg.allGatherNumbers(key, values);
+    return values.map((_, i) => {
+      const col = all.map((r) => r[i]);
+      return ops[i] === "max" ? Math.max(...col) : col.reduce((a, x) => a + x, 0) / col.length;
+    });
   }
 
   destroy(): void {
