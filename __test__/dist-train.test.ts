@@ -1,7 +1,7 @@
 // Data-parallel training on lavapipe over the test transport: two ranks, each training on half of
 // the global batch with gradients averaged during backward, follow one process that trains on the
 // whole batch — same losses at every step — in the demo (started by `helios launch`) and in the
-// train suite (per-rank and total tokens/s reported).
+// train suite (per-rank and total tokens/s reported); a rank killed mid-training ends the other.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort, parseLaunchArgs, rankEnv } from "../ts/distributed/launch.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const rank = path.join(here, "dist", "train-rank.js");
@@ -63,5 +64,32 @@ test("train suite: 2 ranks match 1 process step by step and report per-rank and 
     assert.ok(two.perRank!.every((x) => x > 0) && two.tokensPerSec! > 0);
   } finally {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test("a rank killed mid-training (SIGKILL, no launcher): the other exits non-zero within seconds, naming it", async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "helios-dist-kill-"));
+  try {
+    const port = await freePort();
+    const o = parseLaunchArgs(["--gpus=2", rank]);
+    const started = [0, 1].map((local) => {
+      const c = spawn(process.execPath, [rank, "suite", "--tiny", "--steps=100000", "--batch=4", "--helios-modes=f32", "--no-torch", `--work-dir=${dir}`], {
+        env: rankEnv(o, local, port), stdio: ["ignore", "pipe", "pipe"],
+      });
+      let err = "";
+      c.stderr.on("data", (d) => (err += d));
+      const done = new Promise<{ code: number | null; err: () => string }>((resolve) => c.on("close", (code) => resolve({ code, err: () => err })));
+      return { c, done };
+    });
+    await new Promise((r) => setTimeout(r, 3000)); // both ranks are training by now
+    const killed = Date.now();
+    started[1].c.kill("SIGKILL");
+    const r0 = await started[0].done;
+    assert.notEqual(r0.code, 0);
+    assert.match(r0.err(), /ERR_HELIOS_DIST_ABORTED|rank 1 disconnected/);
+    assert.match(r0.err(), /rank 1 disconnected from the rendezvous/);
+    assert.ok(Date.now() - killed < 15_000, `rank 0 took ${Date.now() - killed} ms`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -58,7 +58,9 @@ for r in 0 1; do
     --work-dir=/tmp/helios-dist-kill > "$OUT/kill-rank$r.log" 2>&1 &
   pids+=($!)
 done
-for _ in $(seq 1 360); do grep -q "step 10:" "$OUT/kill-rank1.log" && break; sleep 0.5; done
+# rank 0 logs for both (the ranks run in step); kill rank 1 once step 10 is done, mid-way into step 11
+for _ in $(seq 1 360); do grep -q "step 10:" "$OUT/kill-rank0.log" && break; sleep 0.5; done
+sleep 0.05
 killed_at=$(date +%s.%N)
 kill -9 "${pids[1]}" 2>/dev/null
 ( sleep 90; kill -9 "${pids[0]}" 2>/dev/null ) & guard=$!

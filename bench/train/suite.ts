@@ -311,6 +311,8 @@ function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
     try {
       helios[mode] = runHelios(B, o, init, batches, mode);
     } catch (e) {
+      // a lost rank ends the job: no table from what is left
+      if ((e as { code?: string }).code === "ERR_HELIOS_DIST_ABORTED") throw e;
       helios[mode] = { losses: [], ms: [], medianMs: null, firstStepMs: null, tokensPerSec: null, peakBytes: 0, error: String(e instanceof Error ? e.message : e) };
     }
   }
