@@ -14,7 +14,7 @@ fn axpb_matches_cpu_reference() {
     let (src, dst) = rt(|rt| Ok((rt.create_buffer(4000.0, false)?, rt.create_buffer(4000.0, false)?)));
     rt(|rt| {
         rt.upload(src, &f32_bytes(&x), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[src, dst], groups(n), &axpb_push(n, 2.5, -0.5))?;
         let v = rt.submit_batch()?;
         assert!(rt.wait_compute(v, u64::MAX)?);
@@ -36,7 +36,7 @@ fn chain_of_1000_dependent_dispatches() {
     rt(|rt| {
         rt.upload(data, &u32_bytes(&start), 0.0)?;
         rt.upload(a, &f32_bytes(&x), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         for _ in 0..1000 {
             rt.record_dispatch(inc, &[data], groups(n), &n.to_le_bytes())?;
         }
@@ -65,7 +65,7 @@ fn uploads_and_reads_follow_program_order() {
     let (x, y, z) = rt(|rt| Ok((rt.create_buffer(512.0, false)?, rt.create_buffer(512.0, false)?, rt.create_buffer(512.0, false)?)));
     rt(|rt| {
         rt.upload(x, &f32_bytes(&x1), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[x, y], groups(n), &axpb_push(n, 1.0, 0.0))?;
         // x is used by the open batch: this upload is recorded into it, after the dispatch.
         rt.upload(x, &f32_bytes(&x2), 0.0)?;
@@ -93,7 +93,7 @@ fn fill_and_copy_in_program_order() {
     let (a, b) = rt(|rt| Ok((rt.create_buffer(256.0, false)?, rt.create_buffer(256.0, false)?)));
     rt(|rt| {
         rt.fill(a, 0xdead_beef, 0.0, None)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.copy(a, b, 0.0, 64.0, 128.0)?;
         rt.fill(a, 7, 0.0, Some(64.0))?;
         rt.submit_batch()?;
@@ -115,7 +115,7 @@ fn many_batches_in_flight_and_out_of_order_waits() {
     for (i, &b) in bufs.iter().enumerate() {
         rt(|rt| {
             rt.fill(b, i as u32, 0.0, None)?;
-            rt.begin_batch(false)?;
+            rt.begin_batch(false, false)?;
             for _ in 0..=i {
                 rt.record_dispatch(inc, &[b], groups(n), &n.to_le_bytes())?;
             }

@@ -27,7 +27,7 @@ fn leasing_stress_with_batches_in_flight() {
         rt(|rt| {
             let h = rt.lease_buffer(words as f64 * 4.0)?;
             rt.fill(h, step, 0.0, Some(words as f64 * 4.0))?;
-            rt.begin_batch(false)?;
+            rt.begin_batch(false, false)?;
             rt.record_dispatch(inc, &[h], groups(words), &words.to_le_bytes())?;
             rt.submit_batch()?;
             live.push((h, words, step + 1));
@@ -61,7 +61,7 @@ fn released_buffer_is_not_reused_before_its_batch_completes_without_inbatch_reus
     let inc = inc_pipeline();
     let (first, second) = rt(|rt| {
         let h = rt.lease_buffer(4096.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(inc, &[h], groups(1024), &1024u32.to_le_bytes())?;
         rt.release_buffer(h)?;
         // Still in the open batch: a new lease must not get it.
@@ -81,7 +81,7 @@ fn captured_batch_replays_with_new_inputs() {
     let p = axpb_pipeline();
     let (x, y) = rt(|rt| Ok((rt.create_buffer(1024.0, false)?, rt.create_buffer(1024.0, false)?)));
     let graph = rt(|rt| {
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[x, y], groups(n), &axpb_push(n, -2.0, 0.25))?;
         rt.capture_batch()
     });
@@ -112,7 +112,7 @@ fn profile_reports_each_dispatch() {
     let inc = inc_pipeline();
     let (a, b) = rt(|rt| Ok((rt.create_buffer(16384.0, false)?, rt.create_buffer(16384.0, false)?)));
     let value = rt(|rt| {
-        rt.begin_batch(true)?;
+        rt.begin_batch(true, false)?;
         rt.record_dispatch(p, &[a, b], groups(n), &axpb_push(n, 1.0, 0.0))?;
         rt.record_dispatch(inc, &[a], groups(n), &n.to_le_bytes())?;
         rt.record_dispatch(p, &[a, b], groups(n), &axpb_push(n, 1.0, 0.0))?;
@@ -139,7 +139,7 @@ fn create_destroy_churn_holds_steady() {
         rt(|rt| {
             let h = rt.create_buffer(256.0 + (i % 7) as f64 * 4.0, false)?;
             if i % 5000 == 0 {
-                rt.begin_batch(false)?;
+                rt.begin_batch(false, false)?;
                 rt.record_dispatch(inc, &[h], [1, 1, 1], &4u32.to_le_bytes())?;
                 rt.submit_batch()?;
             }
@@ -163,8 +163,8 @@ fn errors_leave_the_batch_usable() {
     rt(|rt| rt.upload(a, &f32_bytes(&random_f32(64, 5)), 0.0));
     assert_eq!(err_code(|rt| rt.record_dispatch(p, &[a, b], groups(n), &axpb_push(n, 1.0, 0.0))), ErrorCode::InvalidArgument);
     assert_eq!(err_code(|rt| rt.submit_batch()), ErrorCode::InvalidArgument);
-    rt(|rt| rt.begin_batch(false));
-    assert_eq!(err_code(|rt| rt.begin_batch(false)), ErrorCode::InvalidArgument);
+    rt(|rt| rt.begin_batch(false, false));
+    assert_eq!(err_code(|rt| rt.begin_batch(false, false)), ErrorCode::InvalidArgument);
     assert_eq!(err_code(|rt| rt.record_dispatch(p, &[a], groups(n), &axpb_push(n, 1.0, 0.0))), ErrorCode::InvalidArgument);
     assert_eq!(err_code(|rt| rt.record_dispatch(p, &[a, b], groups(n), &[0; 8])), ErrorCode::InvalidArgument);
     assert_eq!(err_code(|rt| rt.record_dispatch(p, &[a, b], [1 << 30, 1, 1], &axpb_push(n, 1.0, 0.0))), ErrorCode::OutOfRange);
@@ -203,7 +203,7 @@ fn timeline_waits_and_timeouts() {
     let inc = inc_pipeline();
     let h = rt(|rt| rt.create_buffer((1u32 << 20) as f64, false));
     let v = rt(|rt| {
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         for _ in 0..50 {
             rt.record_dispatch(inc, &[h], groups(1 << 18), &(1u32 << 18).to_le_bytes())?;
         }

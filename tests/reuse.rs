@@ -47,7 +47,7 @@ fn released_buffer_is_reused_in_the_open_batch_in_program_order() {
     let [x, out1, out2] = [0; 3].map(|_| rt(|rt| rt.create_buffer(BYTES, false)));
     rt(|rt| rt.upload(x, &f32_bytes(&input), 0.0));
     let before = stats();
-    rt(|rt| rt.begin_batch(false));
+    rt(|rt| rt.begin_batch(false, false));
     record_chain(p, x, out1, out2);
     rt(|rt| rt.submit_batch());
     let after = stats();
@@ -63,7 +63,7 @@ fn kill_switch_turns_inbatch_reuse_off() {
     let _s = session_with(&[("HELIOS_INBATCH_REUSE", "0")]);
     let p = axpb_pipeline();
     let [x, out1, out2] = [0; 3].map(|_| rt(|rt| rt.create_buffer(BYTES, false)));
-    rt(|rt| rt.begin_batch(false));
+    rt(|rt| rt.begin_batch(false, false));
     record_chain(p, x, out1, out2);
     rt(|rt| rt.submit_batch());
     let s = stats();
@@ -79,7 +79,7 @@ fn upload_fill_and_copy_into_a_reused_buffer_stay_in_program_order() {
     let [x, out1, out2, out3] = [0; 4].map(|_| rt(|rt| rt.create_buffer(BYTES, false)));
     rt(|rt| rt.upload(x, &f32_bytes(&input), 0.0));
     rt(|rt| {
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         let t = rt.lease_buffer(BYTES)?;
         rt.record_dispatch(p, &[x, t], groups(N), &axpb_push(N, 2.0, 1.0))?;
         rt.record_dispatch(p, &[t, out1], groups(N), &axpb_push(N, 3.0, 0.0))?;
@@ -117,7 +117,7 @@ fn buffer_used_by_a_submitted_batch_is_reused_by_the_next_one() {
     rt(|rt| rt.upload(x, &f32_bytes(&input), 0.0));
     for round in 0..20 {
         let first = rt(|rt| {
-            rt.begin_batch(false)?;
+            rt.begin_batch(false, false)?;
             let t = rt.lease_buffer(BYTES)?;
             rt.record_dispatch(p, &[x, t], groups(N), &axpb_push(N, 2.0, 1.0))?;
             // Many reads of t keep the batch busy while the next one is recorded.
@@ -129,7 +129,7 @@ fn buffer_used_by_a_submitted_batch_is_reused_by_the_next_one() {
             Ok(v)
         });
         rt(|rt| {
-            rt.begin_batch(false)?;
+            rt.begin_batch(false, false)?;
             let u = rt.lease_buffer(BYTES)?;
             // Not used by this batch yet: the upload waits for the previous batch (ring or memcpy).
             rt.upload(u, &u32_bytes(&data), 0.0)?;
@@ -152,14 +152,14 @@ fn capture_reuses_inside_itself_and_pins_what_it_reused() {
     let _s = session();
     let p = axpb_pipeline();
     let [x, out1, out2] = [0; 3].map(|_| rt(|rt| rt.create_buffer(BYTES, false)));
-    rt(|rt| rt.begin_batch(false));
+    rt(|rt| rt.begin_batch(false, false));
     record_chain(p, x, out1, out2);
     let graph = rt(|rt| rt.capture_batch());
     let s = stats();
     assert_eq!((s.allocations, s.in_batch_reuses), (1, 1), "{s:?}");
     // The reused buffer is pinned by the capture: other work must not get it.
     let other = rt(|rt| {
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         let h = rt.lease_buffer(BYTES)?;
         rt.fill(h, 0, 0.0, None)?;
         rt.submit_batch()?;
@@ -198,7 +198,7 @@ fn buffer_read_before_written_in_a_batch_is_not_reused_by_it() {
     let konst = random_f32(N as usize, 6);
     let [x, out1, out2] = [0; 3].map(|_| rt(|rt| rt.create_buffer(BYTES, false)));
     let graph = rt(|rt| {
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         let k = rt.lease_buffer(BYTES)?;
         rt.upload(k, &f32_bytes(&konst), 0.0)?;
         rt.record_dispatch(p, &[k, out1], groups(N), &axpb_push(N, 2.0, 0.0))?;

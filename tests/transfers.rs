@@ -39,12 +39,12 @@ fn staged_uploads_keep_program_order_with_dispatches() {
     let v2 = random_f32(n as usize, 32);
     rt(|rt| {
         rt.upload(x, &f32_bytes(&v1), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[x, y], groups(n), &axpb_push(n, 1.0, 0.0))?;
         rt.submit_batch()?;
         // x's last use is in flight: this upload waits for it on the GPU, not on the host.
         rt.upload(x, &f32_bytes(&v2), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[x, z], groups(n), &axpb_push(n, 1.0, 0.0))?;
         rt.submit_batch()?;
         Ok(())
@@ -75,7 +75,7 @@ fn async_reads_snapshot_at_call_time() {
     let v2 = random_f32(n as usize, 42);
     let (in_batch, after_submit) = rt(|rt| {
         rt.upload(x, &f32_bytes(&v1), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[x, y], groups(n), &axpb_push(n, 2.0, 0.0))?;
         let t1 = rt.read_async(y, None, None)?;
         rt.record_dispatch(p, &[x, y], groups(n), &axpb_push(n, 4.0, 0.0))?;
@@ -103,7 +103,7 @@ fn descriptor_pool_fallback_matches_push_descriptors() {
         rt(|rt| {
             rt.upload(a, &f32_bytes(&x), 0.0)?;
             rt.fill(c, 0, 0.0, None)?;
-            rt.begin_batch(false)?;
+            rt.begin_batch(false, false)?;
             for _ in 0..300 {
                 rt.record_dispatch(p, &[a, b], groups(n), &axpb_push(n, 0.5, 1.0))?;
                 rt.record_dispatch(inc, &[c], groups(n), &n.to_le_bytes())?;
@@ -135,7 +135,7 @@ fn specialization_constants_and_subgroup_size() {
     let (a, b) = rt(|rt| Ok((rt.create_buffer(400.0, false)?, rt.create_buffer(400.0, false)?)));
     rt(|rt| {
         rt.upload(a, &f32_bytes(&x), 0.0)?;
-        rt.begin_batch(false)?;
+        rt.begin_batch(false, false)?;
         rt.record_dispatch(p, &[a, b], groups(n), &n.to_le_bytes())?;
         rt.submit_batch()?;
         Ok(())
