@@ -18,7 +18,7 @@ import { fromF16Array } from "../ts/f16.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
 
-interface Case { bh: number; T: number; D: number; stages: 1 | 2; pShared?: boolean; cap?: number }
+interface Case { bh: number; T: number; D: number; pShared?: boolean; cap?: number }
 
 function upload(rt: InterpRuntime, data: ArrayBufferView): number {
   const h = rt.createBuffer(data.byteLength);
@@ -47,14 +47,14 @@ function check(c: Case): void {
   ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
   const out = () => rt.createBuffer(bh * T * D * 2);
   const [dq, dk, dv] = [out(), out(), out()];
-  const variant: FlashBwdCmVariant = { D, stages: c.stages, pShared: c.pShared, softCap: cap > 0 };
+  const variant: FlashBwdCmVariant = { D, pShared: c.pShared, softCap: cap > 0 };
   const push = packPush(FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1 });
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, bh, 1];
   rt.beginBatch();
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
   rt.submitBatch(); // the interpreter runs dispatches as they are recorded
-  const tag = `bh=${bh} T=${T} D=${D} stages=${c.stages}${c.pShared ? " pShared" : ""}${cap ? ` cap=${cap}` : ""}`;
+  const tag = `bh=${bh} T=${T} D=${D}${c.pShared ? " pShared" : ""}${cap ? ` cap=${cap}` : ""}`;
   for (const [name, h, want] of [["dQ", dq, ref.dQ], ["dK", dk, ref.dK], ["dV", dv, ref.dV]] as const) {
     const got = fromF16Array(new Uint16Array(rt.readBuffer(h)));
     let worst = 0, scaleRef = 0;
@@ -70,21 +70,21 @@ function check(c: Case): void {
 }
 
 for (const c of <Case[]>[
-  { bh: 2, T: 128, D: 64, stages: 1 },
-  { bh: 3, T: 64, D: 32, stages: 2 },
-  { bh: 1, T: 192, D: 16, stages: 2 },
-  { bh: 1, T: 192, D: 32, stages: 1 },
-  { bh: 1, T: 128, D: 48, stages: 1, pShared: true },
+  { bh: 2, T: 128, D: 64 },
+  { bh: 3, T: 64, D: 32 },
+  { bh: 1, T: 192, D: 16 },
+  { bh: 1, T: 192, D: 32 },
+  { bh: 1, T: 128, D: 48, pShared: true },
   // soft-capped scores (Alpha's default attention): a cap the scores reach, both P/dS paths
-  { bh: 2, T: 128, D: 64, stages: 1, cap: 0.7 },
-  { bh: 1, T: 64, D: 32, stages: 2, pShared: true, cap: 0.5 },
+  { bh: 2, T: 128, D: 64, cap: 0.7 },
+  { bh: 1, T: 64, D: 32, pShared: true, cap: 0.5 },
 ]) {
   test(`flash backward on cooperative matrices ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(c));
 }
 
 test("flash backward on cooperative matrices applies to f16, T % 64 == 0, D % 16 == 0 (<= 64), 32-wide subgroups, with or without softCap", () => {
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
-  const s1 = { stages: 1 } as const, s2 = { stages: 2 } as const;
+  const s1 = {} as const;
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, false), true);
   assert.equal(flashBwdCmApplies(dev, s1, "f32", 1024, 64, false), false);
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1000, 64, false), false);
@@ -93,9 +93,9 @@ test("flash backward on cooperative matrices applies to f16, T % 64 == 0, D % 16
   assert.equal(flashBwdCmApplies(dev, s1, "f16", 1024, 64, true), true);
   assert.equal(flashBwdCmApplies({ ...dev, subgroupSize: 64 }, s1, "f16", 1024, 64, false), false);
   assert.equal(flashBwdCmApplies({ ...dev, coopMatSupported: false }, s1, "f16", 1024, 64, false), false);
-  // two stages of 64-row Q and dO tiles at D = 64 need more than 48 KiB; at D = 32 they fit
-  assert.equal(flashBwdCmApplies(dev, s2, "f16", 1024, 64, false), false);
-  assert.equal(flashBwdCmApplies(dev, s2, "f16", 1024, 32, false), true);
+  // one stage of 64-row Q and dO tiles and the lse / Di columns at D = 64: 32 KiB
+  assert.equal(flashBwdCmApplies({ ...dev, maxSharedMemoryBytes: 32 * 1024 }, s1, "f16", 1024, 64, false), true);
+  assert.equal(flashBwdCmApplies({ ...dev, maxSharedMemoryBytes: 24 * 1024 }, s1, "f16", 1024, 64, false), false);
 });
 
 test("flashAttentionBackward runs the tensor-core flash kernels on a cooperative-matrix device and matches float64 (HELIOS_ATTN_BWD=auto)", () => {

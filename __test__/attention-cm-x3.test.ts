@@ -60,11 +60,11 @@ function inputs(c: Case, seed: number): Sample[] {
 }
 
 const fwdCases: [Omit<FlashCmAccVariant, "D" | "softCap" | "split">, Case][] = [
-  [{ nsg: 4, stages: 1, v128: true, skipMasked: true, lpt: true }, { bh: 2, T: 128, D: 64, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 1, bc: 32, v128: true, skipMasked: true, lpt: true }, { bh: 2, T: 128, D: 32, cap: 0 }],
-  [{ nsg: 4, stages: 2, bc: 32, v128: true, skipMasked: true, lpt: true }, { bh: 1, T: 192, D: 64, cap: 2.5 }],
-  [{ nsg: 8, stages: 1, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 1, bc: 32, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
+  [{ nsg: 4 }, { bh: 2, T: 128, D: 64, cap: 0, growing: true }],
+  [{ nsg: 4, bc: 32 }, { bh: 2, T: 128, D: 32, cap: 0 }],
+  [{ nsg: 4, bc: 32 }, { bh: 1, T: 192, D: 64, cap: 2.5 }],
+  [{ nsg: 8, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
+  [{ nsg: 4, bc: 32, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
 ];
 for (const [w, c] of fwdCases) {
   const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0, split: true };
@@ -110,7 +110,7 @@ for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: num
     ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
     const out = () => rt.createBuffer(c.bh * c.T * c.D * 4);
     const [dq, dk, dv] = [out(), out(), out()];
-    const variant = { D: c.D, stages: 1 as const, pShared: c.pShared, split: true, softCap: cap > 0 };
+    const variant = { D: c.D, pShared: c.pShared, split: true, softCap: cap > 0 };
     const push = packPush(FA_PUSH, { T: c.T, scale, cap: cap > 0 ? cap : 1 });
     const groups: [number, number, number] = [c.T / FLASH_BWD_CM_ROWS, c.bh, 1];
     rt.beginBatch();
@@ -125,20 +125,20 @@ for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: num
 
 test("the x3 kernels apply to f32 only, within 48 KiB; auto picks them for f32 on cooperative-matrix devices", () => {
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
-  const fw = { D: 64, nsg: 4, stages: 1, bc: 32, split: true } as const;
+  const fw = { D: 64, nsg: 4, bc: 32, split: true } as const;
   assert.ok(flashCmAccApplies(dev, fw, "f32", 1024));
   assert.ok(!flashCmAccApplies(dev, fw, "f16", 1024));
   assert.ok(flashCmAccApplies(dev, { ...fw, bc: 64 }, "f32", 1024), "64-key hi/lo tiles fit one stage at D=64");
-  assert.ok(!flashCmAccApplies(dev, { ...fw, bc: 64, stages: 2 }, "f32", 1024), "two stages of 64-key hi/lo tiles exceed 48 KiB");
+  assert.ok(!flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32 * 1024 }, { ...fw, bc: 64 }, "f32", 1024), "64-key hi/lo tiles exceed 32 KiB");
   assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "x3-w8s1-k32x");
   assert.equal(pickFlashFwd("auto", dev, "f32", 64, 64).name, "x3-w4s1-k32x", "T=64 is not a multiple of 8 subgroups' 128 rows");
   assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1-x");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f32", 1024, 64).name, "simt");
-  assert.equal(pickFlashFwd("x3-w4s1-x", dev, "f16", 1024, 64).name, "acc-w4s1-x", "an x3 kernel named for f16 falls back in auto order");
-  assert.ok(flashBwdCmApplies(dev, { stages: 1, split: true }, "f32", 1024, 64, false));
-  assert.ok(!flashBwdCmApplies(dev, { stages: 1, split: true }, "f16", 1024, 64, false));
-  assert.ok(flashBwdCmApplies(dev, { stages: 1, split: true }, "f32", 1024, 64, true), "softCap served too");
-  assert.ok(!flashBwdCmApplies(dev, { stages: 2, split: true }, "f32", 1024, 64, false), "two stages of four hi/lo tiles exceed 48 KiB");
+  assert.equal(pickFlashFwd("x3-w4s1-k32x", dev, "f16", 1024, 64).name, "acc-w4s1-x", "an x3 kernel named for f16 falls back in auto order");
+  assert.ok(flashBwdCmApplies(dev, { split: true }, "f32", 1024, 64, false));
+  assert.ok(!flashBwdCmApplies(dev, { split: true }, "f16", 1024, 64, false));
+  assert.ok(flashBwdCmApplies(dev, { split: true }, "f32", 1024, 64, true), "softCap served too");
+  assert.ok(!flashBwdCmApplies({ ...dev, maxSharedMemoryBytes: 24 * 1024 }, { split: true }, "f32", 1024, 64, false), "four hi/lo tiles exceed 24 KiB");
 });
 
 test("HeliosBackend runs f32 flash attention forward and backward on the x3 kernels of a cooperative-matrix device, to f32 accuracy", () => {

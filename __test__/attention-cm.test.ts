@@ -1,5 +1,5 @@
-// The cooperative-matrix flash attention forwards (flash_fwd_cm, flash_fwd_cmacc) run by the
-// kernel interpreter against naive attention: lavapipe has no cooperative matrices, so this is
+// The cooperative-matrix flash attention forward (flash_fwd_cmacc) run by the kernel interpreter
+// against naive attention: lavapipe has no cooperative matrices, so this is
 // where their tiling, causal masks, online / lazy softmax across tiles, the slow rescale path,
 // both P conversions and the lane reductions are checked. Every description also goes through the
 // native validator and assembler when the addon is built (InterpRuntime.compileKernel).
@@ -8,7 +8,6 @@ import assert from "node:assert/strict";
 import { InterpRuntime } from "./support/interp-runtime.js";
 import { Rng, randTensor, sampleOf } from "./harness.js";
 import * as N from "./ref/nn.js";
-import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "../ts/kernels/attention-cm.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "../ts/kernels/attention-cm-acc.js";
 import { packPush } from "../ts/kernels/common.js";
 import { FLASH_FWD, pickFlashFwd } from "../ts/kernels/attention-variants.js";
@@ -52,64 +51,43 @@ function check(label: string, desc: KernelDesc, rows: number, c: Case): void {
   if (process.env.HELIOS_TEST_VERBOSE) console.log(`${label} errors: output ${worst}, lse ${worstL}`);
 }
 
-for (const c of [{ bh: 1, T: 128, D: 64, cap: 0 }, { bh: 2, T: 64, D: 32, cap: 0 }, { bh: 1, T: 128, D: 16, cap: 2.5 }]) {
-  test(`flash_fwd_cm bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap} matches naive attention (interpreter)`, () => {
-    check("flash_fwd_cm", flashFwdCmKernel({ D: c.D, softCap: c.cap > 0 }), FA_CM_ROWS, c);
-  });
-}
-
+// The shipped kernels (one stage, 128-bit copies, masked fragments skipped, longest blocks first)
+// with 4 or 8 subgroups and 64- or 32-key tiles; the shared-memory P path (pShared: the fallback
+// where the accumulator and A layouts differ) and two row blocks per subgroup (rb) on top.
 const accCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
-  [{ nsg: 4, stages: 2 }, { bh: 2, T: 128, D: 64, cap: 0 }],
-  [{ nsg: 4, stages: 2 }, { bh: 1, T: 192, D: 32, cap: 2.5 }],
-  [{ nsg: 4, stages: 2 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 2 }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
-  [{ nsg: 4, stages: 1 }, { bh: 2, T: 128, D: 16, cap: 0 }],
-  [{ nsg: 8, stages: 1 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
-  [{ nsg: 8, stages: 2 }, { bh: 1, T: 128, D: 32, cap: 1.5 }],
-  [{ nsg: 8, stages: 2 }, { bh: 1, T: 128, D: 64, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 2, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 2, rb: 2 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 2, rb: 2 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
-  [{ nsg: 4, stages: 2, bc: 32 }, { bh: 1, T: 128, D: 32, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 1, rb: 2, bc: 32 }, { bh: 1, T: 128, D: 16, cap: 2.5 }],
-  [{ nsg: 4, stages: 1, bc: 32 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
-  [{ nsg: 8, stages: 1, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 1.5 }],
-  [{ nsg: 4, stages: 2, rb: 2, bc: 32, pShared: true }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
-  [{ nsg: 4, stages: 1, v128: true }, { bh: 2, T: 128, D: 48, cap: 0 }],
-  [{ nsg: 4, stages: 1, skipMasked: true }, { bh: 1, T: 192, D: 32, cap: 2.5, growing: true }],
-  [{ nsg: 4, stages: 1, lpt: true }, { bh: 2, T: 128, D: 16, cap: 0 }],
-  [{ nsg: 4, stages: 1, v128: true, skipMasked: true, lpt: true }, { bh: 3, T: 128, D: 64, cap: 0, growing: true }],
-  [{ nsg: 8, stages: 1, v128: true, skipMasked: true, lpt: true }, { bh: 2, T: 256, D: 16, cap: 1.5 }],
-  [{ nsg: 4, stages: 1, rb: 2, v128: true, skipMasked: true, lpt: true }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
-  [{ nsg: 4, stages: 2, rb: 2, bc: 32, v128: true, skipMasked: true, lpt: true }, { bh: 2, T: 128, D: 32, cap: 2.5 }],
+  [{ nsg: 4 }, { bh: 2, T: 128, D: 64, cap: 0 }],
+  [{ nsg: 4 }, { bh: 1, T: 192, D: 32, cap: 2.5 }],
+  [{ nsg: 4 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
+  [{ nsg: 4 }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
+  [{ nsg: 4 }, { bh: 2, T: 128, D: 48, cap: 0 }],
+  [{ nsg: 4 }, { bh: 3, T: 128, D: 64, cap: 0, growing: true }],
+  [{ nsg: 8 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
+  [{ nsg: 8 }, { bh: 2, T: 256, D: 16, cap: 1.5 }],
+  [{ nsg: 8 }, { bh: 1, T: 128, D: 64, cap: 0, growing: true }],
+  [{ nsg: 4, bc: 32 }, { bh: 1, T: 192, D: 32, cap: 0, growing: true }],
+  [{ nsg: 8, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 1.5 }],
+  [{ nsg: 4, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
+  [{ nsg: 4, bc: 32, pShared: true }, { bh: 1, T: 128, D: 32, cap: 0, scale: 1.5 }],
+  [{ nsg: 4, rb: 2 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
+  [{ nsg: 4, rb: 2, bc: 32 }, { bh: 2, T: 128, D: 32, cap: 2.5 }],
 ];
 for (const [w, c] of accCases) {
   const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0 };
-  const tag = `w${v.nsg} s${v.stages} r${v.rb ?? 1} k${v.bc ?? 64}${v.pShared ? " P via shared" : ""}${v.v128 ? " v128" : ""}${v.skipMasked ? " skip" : ""}${v.lpt ? " lpt" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
+  const tag = `w${v.nsg} r${v.rb ?? 1} k${v.bc ?? 64}${v.pShared ? " P via shared" : ""} bh=${c.bh} T=${c.T} D=${c.D} softCap=${c.cap}${c.scale ? ` scale=${c.scale}` : ""}${c.growing ? " growing keys" : ""}`;
   test(`flash_fwd_cmacc ${tag} matches naive attention (interpreter)`, () => {
     check(`flash_fwd_cmacc ${tag}`, flashFwdCmAccKernel(v), flashCmAccRows(v), c);
   });
 }
 
-test("flash_fwd_cm applies only to f16, T % 64 == 0, D % 16 == 0 (<= 64), coopmat with 32-wide subgroups", () => {
-  const dev = { coopMatSupported: true, subgroupSize: 32 };
-  assert.ok(flashCmApplies(dev, "f16", 1024, 64));
-  assert.ok(!flashCmApplies(dev, "f32", 1024, 64));
-  assert.ok(!flashCmApplies(dev, "f16", 1000, 64));
-  assert.ok(!flashCmApplies(dev, "f16", 1024, 72));
-  assert.ok(!flashCmApplies({ coopMatSupported: false, subgroupSize: 32 }, "f16", 1024, 64));
-  assert.ok(!flashCmApplies({ coopMatSupported: true, subgroupSize: 64 }, "f16", 1024, 64));
-});
-
 test("flash_fwd_cmacc applies to f16, T % rows == 0, D % 16 == 0 (<= 64), within shared memory", () => {
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
-  const w4 = { D: 64, nsg: 4, stages: 2 } as const, w8 = { D: 64, nsg: 8, stages: 2 } as const;
+  const w4 = { D: 64, nsg: 4 } as const, w8 = { D: 64, nsg: 8 } as const;
   assert.ok(flashCmAccApplies(dev, w4, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, w4, "f16", 1000));
-  assert.ok(!flashCmAccApplies(dev, { ...w4, nsg: 8 }, "f16", 192));
-  assert.ok(flashCmAccApplies(dev, w8, "f16", 1024), "8 subgroups with 2 stages at D=64 take exactly 48 KiB");
-  assert.ok(!flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32768 }, w8, "f16", 1024));
-  assert.ok(flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32768 }, { ...w8, stages: 1 }, "f16", 1024));
+  assert.ok(!flashCmAccApplies(dev, w8, "f16", 192));
+  assert.ok(flashCmAccApplies(dev, w8, "f16", 1024));
+  assert.ok(flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 24576 }, w4, "f16", 1024), "4 subgroups at D=64 take exactly 24 KiB");
+  assert.ok(!flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 24576 }, w8, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, { ...w4, D: 80 }, "f16", 1024));
   assert.ok(!flashCmAccApplies(dev, w4, "f32", 1024));
   assert.ok(!flashCmAccApplies({ ...dev, subgroupSize: 64 }, w4, "f16", 1024));
@@ -118,20 +96,19 @@ test("flash_fwd_cmacc applies to f16, T % rows == 0, D % 16 == 0 (<= 64), within
 test("HELIOS_FLASH_VARIANT picks the forward kernel; one that cannot serve falls back in auto order", async () => {
   const { readConfig } = await import("../ts/config.js");
   assert.equal(readConfig({}).flashVariant, "auto");
-  assert.equal(readConfig({ HELIOS_FLASH_VARIANT: "cm" }).flashVariant, "cm");
+  assert.equal(readConfig({ HELIOS_FLASH_VARIANT: "simt" }).flashVariant, "simt");
   assert.throws(() => readConfig({ HELIOS_FLASH_VARIANT: "fast" }), /HELIOS_FLASH_VARIANT=fast: expected one of auto/);
+  // the kernels that lost to the shipped ones are gone (bench/FLASH_NOTES.md)
+  assert.throws(() => readConfig({ HELIOS_FLASH_VARIANT: "cm" }), /HELIOS_FLASH_VARIANT=cm: expected one of auto/);
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
   assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1-x");
-  assert.equal(pickFlashFwd("cm", dev, "f16", 1024, 64).name, "cm");
-  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 1024, 64).name, "acc-w8s1");
-  assert.equal(pickFlashFwd("acc-w8s1", dev, "f16", 64, 64).name, "acc-w4s1-x", "T=64 is not a multiple of 128 rows");
-  assert.equal(pickFlashFwd("acc-w8s2", dev, "f16", 192, 64).name, "acc-w4s1-x", "T=192 is not a multiple of 128 rows");
-  assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 32768 }, "f16", 1024, 64).name, "acc-w4s1-x", "the one-stage kernel (24 KiB) fits 32 KiB at D=64");
-  assert.equal(pickFlashFwd("acc-w8s2", { ...dev, maxSharedMemoryBytes: 16384 }, "f16", 1024, 64).name, "simt", "no tensor-core kernel fits 16 KiB at D=64");
+  assert.equal(pickFlashFwd("simt", dev, "f16", 1024, 64).name, "simt");
+  assert.equal(pickFlashFwd("x3-w4s1-k32x", dev, "f32", 1024, 64).name, "x3-w4s1-k32x");
+  assert.equal(pickFlashFwd("x3-w8s1-k32x", dev, "f32", 64, 64).name, "x3-w4s1-k32x", "T=64 is not a multiple of 128 rows");
+  assert.equal(pickFlashFwd("acc-w4s1-x", dev, "f32", 1024, 64).name, "x3-w8s1-k32x", "f32 takes the split (x3) kernels");
+  assert.equal(pickFlashFwd("acc-w4s1-x", { ...dev, maxSharedMemoryBytes: 16384 }, "f16", 1024, 64).name, "simt", "no tensor-core kernel fits 16 KiB at D=64");
   assert.equal(pickFlashFwd("auto", dev, "f16", 1000, 64).name, "simt");
-  assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "x3-w8s1-k32x", "f32 takes the split (x3) kernels");
+  assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "x3-w8s1-k32x");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f16", 1024, 64).name, "simt");
   for (const c of Object.values(FLASH_FWD)) assert.ok(c.build("f16", 64, false).name.startsWith("flash_fwd"));
-  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 1024, 64).name, "acc-w4s2-r2");
-  assert.equal(pickFlashFwd("acc-w4s2-r2", dev, "f16", 64, 64).name, "acc-w4s1-x", "64 rows < one 128-row block");
 });

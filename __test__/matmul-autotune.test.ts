@@ -55,9 +55,9 @@ test("a candidate that fails the correctness gate is never chosen", () => {
 
 test("HELIOS_MATMUL_VARIANT forces, HELIOS_AUTOTUNE=0 uses the default", () => {
   const rt = new InterpRuntime();
-  const forced = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "simt_128x128_8x8", HELIOS_CACHE_DIR: "/nonexistent" }) });
+  const forced = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_MATMUL_VARIANT: "simt_128x128_8x16_t128_sm", HELIOS_CACHE_DIR: "/nonexistent" }) });
   assert.equal(forced.source, "forced");
-  assert.equal(forced.plan.variant, "simt_128x128_8x8");
+  assert.equal(forced.plan.variant, "simt_128x128_8x16_t128_sm");
   const dflt = chooseMatmul(rt, PROB, { config: readMatmulConfig({ HELIOS_AUTOTUNE: "0" }) });
   assert.equal(dflt.source, "default");
   assert.equal(rt.dispatches, 0);
@@ -87,7 +87,7 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   const names = (p: Parameters<typeof normalize>[0]) => candidateVariants(normalize(p), caps).map((v) => v.name);
   const f32acc = names({ m: 4096, n: 4096, k: 4096, dtype: "f16" });
   for (const v of ["cm_128x256x16_w2x4_v128_pf2", "cm_128x256x32_w2x4_v128_s1", "cm_256x128x32_w4x2_v128_s1", "cm_128x128x64_w2x4_v128_s1", "cm_128x256x16_w2x4"]) assert.ok(f32acc.includes(v), v);
-  for (const v of ["cm_128x256x16_w2x4_v128", "cm_128x128x32_w2x4_v128_pf2", "cm_128x256x16_w2x2_v128_pf2", "cm_128x128x32_w2x4_v128_irloops"]) assert.ok(!f32acc.includes(v), v);
+  assert.ok(!f32acc.includes("cm_128x256x16_w2x2"), "4×8 accumulators per subgroup: f16 accumulation only");
   assert.ok(names({ m: 4096, n: 4096, k: 4096, dtype: "f16", accF16: true }).includes("cm_256x256x32_w4x2_v128_s1"));
   // HELIOS_AUTOTUNE=0: run 15's fastest tile for shapes that fill the GPU with 128×256 tiles
   assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f16" }), caps).name, "cm_128x256x32_w2x4_v128_s1");
@@ -97,16 +97,14 @@ test("the H100-run-15 winners are tuning candidates (f16-accumulator-only tiles 
   const dW = names({ m: 768, n: 768, k: 16384, dtype: "f16", transA: true });
   for (const v of ["cm_128x128x32_w2x2_v128_s1", "cm_128x128x32_w2x2_v128_s1_sk4", "cm_128x128x32_w2x2_v128_s1_sk8"]) assert.ok(dW.includes(v), v);
   assert.ok(!names({ m: 4096, n: 4096, k: 4096, dtype: "f16" }).some((v) => v.includes("_sk")));
-  // f32: the presplit twins of the tuned bf16 tiles race SIMT and the in-kernel split (not the
-  // untuned tiles' twins); split-K is sized on the tripled K
+  // f32: the presplit twins of the bf16 tiles race SIMT and the in-kernel split; split-K is sized
+  // on the tripled K
   const f32 = names({ m: 4096, n: 4096, k: 4096, dtype: "f32" });
   for (const v of ["x3_cm_128x256x32_w2x4_v128_s1", "x3_cm_128x128x32_w2x2_v128_s1", "simt_128x128_8x8_sm", "simt_128x128_8x16_t128_sm", "cm3_64x64x32_w2x2"]) assert.ok(f32.includes(v), v);
-  // the SIMT tile before mid-tile staging is the forced control only
-  assert.ok(!f32.includes("simt_128x128_8x8"));
   const simtCaps = { ...caps, coopMatSupported: false };
   assert.equal(defaultVariant(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), simtCaps).name, "simt_128x128_8x8_sm");
   assert.match(defaultVariant(normalize({ m: 256, n: 256, k: 4096, dtype: "f32" }), simtCaps).name, /^simt_64x64_4x4(_sk\d+)?$/);
-  assert.ok(!f32.includes("x3_cm_128x256x16_w2x4_v128"));
+  assert.ok(!f32.some((v) => v.includes("_kp")), "no pair-staged presplit twin in the race");
   assert.ok(!f32.some((v) => v.startsWith("cm_")), "no f16-tile (low-precision) f32 candidates");
   assert.ok(names({ m: 768, n: 768, k: 16384, dtype: "f32", transA: true }).includes("x3_cm_128x128x32_w2x2_v128_s1_sk4"));
   assert.ok(!candidateVariants(normalize({ m: 4096, n: 4096, k: 4096, dtype: "f32" }), caps, { presplit: false }).some((v) => v.kind === "presplit"));

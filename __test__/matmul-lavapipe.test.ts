@@ -37,8 +37,8 @@ test("matmul variants on the device vs fp64", { timeout: 300_000 }, async (t) =>
     return;
   }
   const caps = capsOf(rt.getDeviceInfo());
-  const names = ["simt_64x64_4x4", "simt_128x128_8x8", "simt_128x128_8x8_sm", "simt_128x128_8x16_t128_sm", "simt_64x64_4x4_sk4"];
-  if (caps.coopMatSupported) names.push("cm_64x64x32_w2x2", "cm_128x128x32_w2x2", "cmd_64x64_w2x2");
+  const names = ["simt_64x64_4x4", "simt_128x128_8x8_sm", "simt_128x128_8x16_t128_sm", "simt_64x64_4x4_sk4"];
+  if (caps.coopMatSupported) names.push("cm_64x64x32_w2x2", "cm_128x128x32_w2x4");
   const rows = checkVariants(rt, caps, {
     variants: names.map(variantByName),
     modes: [{ name: "f32", dtype: "f32" }, { name: "f16", dtype: "f16" }],

@@ -11,6 +11,8 @@ import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { streamKSchedule, unitRange } from "../ts/kernels/matmul/streamk.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
+// the stream-K twin of the small 64×64 tile, which the interpreter can afford
+import "../lab/matmul-variants.js";
 
 test("stream-K schedule: whole waves data-parallel, the rest shared out, every unit in exactly one range", () => {
   assert.equal(streamKSchedule(264, 132), null);

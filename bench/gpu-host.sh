@@ -78,7 +78,7 @@ case "$part" in
     # Tensor-core flash forwards: correctness (and the acc/A lane layout), registers and spills
     # per variant, then all variants timed beside PyTorch sdpa.
     run coop-tests 150 node dist/bench/coop-tests.js
-    HELIOS_PIPELINE_STATS=1 run kernel-stats 90 node dist/bench/kernel-stats.js --match='^backend/flash_fwd_cm(acc)?/d64\w*$' --out="$work/kernel-stats.json"
+    HELIOS_PIPELINE_STATS=1 run kernel-stats 90 node dist/bench/kernel-stats.js --match='^backend/flash_fwd_cmacc/d64\w*$' --out="$work/kernel-stats.json"
     run flash 150 node dist/bench/flash.js ${FLASH_ARGS:-} --out="$work/flash.json"
     ;;
   clocks)

@@ -6,7 +6,8 @@ import { candidateVariants, isLowPrecision, planMatmul, unsupported, type Matmul
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { tolerance } from "../ts/kernels/matmul/reference.js";
 import { precompilePlans, runPlan } from "../ts/kernels/matmul/run.js";
-import { VARIANTS, type VariantSpec } from "../ts/kernels/matmul/variants.js";
+import { VARIANTS, variantByName, type VariantSpec } from "../ts/kernels/matmul/variants.js";
+import { F32TC_TILE } from "../lab/matmul-variants.js";
 
 export interface CheckCase {
   name: string;
@@ -80,10 +81,10 @@ export interface CheckRow {
   ms?: number;
 }
 
-/** Every base variant, plus split-K on one SIMT and two coopmat tiles. */
+/** Every shipped base variant, split-K on one SIMT and two coopmat tiles, and the f32tc suite's lab tile. */
 export function defaultCheckVariants(): VariantSpec[] {
-  const extra = new Set(["simt_64x64_4x4_sk4", "cm_64x64x32_w2x2_sk4", "cm_128x128x32_w2x2_sk4"]);
-  return [...VARIANTS.values()].filter((v) => v.splits === 1 || extra.has(v.name));
+  const extra = new Set(["simt_64x64_4x4_sk4", "cm_64x64x32_w2x2_sk4", "cm_128x128x32_w2x2_v128_s1_sk4"]);
+  return [...[...VARIANTS.values()].filter((v) => v.splits === 1 || extra.has(v.name)), variantByName(F32TC_TILE)];
 }
 
 /** Variants whose kernels the check compiles together (see precompilePlans). */
@@ -121,10 +122,9 @@ export function checkVariants(
   const modes = opts.modes ?? DTYPE_MODES;
   // Order, so that a time budget cuts the least important: first, in every mode, the variants the
   // tuner or the perf suites can pick (candidates at the suite shapes, and the forced f32tc tile);
-  // then the rest, mode by mode; workgroup-scope (coopmat2) variants last of all: they exercise
-  // the least-travelled driver path, and a device loss there must not cost the rest of the sweep.
+  // then the rest, mode by mode.
   const picks = (mode: DtypeMode): Set<string> => {
-    const s = new Set<string>(mode.dtype === "f32" ? ["cm_128x128x32_w2x2"] : []);
+    const s = new Set<string>(mode.dtype === "f32" ? [F32TC_TILE] : []);
     for (const size of [2048, 4096, 8192]) {
       const np = normalize({ m: size, n: size, k: size, dtype: mode.dtype, accF16: mode.accF16 });
       for (const v of candidateVariants(np, caps)) s.add(v.name);
@@ -132,9 +132,8 @@ export function checkVariants(
     return s;
   };
   const passes: [DtypeMode, VariantSpec[]][] = [];
-  for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => v.kind !== "coop2" && pk.has(v.name))]); }
-  for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => v.kind !== "coop2" && !pk.has(v.name))]); }
-  for (const mode of modes) passes.push([mode, variants.filter((v) => v.kind === "coop2")]);
+  for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => pk.has(v.name))]); }
+  for (const mode of modes) { const pk = picks(mode); passes.push([mode, variants.filter((v) => !pk.has(v.name))]); }
   const cases = opts.cases ?? CHECK_CASES;
   for (const [mode, group] of passes) {
     if (group.length === 0) continue;

@@ -25,6 +25,7 @@ import { variantByName, type VariantSpec } from "../ts/kernels/matmul/variants.j
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { biasActKernel } from "./bias-act.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
+import { F32TC_TILE } from "../lab/matmul-variants.js";
 
 export interface GpuRunOptions {
   outDir: string;
@@ -122,7 +123,7 @@ export async function runMatmulGpu(rt: MatmulRuntime, o: GpuRunOptions): Promise
     ["bf16", ["--dtype=bfloat16"]],
     ["f32", ["--dtype=float32"]],
     ["f16acc16", ["--dtype=float16", "--accF16=true"]],
-    ["f32tc", ["--dtype=float32", "--variant=cm_128x128x32_w2x2"]],
+    ["f32tc", ["--dtype=float32", `--variant=${F32TC_TILE}`]],
   ];
   for (const [name, extra] of phase === "fused" ? [] : suites) {
     const so = parseBenchArgs([
@@ -182,14 +183,13 @@ function variantSweep(rt: MatmulRuntime, caps: ReturnType<typeof capsOf>, quick:
   ];
   for (const prob of probs) {
     const np = normalize(prob);
-    // coopmat2 candidates last (see matmul-check.ts)
     const cands = only
       ? only.map(variantByName).filter((v) => fitsMode(v, np.accF16) && !unsupported(v, np, caps))
-      : candidateVariants(np, caps, { includeCoop2: true });
+      : candidateVariants(np, caps);
     if (cands.length === 0) continue;
     const fx = new MatmulFixture(rt, np, 9);
     try {
-      for (const v of [...cands.filter((c) => c.kind !== "coop2"), ...cands.filter((c) => c.kind === "coop2")]) {
+      for (const v of cands) {
         try {
           const plan = planMatmul(prob, caps, { variant: v.name });
           const bufs = fx.buffers(plan);

@@ -27,6 +27,8 @@ import { precompilePlans, runPlan, timePlan } from "../ts/kernels/matmul/run.js"
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { median } from "./stats.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
+// lab tiles (lab/matmul-variants.ts) may be named in --only
+import "../lab/matmul-variants.js";
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
 const iters = Number(arg("iters", "20")), repeats = Number(arg("repeats", "3")), out = arg("out", "perf/matmul-shapes.json");

@@ -9,9 +9,8 @@ import type { Lease } from "../ts/exec/lease.js";
 import { generateFused } from "../ts/kernels/elementwise.js";
 import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "../ts/kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "../ts/kernels/rows4.js";
-import { flashFwdCmKernel } from "../ts/kernels/attention-cm.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
-import { flashBwdCmSharedBytes, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
+import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
@@ -121,7 +120,6 @@ export function backendVariants(): KernelVariant[] {
     }
   }
   for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
-    v.push({ id: `backend/flash_fwd_cm/d${D}${softCap ? "_cap" : ""}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmKernel({ D, softCap }) });
     // every tensor-core flash forward the backend can pick (HELIOS_FLASH_VARIANT)
     for (const c of Object.values(FLASH_FWD)) {
       if (c.name.startsWith("acc-")) {
@@ -133,25 +131,22 @@ export function backendVariants(): KernelVariant[] {
       }
     }
   }
-  // the tensor-core flash backward (both stage counts, and the shared-memory P/dS path); two
-  // stages of dK/dV exceed 48 KiB of shared memory at D = 64 (flashBwdCmApplies refuses them)
+  // the tensor-core flash backward, also through the shared-memory P/dS path
   // the split form's operands: f32 -> bf16 [hi | lo] (ts/ops/attention.ts splitHiLo)
   for (const vec4 of [false, true]) {
     v.push({ id: `backend/attn_split_hilo${vec4 ? "_x4" : ""}`, needs: ["bf16"], build: () => presplitKernel(vec4, 1, 2) });
   }
-  // and its split (x3) form for f32, one stage
-  for (const D of [16, 32, 64]) for (const stages of [1, 2] as const) for (const pShared of [false, true]) for (const split of [false, true]) {
-    if (split && stages === 2) continue;
-    const bv = { D, stages, pShared, split };
-    const tag = `${split ? "x3_" : ""}d${D}_s${stages}${pShared ? "_psh" : ""}`;
+  // and its split (x3) form for f32
+  for (const D of [16, 32, 64]) for (const pShared of [false, true]) for (const split of [false, true]) {
+    const bv = { D, pShared, split };
+    const tag = `${split ? "x3_" : ""}d${D}_s1${pShared ? "_psh" : ""}`;
     const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
     v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
-    if (flashBwdCmSharedBytes(bv) > 48 * 1024) continue;
     v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
   }
-  // soft-capped scores (Alpha's default attention), in the shipped form: one stage, P and dS in registers
+  // soft-capped scores (Alpha's default attention), P and dS in registers
   for (const D of [16, 32, 64]) for (const split of [false, true]) {
-    const bv = { D, stages: 1 as const, split, softCap: true };
+    const bv = { D, split, softCap: true };
     const tag = `${split ? "x3_" : ""}d${D}_s1_cap`;
     const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
     v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });

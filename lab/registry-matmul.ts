@@ -14,7 +14,7 @@ const CAPS: MatmulCaps = {
   maxSharedMemoryBytes: 49152,
 };
 
-const WIDE_REP = "cm_128x128x32_w2x4_v128_pf2";
+const WIDE_REP = "cm_128x256x16_w2x4_v128_pf2";
 const PRESPLIT_REPS = new Set(["cm_64x64x32_w2x2", "cm_128x256x32_w2x4_v128_s1"]);
 
 function problems(): MatmulProblem[] {
@@ -62,7 +62,6 @@ export function matmulKernelVariants(): KernelVariant[] {
         if (p.dtype === "f16" || p.outDtype === "f16" || (v.kind === "coop" && p.dtype === "f32" && !split3)) needs.push("f16");
         if (p.dtype === "bf16" || p.outDtype === "bf16" || split3 || presplit) needs.push("bf16");
         if ((v.kind === "coop" || presplit) && !s.desc.name.includes("reduce") && !splitKernel) needs.push("coopmat", "subgroup");
-        if (v.kind === "coop2" && !s.desc.name.includes("reduce")) needs.push("coopmat2");
         const desc = s.desc;
         out.push({ id: desc.name, needs, build: () => desc });
       }

@@ -3,15 +3,10 @@
 
 /**
  * HELIOS_FLASH_VARIANT values (ts/kernels/attention-variants.ts): `auto` takes the first that
- * serves the problem in FLASH_AUTO order (f16: acc-w4s1-x, f32: x3-w8s1-k32x, x3-w4s1-k32x, then cm, simt); a
- * named variant that cannot serve it falls back the same way.
+ * serves the problem in FLASH_AUTO order (f16: acc-w4s1-x, f32: x3-w8s1-k32x, x3-w4s1-k32x, then
+ * simt); a named variant that cannot serve it falls back the same way.
  */
-export const FLASH_VARIANTS = [
-  "auto", "acc-w4s2", "acc-w4s1", "acc-w8s1", "acc-w8s2", "acc-w4s2-r2", "acc-w4s2-k32", "acc-w4s2-r2k32", "acc-w8s2-k32",
-  "acc-w4s2-psh", "acc-w4s1-k32", "acc-w4s1-r2k32", "acc-w8s1-k32", "acc-w4s1-v128", "acc-w4s1-skip", "acc-w4s1-lpt",
-  "acc-w4s1-x", "acc-w8s1-x", "acc-w4s1-r2x", "acc-w4s1-r2k32x", "x3-w4s1-x", "x3-w4s1-k32x", "x3-w4s2-k32x", "x3-w8s1-k32x",
-  "cm", "simt",
-] as const;
+export const FLASH_VARIANTS = ["auto", "acc-w4s1-x", "x3-w8s1-k32x", "x3-w4s1-k32x", "simt"] as const;
 export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
 
 export interface HeliosConfig {

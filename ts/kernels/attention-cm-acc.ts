@@ -2,13 +2,16 @@
 // output kept in accumulators: flash_fwd's contract (bindings q, k, v, o, lse; FA_PUSH) for f16
 // tensors with D % 16 == 0, D <= 64, T % rows == 0, on 32-wide subgroups.
 //
-// Dispatch: [T / rows, BH] with rows = 16 * rb * nsg, 32 * nsg threads; workgroup x = 0 takes the
-//   last query block (the most key tiles), so the long blocks start first and the tail is short.
+// Dispatch: [T / rows, BH] with rows = 16 * rb * nsg, 32 * nsg threads; the workgroups, numbered
+//   x-fastest, take query blocks from the last (the most key tiles) down, every head's before the
+//   next shorter one, so the long blocks start first and the tail is short.
 //   Subgroup s owns rb blocks of 16 query rows from q0 + 16 rb s; every K or V fragment it reads
 //   from shared memory feeds one MMA per block.
 // Per tile of bc keys (64 or 32): K and V (f16, rows padded by 8 halves) staged in shared memory
-//   through 64-bit vector copies; with 2 stages the next tile is loaded into registers before the
-//   math and stored into the other stage after it, so one workgroup barrier per tile. S = Q K^T is
+//   through 128-bit copies, one stage: the next tile is loaded into registers before the math and
+//   stored after the barrier that ends the math's reads (attention-cm-parts.ts streamTiles). On the
+//   subgroup's diagonal tile the S and P V products of fragments wholly above the diagonal are
+//   skipped. S = Q K^T is
 //   rb x bc/16 x D/16 products (Q fragments stay in registers); the softmax works on accumulator
 //   elements, which needs no knowledge of their lane layout:
 //   - row-wise values (running max, rescale factor, l) are *broadcast matrices*: a 16x16
@@ -28,7 +31,7 @@
 //   2^TAU = 256 keeps it well inside f16 range.
 import {
   coopmat, exp2, f16, f32, fma, kernel, lit, log, max,
-  type CoopMatType, type Expr, type KernelDesc, type Shared,
+  type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
 import { FA_PUSH } from "./attention.js";
@@ -45,24 +48,16 @@ export interface FlashCmAccVariant {
   readonly softCap: boolean;
   /** Subgroups per workgroup (16 query rows each). */
   readonly nsg: 4 | 8;
-  /** K/V shared stages: 2 = double-buffered (one barrier per tile). */
-  readonly stages: 1 | 2;
-  /** 16-row blocks per subgroup (default 1): with 2, each K/V fragment read feeds two MMAs. */
+  /**
+   * 16-row blocks per subgroup (default 1, every shipped kernel): with 2, each K/V fragment read
+   * feeds two MMAs. (Kept as a shape parameter: folding it to 1 would change the shipped
+   * descriptions, which name their values per block.)
+   */
   readonly rb?: 1 | 2;
   /** Keys per tile (default 64); 32 halves S, P and the K/V prefetch registers. */
   readonly bc?: 32 | 64;
-  /** Always convert P through shared memory (the fallback path; for tests and timing). */
+  /** Always convert P through shared memory (the fallback path of laneLayout; for tests). */
   readonly pShared?: boolean;
-  /** 128-bit K/V copies (u32x4: 8 halves per load and per shared store) instead of 64-bit. */
-  readonly v128?: boolean;
-  /** On the diagonal tile, skip the S and P V products (and exps) of fragments wholly above it. */
-  readonly skipMasked?: boolean;
-  /**
-   * Longest first across all heads: workgroups are numbered x-fastest and take query blocks
-   * from the last (most key tiles) down, every head's block before the next shorter one; without
-   * it the order is longest-first within each head only.
-   */
-  readonly lpt?: boolean;
   /**
    * f32 attention at f32 accuracy (x3): q, k, v arrive split into bf16 high and low parts (one
    * binding each: the high parts of all heads, then the low parts; ts/ops/attention.ts splits),
@@ -71,17 +66,15 @@ export interface FlashCmAccVariant {
   readonly split?: boolean;
 }
 
-type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "stages" | "rb" | "bc" | "v128" | "split">;
-
-export const DEFAULT_FLASH_CM_ACC: Pick<FlashCmAccVariant, "nsg" | "stages"> = { nsg: 4, stages: 2 };
+type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "rb" | "bc" | "split">;
 
 export function flashCmAccRows(v: Pick<FlashCmAccVariant, "nsg" | "rb">): number {
   return CM * (v.rb ?? 1) * v.nsg;
 }
 
-/** Shared bytes: K and V stages (16-bit, padded rows; hi and lo when split), per-subgroup f32 stage and 16-bit P tile. */
+/** Shared bytes: the K and V stage (16-bit, padded rows; hi and lo when split), per-subgroup f32 stage and 16-bit P tile. */
 export function flashCmAccSharedBytes(v: Shape): number {
-  return (v.split ? 2 : 1) * 2 * v.stages * (v.bc ?? 64) * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2;
+  return (v.split ? 2 : 1) * 2 * (v.bc ?? 64) * (v.D + 8) * 2 + v.nsg * 256 * 4 + v.nsg * 256 * 2;
 }
 
 /** Whether this kernel serves the problem on this device. */
@@ -95,20 +88,68 @@ export function flashCmAccApplies(
 }
 
 export function flashCmAccName(v: FlashCmAccVariant): string {
-  const opts = `${v.pShared ? "_psh" : ""}${v.v128 ? "_v128" : ""}${v.skipMasked ? "_skip" : ""}${v.lpt ? "_lpt" : ""}`;
-  return `flash_fwd_cmacc_${v.split ? "x3" : "f16"}_d${v.D}_w${v.nsg}_s${v.stages}_r${v.rb ?? 1}_k${v.bc ?? 64}${opts}${v.softCap ? "_cap" : ""}`;
+  // (one stage, 128-bit copies, masked fragments skipped, longest blocks first: `_s1`, `_v128_skip_lpt`)
+  return `flash_fwd_cmacc_${v.split ? "x3" : "f16"}_d${v.D}_w${v.nsg}_s1_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}_v128_skip_lpt${v.softCap ? "_cap" : ""}`;
 }
 
 
+/** What the parts of one forward kernel share: its shape, bindings, shared tiles, ids and per-subgroup state. */
+interface Fa {
+  k: KernelBuilder;
+  v: FlashCmAccVariant;
+  RB: number; BC: number; DC: number; LD: number; ROWS: number; THREADS: number; TILE: number;
+  /** Row blocks of the subgroup (0 .. RB - 1) and K/V fragments of a tile (0 .. BC / 16 - 1). */
+  blocks: number[]; frags: number[];
+  split: boolean; el: HalfType;
+  tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC16: CoopMatType;
+  pc: Record<keyof typeof FA_PUSH, Expr>;
+  Q: Buffer; Kg: BufferView; Vg: BufferView; O: Buffer; L: Buffer;
+  /** K and V tiles (u32x4), and their low parts when split. */
+  KsV: Shared; VsV: Shared; KsLV: Shared | null; VsLV: Shared | null;
+  st: Shared; pt: Shared;
+  tid: Expr; lane: Expr; r: Expr; bh: Expr; q0: Expr; base: Expr;
+  /** First query row of the subgroup, and of each of its 16-row blocks. */
+  rf: Expr; rb0: Expr[];
+  stOff: Expr; rowOff: Expr; c2: Expr; capL: Expr;
+  regP: Expr; tri: Var;
+  /** split: element offset of the low parts (after the high parts of all BH heads). */
+  loOff: Expr | null;
+  /** Q fragments per block and d (their low parts when split), O, l, M (broadcast and per row), S, P. */
+  qa: Expr[][]; qaL: Expr[][] | null;
+  o: Var[][]; lsum: Var[]; mb: Var[]; mrow: Var[]; s: Var[][]; pa: Var[][]; paL: Var[][] | null;
+}
+
 export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
-  const { D, nsg, stages } = v;
+  const x = declare(v);
+  const { k, BC, ROWS, TILE, RB, rf } = x;
+  // K/V register prefetch (the next tile is loaded before the math, stored after it)
+  const stager = (at: Expr, dsts: [Shared, Shared]) =>
+    tileStager(k, { srcs: [x.Kg, x.Vg], dsts, base: at, D: v.D, ld: x.LD, rows: BC, tid: x.tid, threads: x.THREADS });
+  const stagers = [stager(x.base, [x.KsV, x.VsV]), ...(x.loOff && x.KsLV && x.VsLV ? [stager(x.base.add(x.loOff), [x.KsLV, x.VsLV])] : [])];
+  const fetch = (row0: Expr) => stagers.forEach((g) => g.fetch(row0));
+  const put = (slot: Expr) => stagers.forEach((g) => g.put(slot));
+
+  const nt = k.let(x.q0.add(ROWS).div(BC), "nt");
+  streamTiles(k, nt, BC, lit("u32", 0), fetch, put, (t, slot) => {
+    const k0 = k.let(t.mul(BC), "k0");
+    // A subgroup whose rows all come before the tile's keys has nothing to do.
+    k.if(k0.le(rf.add(CM * RB - 1)), () => {
+      // the straight-line body everywhere but on the subgroup's diagonal tile
+      k.if(k0.add(BC - 1).gt(rf), () => tileMath(x, k0, slot.mul(TILE), true), () => tileMath(x, k0, slot.mul(TILE), false));
+    });
+  });
+  finish(x);
+  return k.finish();
+}
+
+/** Bindings, push constants, shared tiles, ids, the lane-layout probe and the subgroup's Q, O, l, M, S and P. */
+function declare(v: FlashCmAccVariant): Fa {
+  const { D, nsg } = v;
   const RB = v.rb ?? 1, BC = v.bc ?? 64, NF = BC / CM;
   if (D % CM !== 0 || D > 64) throw new Error(`flash_fwd_cmacc: D=${D} must be a multiple of 16, at most 64`);
   const DC = D / CM, LD = D + 8, ROWS = CM * RB * nsg, THREADS = 32 * nsg;
   if (ROWS % BC !== 0) throw new Error(`flash_fwd_cmacc: ${ROWS} rows per workgroup is not a multiple of ${BC}-key tiles`);
   const TILE = BC * LD;
-  // copy width in halves: 4 (f16x4, 64-bit) or 8 (u32x4 raw bits, 128-bit)
-  const VW = v.v128 ? 8 : 4;
   const blocks = Array.from({ length: RB }, (_, b) => b);
   const frags = Array.from({ length: NF }, (_, j) => j);
   const split = !!v.split;
@@ -121,18 +162,14 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
   const O = k.buffer("o", split ? f32 : f16, "write"), L = k.buffer("lse", f32, "write");
   const pc = k.push(FA_PUSH);
-  const Kg = v.v128 ? K.as("u32", 4) : K.as(el, 4), Vg = v.v128 ? V.as("u32", 4) : V.as(el, 4);
-  // With 128-bit copies the tiles are u32x4 arrays (the IR loads fragments through an array's
-  // widest view); offsets and strides below are in halves and divided by VW at each use.
-  const tile = (name: string) => (v.v128 ? k.shared(name, "u32x4", (stages * TILE) / 8) : k.shared(name, el, stages * TILE));
-  const Ks = tile("Ks"), Vs = tile("Vs");
-  const KsV = v.v128 ? Ks : Ks.vec(4), VsV = v.v128 ? Vs : Vs.vec(4);
-  // split: the low parts' tiles (null otherwise)
-  const KsL = split ? tile("KsL") : null, VsL = split ? tile("VsL") : null;
-  const KsLV = KsL && (v.v128 ? KsL : KsL.vec(4)), VsLV = VsL && (v.v128 ? VsL : VsL.vec(4));
+  const Kg = K.as("u32", 4), Vg = V.as("u32", 4);
+  // The tiles are u32x4 arrays (the IR loads fragments through an array's widest view); offsets
+  // and strides are in halves and divided by VW at each use.
+  const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
+  const KsV = tile("Ks"), VsV = tile("Vs");
+  const KsLV = split ? tile("KsL") : null, VsLV = split ? tile("VsL") : null;
   const st = k.shared("st", f32, nsg * 256);
   const pt = k.shared("pt", el, nsg * 256);
-  const sgSync = () => k.barrier({ scope: "subgroup", mem: ["workgroup"] });
 
   const tid = k.let(k.localIndex, "tid");
   const sg = k.let(k.subgroupId, "sg");
@@ -140,26 +177,23 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const r = k.let(lane.shr(1), "r");
   const h8 = k.let(lane.band(1).mul(8), "h8");
   const nqb = k.let(pc.T.div(ROWS), "nqb");
-  // lpt: linear workgroup id L = x + y nqb; block rank L / BH (0 = last block), head L % BH
-  const lin = v.lpt ? k.let(k.workgroupId.x.add(k.workgroupId.y.mul(nqb)), "lin") : undefined;
-  const bh = k.let(lin ? lin.rem(k.numWorkgroups.y) : k.workgroupId.y, "bh");
-  const rank = lin ? lin.div(k.numWorkgroups.y) : k.workgroupId.x;
+  // longest first across all heads: workgroups are numbered x-fastest (linear id L = x + y nqb)
+  // and take query blocks from the last (most key tiles) down, rank L / BH (0 = last block), head L % BH
+  const lin = k.let(k.workgroupId.x.add(k.workgroupId.y.mul(nqb)), "lin");
+  const bh = k.let(lin.rem(k.numWorkgroups.y), "bh");
+  const rank = lin.div(k.numWorkgroups.y);
   const q0 = k.let(nqb.sub(1).sub(rank).mul(ROWS), "q0");
   const base = k.let(bh.mul(pc.T).mul(D), "base");
   const rf = k.let(q0.add(sg.mul(CM * RB)), "rf");
-  /** First query row of each of the subgroup's 16-row blocks. */
   const rb0 = blocks.map((b) => k.let(rf.add(b * CM), `rf${b}`));
   const stOff = k.let(sg.mul(256), "stoff");
   const rowOff = k.let(stOff.add(r.mul(CM)).add(h8), "rowoff");
   // Without softCap S stays unscaled and log2 units come in with the exponent's fma:
   // exp2(S c - M) = exp2(fma(S, c, -M)); with it, S is capped and scaled in place.
   const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
-  const toLog2 = (x: Expr) => (v.softCap ? x : x.mul(c2));
-  const minusM = (x: Expr, m: Expr) => (v.softCap ? x.sub(m) : fma(x, c2, m.neg()));
   const capL = k.let(pc.cap.mul(LOG2E), "capl");
 
   const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
-  // split: the low parts start after the high parts of all BH heads
   const loOff = split ? k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff") : null;
   const tri = causalTriangle(k, tC, idxC, "above");
 
@@ -170,178 +204,211 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const o = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${b}${d}`)));
   const lsum = blocks.map((b) => k.var(tC, k.cmFill(tC, 0), `lsum${b}`));
   const mb = blocks.map((b) => k.var(tC, k.cmFill(tC, NEG_BIG), `mb${b}`));
-  /** Row r's M (what mb broadcasts), held by both lanes of the pair that owns row r. */
+  // row r's M (what mb broadcasts), held by both lanes of the pair that owns row r
   const mrow = blocks.map((b) => k.var(f32, NEG_BIG, `mrow${b}`));
   const s = blocks.map((b) => frags.map((j) => k.var(tC, k.cmFill(tC, 0), `s${b}${j}`)));
   const pa = blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `p${b}${j}`)));
   const paL = split ? blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `pl${b}${j}`))) : null;
+  return {
+    k, v, RB, BC, DC, LD, ROWS, THREADS, TILE, blocks, frags, split, el, tA, tB, tC, tC16, pc, Q, Kg, Vg, O, L,
+    KsV, VsV, KsLV, VsLV, st, pt, tid, lane, r, bh, q0, base, rf, rb0, stOff, rowOff, c2, capL, regP, tri, loOff,
+    qa, qaL, o, lsum, mb, mrow, s, pa, paL,
+  };
+}
 
-  // K/V register prefetch (the next tile is loaded before the math, stored after it)
-  const stager = (at: Expr, dsts: [typeof KsV, typeof VsV]) =>
-    tileStager(k, { srcs: [Kg, Vg], dsts, base: at, D, ld: LD, rows: BC, v128: !!v.v128, tid, threads: THREADS, el });
-  const stagers = [stager(base, [KsV, VsV]), ...(loOff && KsLV && VsLV ? [stager(base.add(loOff), [KsLV, VsLV])] : [])];
-  const fetch = (row0: Expr) => stagers.forEach((x) => x.fetch(row0));
-  const put = (slot: Expr) => stagers.forEach((x) => x.put(slot));
-  const mma = (a: Expr, aL: Expr | null, b: Expr, bL: Expr | null, acc: Expr): Expr => splitMma(k, { hi: a, lo: aL }, { hi: b, lo: bL }, acc);
+/** Copy width of the K/V tiles in halves: 8 (u32x4 raw bits, 128-bit). */
+const VW = 8;
 
-  const nt = k.let(q0.add(ROWS).div(BC), "nt");
-  streamTiles(k, stages, nt, BC, lit("u32", 0), fetch, put, (t, slot) => {
-    const k0 = k.let(t.mul(BC), "k0");
-    // A subgroup whose rows all come before the tile's keys has nothing to do.
-    k.if(k0.le(rf.add(CM * RB - 1)), () => {
-      if (!v.skipMasked) return tileMath(k0, slot.mul(TILE), false);
-      // the straight-line body everywhere but on the subgroup's diagonal tile
-      k.if(k0.add(BC - 1).gt(rf), () => tileMath(k0, slot.mul(TILE), true), () => tileMath(k0, slot.mul(TILE), false));
-    });
-  });
+/** S scaled to log2 units (without softCap; with it, S is capped and scaled in place). */
+function toLog2(x: Fa, e: Expr): Expr {
+  return x.v.softCap ? e : e.mul(x.c2);
+}
 
-  /**
-   * One tile's math. With `skip`, fragment j's products run only if some of the subgroup's rows
-   * see some of its keys (k0 + 16 j <= last row): the masked ones are -inf in S (below) and
-   * contribute nothing to O.
-   */
-  function tileMath(k0: Expr, kvOff: Expr, skip: boolean): void {
-    const live = (j: number, body: () => void) => (skip ? k.if(k0.add(j * CM).le(rf.add(CM * RB - 1)), body) : body());
-    // S = Q K^T: each K fragment read from shared memory feeds every row block
-    for (const j of frags) {
-      live(j, () => {
-        const acc = blocks.map(() => k.cmFill(tC, 0));
-        for (let d = 0; d < DC; d++) {
-          const at = kvOff.add(j * CM * LD + d * CM).div(VW);
-          const kb = KsV.cmLoad(tB, at, LD / VW, "col");
-          const kbL = KsLV ? KsLV.cmLoad(tB, at, LD / VW, "col") : null;
-          for (const b of blocks) acc[b] = mma(qa[b][d], qaL ? qaL[b][d] : null, kb, kbL, acc[b]);
-        }
-        for (const b of blocks) {
-          s[b][j].set(acc[b]);
-          if (v.softCap) elements(k, tC, (i) => s[b][j].setAt(i, safeTanh(s[b][j].at(i).mul(c2)).mul(capL)));
-        }
-      });
-    }
-    // causal mask: only fragments that reach past the subgroup's first row
-    k.if(k0.add(BC - 1).gt(rf), () => {
+/** S - M in log2 units. */
+function minusM(x: Fa, e: Expr, m: Expr): Expr {
+  return x.v.softCap ? e.sub(m) : fma(e, x.c2, m.neg());
+}
+
+function mma(x: Fa, a: Expr, aL: Expr | null, b: Expr, bL: Expr | null, acc: Expr): Expr {
+  return splitMma(x.k, { hi: a, lo: aL }, { hi: b, lo: bL }, acc);
+}
+
+function sgSync(k: KernelBuilder): void {
+  k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+}
+
+/**
+ * One tile's math. With `skip`, fragment j's products run only if some of the subgroup's rows
+ * see some of its keys (k0 + 16 j <= last row): the masked ones are -inf in S (below) and
+ * contribute nothing to O.
+ */
+function tileMath(x: Fa, k0: Expr, kvOff: Expr, skip: boolean): void {
+  const { k, rf, RB } = x;
+  const live = (j: number, body: () => void) => (skip ? k.if(k0.add(j * CM).le(rf.add(CM * RB - 1)), body) : body());
+  scores(x, k0, kvOff, live);
+  probabilities(x);
+  accumulate(x, kvOff, skip, live);
+}
+
+type Live = (j: number, body: () => void) => void;
+
+/** S = Q K^T of the live fragments (soft-capped), and the causal mask on the diagonal. */
+function scores(x: Fa, k0: Expr, kvOff: Expr, live: Live): void {
+  const { k, blocks, frags, tC, rf, s } = x;
+  // S = Q K^T: each K fragment read from shared memory feeds every row block
+  for (const j of frags) {
+    live(j, () => {
+      const acc = blocks.map(() => k.cmFill(tC, 0));
+      for (let d = 0; d < x.DC; d++) {
+        const at = kvOff.add(j * CM * x.LD + d * CM).div(VW);
+        const kb = x.KsV.cmLoad(x.tB, at, x.LD / VW, "col");
+        const kbL = x.KsLV ? x.KsLV.cmLoad(x.tB, at, x.LD / VW, "col") : null;
+        for (const b of blocks) acc[b] = mma(x, x.qa[b][d], x.qaL ? x.qaL[b][d] : null, kb, kbL, acc[b]);
+      }
       for (const b of blocks) {
-        for (const j of frags) {
-          const kf = k.let(k0.add(j * CM), "kf");
-          k.if(kf.gt(rb0[b]), () => s[b][j].set(k.cmFill(tC, lit(f32, "-inf"))), () => {
-            k.if(kf.eq(rb0[b]), () => s[b][j].set(s[b][j].get().add(tri.get())));
-          });
-        }
+        s[b][j].set(acc[b]);
+        if (x.v.softCap) elements(k, tC, (i) => s[b][j].setAt(i, safeTanh(s[b][j].at(i).mul(x.c2)).mul(x.capL)));
       }
     });
-    const over = k.var(f32, lit(f32, "-inf"), "over");
-    elements(k, tC, (i) => {
-      for (const b of blocks) {
-        const m = s[b].map((x) => x.at(i)).reduce((a, c) => max(a, c));
-        over.set(max(over.get(), minusM(m, mb[b].at(i))));
-      }
-    });
-    k.if(k.sgAny(over.get().gt(TAU)), () => blocks.forEach(rescale));
-    k.if(regP, () => {
-      elements(k, tC, (i) => {
-        for (const b of blocks) {
-          const mi = mb[b].at(i);
-          let sum = lsum[b].at(i);
-          for (const j of frags) {
-            const p = k.let(exp2(minusM(s[b][j].at(i), mi)), "p");
-            sum = sum.add(p);
-            splitElement(k, el, p, pa[b][j], paL ? paL[b][j] : null, i);
-          }
-          lsum[b].setAt(i, sum);
-        }
-      });
-    }, () => {
-      for (const b of blocks) {
-        for (const j of frags) {
-          elements(k, tC, (i) => {
-            const p = k.let(exp2(minusM(s[b][j].at(i), mb[b].at(i))), "p");
-            lsum[b].setAt(i, lsum[b].at(i).add(p));
-            s[b][j].setAt(i, p);
-          });
-          if (split) {
-            accToOperands(k, { tC, tA, el, st, pt, off: stOff, lane }, s[b][j].get(), pa[b][j], paL ? paL[b][j] : null);
-            continue;
-          }
-          sgSync();
-          pt.cmStore(s[b][j].get().cast(tC16), stOff, CM, "row");
-          sgSync();
-          pa[b][j].set(pt.cmLoad(tA, stOff, CM, "row"));
-        }
-      }
-    });
-    // O += P V: each V fragment read feeds every row block
-    if (skip) {
+  }
+  // causal mask: only fragments that reach past the subgroup's first row
+  k.if(k0.add(x.BC - 1).gt(rf), () => {
+    for (const b of blocks) {
       for (const j of frags) {
-        live(j, () => {
-          for (let dn = 0; dn < DC; dn++) {
-            const [vb, vbL] = vFrags(kvOff, j, dn);
-            for (const b of blocks) o[b][dn].set(mma(pa[b][j].get(), paL ? paL[b][j].get() : null, vb, vbL, o[b][dn].get()));
-          }
+        const kf = k.let(k0.add(j * CM), "kf");
+        k.if(kf.gt(x.rb0[b]), () => s[b][j].set(k.cmFill(tC, lit(f32, "-inf"))), () => {
+          k.if(kf.eq(x.rb0[b]), () => s[b][j].set(s[b][j].get().add(x.tri.get())));
         });
       }
-      return;
     }
-    for (let dn = 0; dn < DC; dn++) {
-      const acc = blocks.map((b) => o[b][dn].get());
-      for (const j of frags) {
-        const [vb, vbL] = vFrags(kvOff, j, dn);
-        for (const b of blocks) acc[b] = mma(pa[b][j].get(), paL ? paL[b][j].get() : null, vb, vbL, acc[b]);
-      }
-      for (const b of blocks) o[b][dn].set(acc[b]);
+  });
+}
+
+/**
+ * P = exp2(S - M) into the A operands pa (and paL), l accumulated; the slow path first where some
+ * element exceeds the stale M by more than TAU.
+ */
+function probabilities(x: Fa): void {
+  const { k, blocks, frags, tC, s, pa, paL, lsum, mb } = x;
+  const over = k.var(f32, lit(f32, "-inf"), "over");
+  elements(k, tC, (i) => {
+    for (const b of blocks) {
+      const m = s[b].map((e) => e.at(i)).reduce((a, c) => max(a, c));
+      over.set(max(over.get(), minusM(x, m, mb[b].at(i))));
     }
-  }
-
-  /** V fragment (j, dn) of the staged tile, and its low part when split. */
-  function vFrags(kvOff: Expr, j: number, dn: number): [Expr, Expr | null] {
-    const at = kvOff.add(j * CM * LD + dn * CM).div(VW);
-    return [VsV.cmLoad(tB, at, LD / VW, "row"), VsLV ? VsLV.cmLoad(tB, at, LD / VW, "row") : null];
-  }
-
-  /** New row maxima of block b from this tile; its O and l rescaled by exp2(M_old - M_new). */
-  function rescale(b: number): void {
-    const tmax = k.var(tC, s[b][0].get(), "tmax");
-    elements(k, tC, (i) => tmax.setAt(i, toLog2(s[b].map((x) => x.at(i)).reduce((a, c) => max(a, c)))));
-    sgSync();
-    st.cmStore(tmax.get(), stOff, CM, "row");
-    sgSync();
-    const half = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, c) => max(a, c)), "hmax");
-    const rmax = k.let(max(half, k.shuffleXor(half, 1)), "rmax");
-    const mold = mrow[b].get();
-    const mnew = k.let(max(mold, rmax), "mnew");
-    const corr = k.let(exp2(mold.sub(mnew)), "corr");
-    broadcast(st, rowOff, corr);
-    const cb = k.var(tC, st.cmLoad(tC, stOff, CM, "row"), "cb");
-    broadcast(st, rowOff, mnew);
-    mb[b].set(st.cmLoad(tC, stOff, CM, "row"));
-    mrow[b].set(mnew);
+  });
+  k.if(k.sgAny(over.get().gt(TAU)), () => blocks.forEach((b) => rescale(x, b)));
+  k.if(x.regP, () => {
     elements(k, tC, (i) => {
-      const c = cb.at(i);
-      for (const x of [...o[b], lsum[b]]) x.setAt(i, x.at(i).mul(c));
+      for (const b of blocks) {
+        const mi = mb[b].at(i);
+        let sum = lsum[b].at(i);
+        for (const j of frags) {
+          const p = k.let(exp2(minusM(x, s[b][j].at(i), mi)), "p");
+          sum = sum.add(p);
+          splitElement(k, x.el, p, pa[b][j], paL ? paL[b][j] : null, i);
+        }
+        lsum[b].setAt(i, sum);
+      }
     });
-  }
+  }, () => {
+    for (const b of blocks) {
+      for (const j of frags) {
+        elements(k, tC, (i) => {
+          const p = k.let(exp2(minusM(x, s[b][j].at(i), mb[b].at(i))), "p");
+          lsum[b].setAt(i, lsum[b].at(i).add(p));
+          s[b][j].setAt(i, p);
+        });
+        if (x.split) {
+          accToOperands(k, { tC, tA: x.tA, el: x.el, st: x.st, pt: x.pt, off: x.stOff, lane: x.lane }, s[b][j].get(), pa[b][j], paL ? paL[b][j] : null);
+          continue;
+        }
+        sgSync(k);
+        x.pt.cmStore(s[b][j].get().cast(x.tC16), x.stOff, CM, "row");
+        sgSync(k);
+        pa[b][j].set(x.pt.cmLoad(x.tA, x.stOff, CM, "row"));
+      }
+    }
+  });
+}
 
-  /** Writes `value` over this lane's half row of the stage tile (after the subgroup's reads). */
-  function broadcast(mem: Shared, at: Expr, value: Expr): void {
-    sgSync();
-    for (let c = 0; c < 8; c++) mem.store(at.add(c), value);
-    sgSync();
+/** O += P V: each V fragment read feeds every row block. */
+function accumulate(x: Fa, kvOff: Expr, skip: boolean, live: Live): void {
+  const { blocks, frags, pa, paL, o } = x;
+  if (skip) {
+    for (const j of frags) {
+      live(j, () => {
+        for (let dn = 0; dn < x.DC; dn++) {
+          const [vb, vbL] = vFrags(x, kvOff, j, dn);
+          for (const b of blocks) o[b][dn].set(mma(x, pa[b][j].get(), paL ? paL[b][j].get() : null, vb, vbL, o[b][dn].get()));
+        }
+      });
+    }
+    return;
   }
+  for (let dn = 0; dn < x.DC; dn++) {
+    const acc = blocks.map((b) => o[b][dn].get());
+    for (const j of frags) {
+      const [vb, vbL] = vFrags(x, kvOff, j, dn);
+      for (const b of blocks) acc[b] = mma(x, pa[b][j].get(), paL ? paL[b][j].get() : null, vb, vbL, acc[b]);
+    }
+    for (const b of blocks) o[b][dn].set(acc[b]);
+  }
+}
 
-  // l: reduce the per-column partial sums; O / l through a broadcast tile; lse = M ln 2 + ln l.
-  for (const b of blocks) {
-    sgSync();
-    st.cmStore(lsum[b].get(), stOff, CM, "row");
-    sgSync();
-    const lhalf = k.let(Array.from({ length: 8 }, (_, c) => st.load(rowOff.add(c))).reduce((a, c) => a.add(c)), "lhalf");
+/** V fragment (j, dn) of the staged tile, and its low part when split. */
+function vFrags(x: Fa, kvOff: Expr, j: number, dn: number): [Expr, Expr | null] {
+  const at = kvOff.add(j * CM * x.LD + dn * CM).div(VW);
+  return [x.VsV.cmLoad(x.tB, at, x.LD / VW, "row"), x.VsLV ? x.VsLV.cmLoad(x.tB, at, x.LD / VW, "row") : null];
+}
+
+/** New row maxima of block b from this tile; its O and l rescaled by exp2(M_old - M_new). */
+function rescale(x: Fa, b: number): void {
+  const { k, tC, st, stOff, s } = x;
+  const tmax = k.var(tC, s[b][0].get(), "tmax");
+  elements(k, tC, (i) => tmax.setAt(i, toLog2(x, s[b].map((e) => e.at(i)).reduce((a, c) => max(a, c)))));
+  sgSync(k);
+  st.cmStore(tmax.get(), stOff, CM, "row");
+  sgSync(k);
+  const half = k.let(Array.from({ length: 8 }, (_, c) => st.load(x.rowOff.add(c))).reduce((a, c) => max(a, c)), "hmax");
+  const rmax = k.let(max(half, k.shuffleXor(half, 1)), "rmax");
+  const mold = x.mrow[b].get();
+  const mnew = k.let(max(mold, rmax), "mnew");
+  const corr = k.let(exp2(mold.sub(mnew)), "corr");
+  broadcast(x, corr);
+  const cb = k.var(tC, st.cmLoad(tC, stOff, CM, "row"), "cb");
+  broadcast(x, mnew);
+  x.mb[b].set(st.cmLoad(tC, stOff, CM, "row"));
+  x.mrow[b].set(mnew);
+  elements(k, tC, (i) => {
+    const c = cb.at(i);
+    for (const e of [...x.o[b], x.lsum[b]]) e.setAt(i, e.at(i).mul(c));
+  });
+}
+
+/** Writes `value` over this lane's half row of the stage tile (after the subgroup's reads). */
+function broadcast(x: Fa, value: Expr): void {
+  sgSync(x.k);
+  for (let c = 0; c < 8; c++) x.st.store(x.rowOff.add(c), value);
+  sgSync(x.k);
+}
+
+/** l: reduce the per-column partial sums; O / l through a broadcast tile; lse = M ln 2 + ln l. */
+function finish(x: Fa): void {
+  const { k, tC, st, stOff, v } = x;
+  for (const b of x.blocks) {
+    sgSync(k);
+    st.cmStore(x.lsum[b].get(), stOff, CM, "row");
+    sgSync(k);
+    const lhalf = k.let(Array.from({ length: 8 }, (_, c) => st.load(x.rowOff.add(c))).reduce((a, c) => a.add(c)), "lhalf");
     const lrow = k.let(lhalf.add(k.shuffleXor(lhalf, 1)), "lrow");
-    broadcast(st, rowOff, lrow);
+    broadcast(x, lrow);
     const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
-    o[b].forEach((od, d) => {
+    x.o[b].forEach((od, d) => {
       const out = od.get().div(lb);
-      O.cmStore(split ? out : out.cast(tC16), base.add(rb0[b].mul(D)).add(d * CM), D, "row");
+      x.O.cmStore(x.split ? out : out.cast(x.tC16), x.base.add(x.rb0[b].mul(v.D)).add(d * CM), v.D, "row");
     });
-    const mfin = mrow[b].get();
-    k.if(lane.band(1).eq(0), () => L.store(bh.mul(pc.T).add(rb0[b]).add(r), mfin.mul(Math.LN2).add(log(lrow))));
+    const mfin = x.mrow[b].get();
+    k.if(x.lane.band(1).eq(0), () => x.L.store(x.bh.mul(x.pc.T).add(x.rb0[b]).add(x.r), mfin.mul(Math.LN2).add(log(lrow))));
   }
-  return k.finish();
 }

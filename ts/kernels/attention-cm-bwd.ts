@@ -14,8 +14,8 @@
 //
 // Dispatch: [T / 64, BH], 4 subgroups (128 threads); subgroup s owns 16 rows (queries for dQ, keys
 // for dKdV) from the block start + 16 s, whose Q and dO (or K and V) fragments stay in registers.
-// The other side streams through shared memory in 64-row tiles, double-buffered with a register
-// prefetch (one barrier per tile; or one stage and two barriers), 128-bit copies. Longest blocks first across all heads (the
+// The other side streams through shared memory in 64-row tiles, one stage with a register
+// prefetch (two barriers per tile: one stage fits 48 KiB at D = 64), 128-bit copies. Longest blocks first across all heads (the
 // last query block for dQ, the first key block for dKdV), as in the forward's `lpt`.
 // Row values (lse and Di per query) enter the element-wise math as broadcast matrices: a 16x16
 // accumulator whose (r, c) element is the value of query r (dQ: built once per subgroup) or of
@@ -49,8 +49,6 @@ export interface FlashBwdCmVariant {
   readonly D: number;
   /** f32 accuracy from bf16 hi/lo operands (see the header); f32 results. */
   readonly split?: boolean;
-  /** Shared stages of the streamed tiles: 2 = double-buffered (one barrier per tile), 1 = two barriers, half the shared memory. */
-  readonly stages: 1 | 2;
   /** Always convert P and dS through shared memory (the fallback path; for tests). */
   readonly pShared?: boolean;
   /** Scores soft-capped by push `cap` (see the header). */
@@ -60,12 +58,12 @@ export interface FlashBwdCmVariant {
 /** Whether the tensor-core backward serves the problem on this device. */
 export function flashBwdCmApplies(
   info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
-  v: Pick<FlashBwdCmVariant, "stages" | "split">, dtype: string, T: number, D: number, softCap: boolean,
+  v: Pick<FlashBwdCmVariant, "split">, dtype: string, T: number, D: number, softCap: boolean,
 ): boolean {
   void softCap; // served either way (FlashBwdCmVariant.softCap)
   return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === (v.split ? "f32" : "f16") &&
     T % FLASH_BWD_CM_ROWS === 0 && D % CM === 0 && D <= 64 &&
-    (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, stages: v.stages, split: v.split });
+    (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, split: v.split });
 }
 
 /** Rows of each streamed tile: 32 when split (four hi/lo tiles), else one block (64). */
@@ -74,16 +72,16 @@ function tileRows(v: Pick<FlashBwdCmVariant, "split">): number {
 }
 
 /**
- * Shared bytes of the larger kernel (dKdV): two streamed tiles and the lse / Di column tiles per
- * stage, and the per-subgroup scratch tiles.
+ * Shared bytes of the larger kernel (dKdV): two streamed tiles and the lse / Di column tiles (one
+ * stage), and the per-subgroup scratch tiles.
  */
-export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "stages" | "split">): number {
+export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "split">): number {
   const TR = tileRows(v), parts = v.split ? 2 : 1;
-  return v.stages * (parts * 2 * TR * (v.D + 8) * 2 + 2 * (TR / CM) * 256 * 4) + NSG * 256 * 4 + NSG * 256 * 2;
+  return parts * 2 * TR * (v.D + 8) * 2 + 2 * (TR / CM) * 256 * 4 + NSG * 256 * 4 + NSG * 256 * 2;
 }
 
 function suffix(v: FlashBwdCmVariant): string {
-  return `${v.split ? "x3" : "f16"}_d${v.D}_s${v.stages}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
+  return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
 }
 
 interface Common {
@@ -242,7 +240,7 @@ function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, ro
 function pairStager(c: Common, srcs: [Buffer, Buffer], hi: [Shared, Shared], lo: [Shared, Shared] | null, D: number, LD: number, TR: number) {
   const { k, tid, base } = c;
   const make = (at: Expr, dsts: [Shared, Shared]) =>
-    tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, base: at, D, ld: LD, rows: TR, v128: true, tid, threads: THREADS });
+    tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, base: at, D, ld: LD, rows: TR, tid, threads: THREADS });
   const all = [make(base, hi), ...(lo && c.loOff ? [make(base.add(c.loOff), lo)] : [])];
   return { fetch: (row0: Expr) => all.forEach((x) => x.fetch(row0)), put: (slot: Expr) => all.forEach((x) => x.put(slot)) };
 }
@@ -252,7 +250,7 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8;
   const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${suffix(v)}`, v, ["dq"]);
   const { k, tC, sg, lane, bh, rank, st, stOff } = c;
-  const tile = (name: string) => k.shared(name, "u32x4", (v.stages * TILE) / VW);
+  const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
   const Ks = tile("Ks"), Vs = tile("Vs");
   const KsL = c.split ? tile("KsL") : null, VsL = c.split ? tile("VsL") : null;
   const kTiles = KsL ? [Ks, KsL] : [Ks], vTiles = VsL ? [Vs, VsL] : [Vs];
@@ -280,7 +278,7 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const { fetch, put } = pairStager(c, [K, V], [Ks, Vs], KsL && VsL ? [KsL, VsL] : null, D, LD, TR);
   // key tiles up to the one holding the block's last query
   const nt = k.let(TR === ROWS ? q0.div(ROWS).add(1) : q0.add(ROWS).div(TR), "nt");
-  streamTiles(k, v.stages, nt, TR, lit("u32", 0), fetch, put, (t, slot) => {
+  streamTiles(k, nt, TR, lit("u32", 0), fetch, put, (t, slot) => {
     const k0 = k.let(t.mul(TR), "k0");
     const off = k.let(slot.mul(TILE), "kvoff");
     for (let j = 0; j < TR / CM; j++) {
@@ -306,13 +304,13 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8, NF = TR / CM;
   const { common: c, Q, K, V, dO, L, Di, outs: [dK, dV], nblk } = begin(`flash_bwd_dkdv_cm_${suffix(v)}`, v, ["dk", "dv"]);
   const { k, tC, tid, sg, bh, rank } = c;
-  const tile = (name: string) => k.shared(name, "u32x4", (v.stages * TILE) / VW);
+  const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
   const Qs = tile("Qs"), dOs = tile("dOs");
   const QsL = c.split ? tile("QsL") : null, dOsL = c.split ? tile("dOsL") : null;
   const qTiles = QsL ? [Qs, QsL] : [Qs], doTiles = dOsL ? [dOs, dOsL] : [dOs];
-  // column tiles [stage][lse2 | Di][fragment j][r][c] = value of query q0 + 16 j + c
+  // column tiles [lse2 | Di][fragment j][r][c] = value of query q0 + 16 j + c
   const COLS = 2 * NF * 256;
-  const cols = k.shared("cols", f32, v.stages * COLS);
+  const cols = k.shared("cols", f32, COLS);
   const k0 = k.let(rank.mul(ROWS), "k0");
   const kf = k.let(k0.add(sg.mul(CM)), "kf");
   const tri = causalTriangle(k, tC, c.idxC, "below");
@@ -344,7 +342,7 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
   };
   // query tiles from the block's first key on
   const nt = k.let(TR === ROWS ? nblk.sub(rank) : nblk.sub(rank).mul(ROWS / TR), "nt");
-  streamTiles(k, v.stages, nt, TR, k0, fetch, put, (t, slot) => {
+  streamTiles(k, nt, TR, k0, fetch, put, (t, slot) => {
     const q0 = k.let(k0.add(t.mul(TR)), "q0");
     const off = k.let(slot.mul(TILE), "qoff");
     for (let j = 0; j < NF; j++) {

@@ -122,24 +122,20 @@ export interface TileStager {
 }
 
 /**
- * Register-prefetched copies of [rows, D] 16-bit tiles (f16, or bf16 with `el`) at element `base` + row0 * D of each source
- * into shared memory, 4 halves (f16x4 views) or 8 halves (u32x4 views, `v128`) per copy.
+ * Register-prefetched copies of [rows, D] 16-bit tiles at element `base` + row0 * D of each source
+ * into shared memory, 8 halves per copy (u32x4 views of the sources and the u32x4 destinations).
  * Sources and destinations pair up by position; each stage of a destination is rows * ld halves.
  */
 export function tileStager(
   k: KernelBuilder,
-  o: {
-    srcs: (Buffer | BufferView)[]; dsts: (Shared | SharedView)[]; base: Expr;
-    D: number; ld: number; rows: number; v128: boolean; tid: Expr; threads: number; el?: HalfType;
-  },
+  o: { srcs: (Buffer | BufferView)[]; dsts: (Shared | SharedView)[]; base: Expr; D: number; ld: number; rows: number; tid: Expr; threads: number },
 ): TileStager {
   const { D, ld, rows, tid, threads } = o;
-  const VW = o.v128 ? 8 : 4;
+  const VW = 8;
   const chunks = (rows * D) / VW;
   const slots = Math.ceil(chunks / threads);
   const guarded = chunks % threads !== 0;
-  const regT = o.v128 ? "u32x4" : o.el === "bf16" ? "bf16x4" : "f16x4";
-  const regs = o.srcs.map((_, b) => Array.from({ length: slots }, (_, i) => k.var(regT, undefined, `tr${b}_${i}`)));
+  const regs = o.srcs.map((_, b) => Array.from({ length: slots }, (_, i) => k.var("u32x4", undefined, `tr${b}_${i}`)));
   const chunk = (i: number) => tid.add(i * threads);
   const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(chunks), body) : body());
   return {
@@ -160,29 +156,27 @@ export function tileStager(
 }
 
 /**
- * The streaming loop over `nt` tiles: tile 0 is staged before it; each iteration prefetches the
- * next tile into registers, runs `math` on the staged one and stores the prefetched one into the
- * other stage (2 stages) or, after a barrier, into the only stage (1 stage).
+ * The streaming loop over `nt` tiles through one shared stage: tile 0 is staged before it; each
+ * iteration stores the tile prefetched by the previous one (after a barrier ends the reads of the
+ * stage), prefetches the next into registers and runs `math` on the staged one. `slot` is the
+ * stage (always 0, one stage: kept as the math's offset base).
  */
 export function streamTiles(
-  k: KernelBuilder, stages: 1 | 2, nt: Expr, tileRows: number, first: Expr,
+  k: KernelBuilder, nt: Expr, tileRows: number, first: Expr,
   fetch: (row0: Expr) => void, put: (slot: Expr) => void, math: (t: Expr, slot: Expr) => void,
 ): void {
   fetch(first);
   put(lit("u32", 0));
   k.barrier();
   k.for(lit("u32", 0), nt, (t) => {
-    const slot = k.let(stages === 2 ? t.band(1) : lit("u32", 0), "slot");
+    const slot = k.let(lit("u32", 0), "slot");
     const more = k.let(t.add(1).lt(nt), "more");
-    if (stages === 1) {
-      k.if(t.gt(0), () => {
-        put(slot);
-        k.barrier();
-      });
-    }
+    k.if(t.gt(0), () => {
+      put(slot);
+      k.barrier();
+    });
     k.if(more, () => fetch(first.add(t.add(1).mul(tileRows))));
     math(t, slot);
-    if (stages === 2) k.if(more, () => put(slot.bxor(1)));
     k.barrier();
   });
 }

@@ -1,10 +1,9 @@
-// The flash attention forward kernels, by HELIOS_FLASH_VARIANT name: what each serves, how it is
-// dispatched, and the order `auto` tries them in. ts/ops/attention.ts and bench/flash.ts use this
+// The shipped flash attention forward kernels, by HELIOS_FLASH_VARIANT name: what each serves, how
+// it is dispatched, and the order `auto` tries them in. ts/ops/attention.ts and bench/flash.ts use this
 // table, so the timed kernels are the ones the backend runs.
 import type { KernelDesc } from "../ir/index.js";
 import type { FlashVariantName } from "../config.js";
 import type { Dtype } from "../types.js";
-import { FA_CM_ROWS, flashCmApplies, flashFwdCmKernel } from "./attention-cm.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "./attention-cm-acc.js";
 import { FA_ROWS, flashFwdKernel, flashFwdVec4Kernel } from "./attention.js";
 
@@ -33,42 +32,22 @@ function acc(name: FlashKernelName, w: Omit<FlashCmAccVariant, "D" | "softCap">)
   };
 }
 
-const X = { v128: true, skipMasked: true, lpt: true } as const;
-/** f32 at f32 accuracy: bf16 hi/lo operands, three products each (attention-cm-acc.ts `split`). */
-const X3 = { ...X, split: true } as const;
-
+/**
+ * The shipped kernels: those `auto` picks. The tensor-core kernels keep O in accumulator fragments
+ * and rescale lazily (attention-cm-acc.ts): one K/V stage, 128-bit copies, masked diagonal
+ * fragments skipped, longest query blocks first across heads (the `-x` of their names). H100
+ * session 3 (BH=96, T=1024, D=64, causal f16, warm clocks): acc-w4s1-x 0.0905 ms (PyTorch sdpa
+ * 0.0483). f32 (x3, H100 session 7, BH=192, q/k/v splits included): x3-w8s1-k32x 0.430 ms,
+ * x3-w4s1-k32x 0.492; the SIMT kernel 1.488. The kernels they beat (two stages, 8 subgroups for
+ * f16, two row blocks per subgroup, 64-bit copies, P through shared memory, the first coopmat
+ * kernel `cm`) are in bench/FLASH_NOTES.md and git history.
+ */
 export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
-  "acc-w4s2": acc("acc-w4s2", { nsg: 4, stages: 2 }),
-  "acc-w4s1": acc("acc-w4s1", { nsg: 4, stages: 1 }),
-  "acc-w8s1": acc("acc-w8s1", { nsg: 8, stages: 1 }),
-  "acc-w8s2": acc("acc-w8s2", { nsg: 8, stages: 2 }),
-  "acc-w4s2-r2": acc("acc-w4s2-r2", { nsg: 4, stages: 2, rb: 2 }),
-  "acc-w4s2-k32": acc("acc-w4s2-k32", { nsg: 4, stages: 2, bc: 32 }),
-  "acc-w4s2-r2k32": acc("acc-w4s2-r2k32", { nsg: 4, stages: 2, rb: 2, bc: 32 }),
-  "acc-w8s2-k32": acc("acc-w8s2-k32", { nsg: 8, stages: 2, bc: 32 }),
-  "acc-w4s1-k32": acc("acc-w4s1-k32", { nsg: 4, stages: 1, bc: 32 }),
-  "acc-w4s1-r2k32": acc("acc-w4s1-r2k32", { nsg: 4, stages: 1, rb: 2, bc: 32 }),
-  "acc-w8s1-k32": acc("acc-w8s1-k32", { nsg: 8, stages: 1, bc: 32 }),
-  "acc-w4s2-psh": acc("acc-w4s2-psh", { nsg: 4, stages: 2, pShared: true }),
-  // -x: 128-bit K/V copies, masked diagonal fragments skipped, longest blocks first across heads
-  "acc-w4s1-v128": acc("acc-w4s1-v128", { nsg: 4, stages: 1, v128: true }),
-  "acc-w4s1-skip": acc("acc-w4s1-skip", { nsg: 4, stages: 1, skipMasked: true }),
-  "acc-w4s1-lpt": acc("acc-w4s1-lpt", { nsg: 4, stages: 1, lpt: true }),
-  "acc-w4s1-x": acc("acc-w4s1-x", { nsg: 4, stages: 1, ...X }),
-  "acc-w8s1-x": acc("acc-w8s1-x", { nsg: 8, stages: 1, ...X }),
-  "acc-w4s1-r2x": acc("acc-w4s1-r2x", { nsg: 4, stages: 1, rb: 2, ...X }),
-  "acc-w4s1-r2k32x": acc("acc-w4s1-r2k32x", { nsg: 4, stages: 1, rb: 2, bc: 32, ...X }),
-  // f32 tensors (x3): K/V hi and lo tiles, so 64-key tiles fit one stage only
-  "x3-w4s1-x": acc("x3-w4s1-x", { nsg: 4, stages: 1, ...X3 }),
-  "x3-w4s1-k32x": acc("x3-w4s1-k32x", { nsg: 4, stages: 1, bc: 32, ...X3 }),
-  "x3-w4s2-k32x": acc("x3-w4s2-k32x", { nsg: 4, stages: 2, bc: 32, ...X3 }),
-  "x3-w8s1-k32x": acc("x3-w8s1-k32x", { nsg: 8, stages: 1, bc: 32, ...X3 }),
-  cm: {
-    name: "cm",
-    rows: FA_CM_ROWS,
-    applies: (dev, dtype, T, D) => flashCmApplies(dev, dtype, T, D),
-    build: (_dtype, D, softCap) => flashFwdCmKernel({ D, softCap }),
-  },
+  "acc-w4s1-x": acc("acc-w4s1-x", { nsg: 4 }),
+  // f32 tensors at f32 accuracy (x3): q, k, v split into bf16 hi/lo operands, three products each;
+  // K/V hi and lo tiles, so 32-key tiles; 8 subgroups (128 query rows) where T allows
+  "x3-w8s1-k32x": acc("x3-w8s1-k32x", { nsg: 8, bc: 32, split: true }),
+  "x3-w4s1-k32x": acc("x3-w4s1-k32x", { nsg: 4, bc: 32, split: true }),
   simt: {
     name: "simt",
     rows: FA_ROWS,
@@ -77,14 +56,8 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
   },
 };
 
-/**
- * What `auto` tries, in order; the last one serves every problem. H100 session 3 (BH=96, T=1024,
- * D=64, causal f16, warm clocks): acc-w4s1-x 0.0905 ms, acc-w4s1-r2k32x 0.0906, acc-w4s1-lpt
- * 0.0949, acc-w8s1-x 0.0978, acc-w4s1-v128 0.1008, acc-w4s1 0.1100 (PyTorch sdpa 0.0483). f32
- * (x3, H100 session 7, BH=192, q/k/v splits included): x3-w8s1-k32x 0.430 ms, x3-w4s1-k32x 0.492,
- * x3-w4s1-x 0.642 (255 registers), x3-w4s2-k32x 0.735; the SIMT kernel 1.488.
- */
-export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s1-x", "x3-w8s1-k32x", "x3-w4s1-k32x", "cm", "simt"];
+/** What `auto` tries, in order; the last one serves every problem. */
+export const FLASH_AUTO: readonly FlashKernelName[] = ["acc-w4s1-x", "x3-w8s1-k32x", "x3-w4s1-k32x", "simt"];
 
 /** Whether the kernel reads split bf16 hi/lo operands (ts/ops/attention.ts splits q, k, v first). */
 export function flashReadsSplit(name: FlashKernelName): boolean {

@@ -11,13 +11,10 @@ import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqC
 
 const MAX_HEAD_DIM = 256;
 
-/** The tensor-core flash backward's shared stages (attention-cm-bwd.ts): one fits 48 KiB at D = 64. */
-const CM_BWD_STAGES = 1;
-
 function cmBackwardApplies(E: Engine, dtype: string, T: number, D: number, softCap: number): boolean {
   const mode = E.config.attnBackward;
   const split = dtype === "f32";
-  return (mode === "auto" || mode === "cm") && flashBwdCmApplies(E.device, { stages: CM_BWD_STAGES, split }, dtype, T, D, softCap > 0);
+  return (mode === "auto" || mode === "cm") && flashBwdCmApplies(E.device, { split }, dtype, T, D, softCap > 0);
 }
 
 /**
@@ -59,7 +56,7 @@ function attentionBackwardCm(
   const push = { T, scale, cap: softCap > 0 ? softCap : 1 };
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, BH, 1];
   const split = Q.dtype === "f32";
-  const v = { D, stages: CM_BWD_STAGES, split, softCap: softCap > 0 } as const;
+  const v = { D, split, softCap: softCap > 0 } as const;
   withSplits(E, op, split, [Q, K, V, dO], ([q, k, vv, dout]) => {
     run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), FA_PUSH, push, [q, k, vv, dout, lse, di], [dQ], groups);
     run(E, op, { flashBwdDkDvCm: v }, () => flashBwdDkDvCmKernel(v), FA_PUSH, push, [q, k, vv, dout, lse, di], [dK, dV], groups);

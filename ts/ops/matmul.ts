@@ -241,7 +241,7 @@ export function matmulCounts(E: Engine): MatmulCounts {
   return c;
 }
 
-function countProduct(E: Engine, kind: "coop" | "coop2" | "presplit" | "simt"): void {
+function countProduct(E: Engine, kind: "coop" | "presplit" | "simt"): void {
   const c = matmulCounts(E);
   c.total++;
   if (kind === "simt") c.simt++;

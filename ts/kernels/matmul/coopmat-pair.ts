@@ -138,5 +138,5 @@ export function pairedPipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand
   k.for(0, nt, (t) => {
     step(t, 0);
     step(k.let(t.add(1), "t1"), 1);
-  }, { name: "t", step: 2, ...(ps.unroll === false ? { unroll: false } : {}) });
+  }, { name: "t", step: 2 });
 }

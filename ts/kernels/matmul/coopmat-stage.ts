@@ -28,13 +28,14 @@
 // 128×256×16 / 128×128×32), where a third padded 128×128×32 stage (+18.5 KB) would not fit 48 KiB.
 // Prefetch 2 runs the k-loop in pairs: an odd tile count multiplies one extra all-zero tile
 // (every load past the k range is zero), which adds exactly 0 to the accumulators.
-// Pair staging (two k-tiles per load of the K-contiguous operands) is coopmat-pair.ts; two
-// probes of the K-contiguous staging are coopmat-probes.ts.
+// Pair staging (two k-tiles per load of the K-contiguous operands) is coopmat-pair.ts.
 import {
   lit, select, toBf16, vecOf, type Buffer, type CoopMatType, type Expr, type KernelBuilder, type Shared, type ValueType, type Var,
 } from "../../ir/index.js";
 import { read } from "./common.js";
-import { spreadSlots, transpose8 } from "./coopmat-probes.js";
+
+/** Rows and columns of a cooperative-matrix fragment (16×16×16 MMAs). */
+export const CM = 16;
 
 export const PAD = 8;
 
@@ -53,16 +54,6 @@ export interface Stage {
    * bounds checks and no zero selects (fewer integer instructions per k-tile in the hot loop).
    */
   aligned?: boolean;
-  /**
-   * Spread chunk order (CoopConfig.spread): consecutive lanes take consecutive rows, so each 8-lane
-   * phase of a 128-bit shared store writes one chunk of 8 rows (see chunkSlots).
-   */
-  spread?: boolean;
-  /**
-   * Transposed staging (CoopConfig.stageAT): the lane's row within its 8-lane group; each 8×8
-   * block of 16-bit values loaded by a group is transposed across its lanes before the store.
-   */
-  t8?: Expr;
   /** Global position of the tile: row origin/limit, column origin/limit, leading dim, base. */
   r0: Expr; rLimit: Expr; c0: Expr; cLimit: Expr; ld: Expr; base: Expr;
 }
@@ -88,8 +79,6 @@ export function chunkSlots(k: KernelBuilder, s: Stage, lid: Expr, threads: numbe
   const perRow = s.cols / s.vw;
   const total = s.rows * perRow;
   if (total % threads) throw new Error(`coopmat: ${tag} tile ${s.rows}x${s.cols} does not split over ${threads} threads`);
-  const rpw = 32 / perRow;
-  if (s.spread && perRow < 8 && Number.isInteger(rpw) && threads % 32 === 0 && s.rows % rpw === 0) return spreadSlots(k, s, lid, threads, tag, s.cols + PAD);
   const out: Slot[] = [];
   for (let it = 0; it < total / threads; it++) {
     const { r, c, gOff } = rowOrderChunk(k, s, lid, it, threads, tag);
@@ -155,7 +144,7 @@ export function loadChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[
 export function storeChunks(k: KernelBuilder, s: Stage, slots: Slot[], regs: Var[], stageOff: Expr): void {
   slots.forEach((sl, n) => {
     const base = k.let(stageOff.add(sl.shOff), "so");
-    const v = s.t8 ? transpose8(k, read(regs[n]), s.t8) : read(regs[n]);
+    const v = read(regs[n]);
     if (s.vw === 8) {
       // offsets, row pitches (cols + PAD) and stage lengths are multiples of 8 halves
       s.sh.store(base.div(8), v);
@@ -237,8 +226,6 @@ export interface PipelineShape {
   stages: 1 | 2;
   prefetch: 1 | 2;
   regElem: "f16" | "bf16" | "f32";
-  /** false: mark the k-tile loop DontUnroll (the driver may otherwise unroll it for ILP). */
-  unroll?: boolean;
   /**
    * Unchecked loads (Stage.aligned): the prefetch past the last tile re-reads the last tile
    * instead of loading zeros beyond K (its copy is staged but never multiplied). Prefetch 1 only:
@@ -310,6 +297,6 @@ export function pipeline(k: KernelBuilder, ps: PipelineShape, ops: Operand[], kB
   const loopTiles = ps.peel ? k.let(nt.sub(1), "tloop") : nt;
   k.for(0, loopTiles, (t) => {
     for (let u = 0; u < ps.prefetch; u++) step(u === 0 ? t : k.let(t.add(u), "t1"), u);
-  }, { name: "t", step: ps.prefetch, ...(ps.unroll === false ? { unroll: false } : {}) });
+  }, { name: "t", step: ps.prefetch });
   if (ps.peel) mma(ops.map((o) => stageOf(loopTiles, o)));
 }

@@ -29,14 +29,13 @@ import { checkU32 } from "../common.js";
 import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, epiFitsInStage, halfA2Fits, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
-import { coop2Kernel } from "./coopmat2.js";
 import { readMatmulConfig } from "./config.js";
 import { presplitKernel, presplitLimit, SPLIT_PUSH, splitJobs, type SplitJob } from "./presplit.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { reduceKernel, REDUCE_THREADS } from "./reduce.js";
 import { fixupKernel, FIXUP_SPAN, streamKSchedule, streamKUnit, type StreamKSchedule } from "./streamk.js";
 import { simtBk, simtKernel, type SimtConfig } from "./simt.js";
-import { isUntuned, VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
+import { VARIANTS, variantByName, withSplits, type VariantSpec } from "./variants.js";
 
 /** The device facts the planner needs (a subset of the native DeviceInfo). */
 export interface MatmulCaps {
@@ -80,11 +79,6 @@ export interface PlanOptions {
   variant?: string;
   /** Allow f32 inputs on f16 tensor-core tiles in the default choice. */
   allowLowPrecisionF32?: boolean;
-  /**
-   * Offer the workgroup-scope (NV coopmat2) variants as tuning candidates. Off by default until the
-   * GPU-host sweep shows them correct and competitive (HELIOS_MATMUL_VARIANT=cm2_* still forces).
-   */
-  includeCoop2?: boolean;
   /**
    * Unchecked staging loads where the tiles divide M, N and K (default: HELIOS_MATMUL_ALIGNED,
    * on). false keeps the bounds-checked kernel for every problem (the A/B control).
@@ -174,22 +168,9 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
     if (p.outDtype !== "f32") return "the presplit variants write f32";
     return presplitLimit(p) ?? unsupported(v.inner, presplitProblem(p), caps);
   }
-  if (v.kind === "coop2") {
-    if (!caps.coopMat2Supported) return "no VK_NV_cooperative_matrix2 on this device";
-    if (p.dtype === "f32") return "the coopmat2 variant needs 16-bit inputs";
-    if (p.outDtype === "bf16") return "the coopmat2 variant does not write bf16";
-    if (p.m % v.cfg.bm || p.n % v.cfg.bn || p.k % v.cfg.bk) return `the coopmat2 variant needs M % ${v.cfg.bm}, N % ${v.cfg.bn}, K % ${v.cfg.bk} == 0`;
-    const e = p.epilogue;
-    if (e.bias || e.residual || e.act !== "none" || e.scale !== 1) return "the coopmat2 variant has no fused epilogue";
-    return null;
-  }
   if (v.cfg.split3 && p.dtype !== "f32") return "the bf16x3 split is for f32 inputs";
   const elem = p.dtype === "f32" ? (v.cfg.split3 ? "bf16" : "f16") : p.dtype;
   if (!hasShape(caps, elem, p.accF16 ? "f16" : "f32")) return `no 16x16x16 ${elem} cooperative matrix on this device`;
-  if (v.cfg.direct) {
-    if (p.dtype === "f32") return "direct fragment loads need 16-bit inputs";
-    if (p.m % 16 || p.n % 16 || p.k % 16) return "direct fragment loads need M, N, K multiples of 16";
-  }
   if (caps.subgroupSize !== 32) return `cooperative-matrix kernels assume subgroup size 32 (device: ${caps.subgroupSize})`;
   // with the output path the planner would choose (aligned problems need no f32 edge tile)
   const cfg = coopConfig(p, v, caps, v.splits > 1, envDefaults().aligned, envDefaults().outStore, envDefaults().twoStage);
@@ -200,7 +181,6 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
 
 function tileOf(v: VariantSpec): { bm: number; bn: number; bk: number } {
   if (v.kind === "presplit") return tileOf(v.inner);
-  if (v.kind === "coop2") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: v.cfg.bk };
   if (v.kind === "simt") return { bm: v.cfg.bm, bn: v.cfg.bn, bk: simtBk(v.cfg) };
   const t = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
   return { bm: t.bm, bn: t.bn, bk: v.cfg.bk };
@@ -279,10 +259,9 @@ export function candidateVariants(p: NormalizedProblem, caps: MatmulCaps, opts: 
   const coop = p.dtype !== "f32" || opts.allowLowPrecisionF32;
   const presplit = opts.presplit ?? envDefaults().presplit;
   for (const v of VARIANTS.values()) {
-    if (v.splits !== 1 || isUntuned(v)) continue;
+    if (v.splits !== 1) continue;
     // f32 inputs: SIMT and the accurate bf16x3 forms always; f16 tiles only when allowed
     const accurateF32 = (v.kind === "coop" && !!v.cfg.split3) || v.kind === "presplit";
-    if (v.kind === "coop2" && !opts.includeCoop2) continue;
     if (v.kind === "presplit" && !presplit) continue;
     // pair-staged tiles differ from their twins only where an operand is K-contiguous
     if ((v.kind === "coop" && v.cfg.pairK && !hasKContiguous(p)) || (v.kind === "presplit" && v.inner.cfg.pairK)) continue;
@@ -372,8 +351,6 @@ function coopConfig(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop"
   // 8-row multiples per slot
   if (cfg.pairRot && !(cfg.pairK && rotatable(p, cfg))) cfg.pairRot = undefined;
   if (cfg.pairRows && !(cfg.pairK && rowPairable(p, cfg))) cfg.pairRows = undefined;
-  // transposed staging of A: K-contiguous A, whole 32-deep tiles of 128-bit chunks, not paired
-  if (cfg.stageAT && (p.transA || !cfg.aligned || cfg.bk !== 32 || cfg.vecA !== 8 || cfg.pairK || !!cfg.split3)) cfg.stageAT = undefined;
   // a second stage for one operand goes only where it fits beside the output path the tile takes
   // without it, with the epilogue's tiles moved into B's stage array if need be (bf16 and f32
   // output on whole tiles); elsewhere, or with HELIOS_MATMUL_TWO_STAGE=0, the twin is its tile
@@ -430,7 +407,7 @@ function hasKContiguous(p: { transA?: boolean; transB?: boolean }): boolean {
 
 /** Whole tiles everywhere (and at least one k-tile): the unchecked staging loads are safe. */
 function isAligned(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" }>): boolean {
-  if (v.cfg.direct || (v.cfg.prefetch ?? 1) !== 1) return false;
+  if ((v.cfg.prefetch ?? 1) !== 1) return false;
   const { bm, bn } = coopTile({ ...v.cfg, vecA: 1, vecB: 1 });
   return p.m > 0 && p.n > 0 && p.k > 0 && p.m % bm === 0 && p.n % bn === 0 && p.k % v.cfg.bk === 0;
 }
@@ -455,15 +432,11 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
   if (spec.kind === "simt") {
     const cfg = simtConfig(p, spec, split, opts.aligned ?? envDefaults().aligned);
     desc = memo(`simt|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => simtKernel(p, cfg, split));
-  } else if (spec.kind === "coop2") {
-    const cfg = spec.cfg;
-    desc = memo(`coop2|${JSON.stringify(cfg)}|${split}|${problemKey(p)}`, () => coop2Kernel(p, cfg, split));
   } else {
     const cfg = coopConfig(p, spec, caps, split, opts.aligned ?? envDefaults().aligned, opts.outStore ?? envDefaults().outStore, opts.twoStage ?? envDefaults().twoStage);
     if (opts.kSeg2) {
       if (!cfg.aligned || p.k % 3 !== 0) throw new Error(`helios: internal error: matmul variant ${spec.name}: two-block operands need an aligned tile`);
       cfg.kSeg2 = true;
-      cfg.stageAT = undefined;
       // a pair could straddle two blocks of K'
       cfg.pairK = undefined;
       // the operands hold 2K of K' = 3K per row or block
@@ -514,7 +487,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
 /** Where a stream-K twin runs as stream-K: its schedule, or null (then it is the plain tile). */
 function streamKFor(p: NormalizedProblem, cfg: CoopConfig, caps: MatmulCaps, split: boolean): StreamKSchedule | null {
   const unit = streamKUnit(cfg);
-  if (split || cfg.direct || !cfg.aligned || p.k % unit !== 0) return null;
+  if (split || !cfg.aligned || p.k % unit !== 0) return null;
   const { bm, bn } = coopTile(cfg);
   const s = streamKSchedule(gridTiles(p, bm, bn), caps.computeUnits ?? 132);
   return s && s.dp + s.ctas <= 65535 ? s : null;
@@ -534,8 +507,8 @@ function planStreamK(p: NormalizedProblem, spec: VariantSpec, cfg: CoopConfig, d
     steps: [
       { desc, groups: [sk.dp + sk.ctas, 1, 1], push, pushFields: PUSH_FIELDS, pushValues: pv, bindings: ["A", "B", "C", ...epi, "workspace"] },
       {
-        desc: memo(`streamk|${cfg.wm}|${cfg.wn}|${cfg.sm}|${cfg.sn}|${unit}|${cfg.groupRows}|${p.accF16}|${problemKey(p)}`,
-          () => fixupKernel(p, { wm: cfg.wm, wn: cfg.wn, sm: cfg.sm, sn: cfg.sn, unit, groupRows: cfg.groupRows })),
+        desc: memo(`streamk|${cfg.wm}|${cfg.wn}|${cfg.sm}|${cfg.sn}|${unit}|${p.accF16}|${problemKey(p)}`,
+          () => fixupKernel(p, { wm: cfg.wm, wn: cfg.wn, sm: cfg.sm, sn: cfg.sn, unit })),
         groups: [sk.skTiles * ((bm * bn) / FIXUP_SPAN), 1, 1],
         push, pushFields: PUSH_FIELDS, pushValues: pv, bindings: ["workspace", "C", ...epi],
       },
@@ -554,7 +527,7 @@ function planStreamK(p: NormalizedProblem, spec: VariantSpec, cfg: CoopConfig, d
 function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "presplit" }>, caps: MatmulCaps, opts: PlanOptions): MatmulPlan {
   const pp = presplitProblem(p);
   const inner0 = spec.inner;
-  const twoBlocks = (opts.splitBlocks ?? envDefaults().splitBlocks) === 2 && inner0.kind === "coop" && !inner0.cfg.direct &&
+  const twoBlocks = (opts.splitBlocks ?? envDefaults().splitBlocks) === 2 && inner0.kind === "coop" &&
     (opts.aligned ?? envDefaults().aligned) && isAligned(pp, inner0);
   const inner = planMatmul(pp, caps, { ...opts, variant: spec.inner.name, kSeg2: twoBlocks });
   const jobs = splitJobs(p, twoBlocks ? 2 : 3);

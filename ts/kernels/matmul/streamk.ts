@@ -113,18 +113,18 @@ export function streamKSegment(k: KernelBuilder, g: StreamKGeometry, r: { start:
 }
 
 /** Tile t (batch-major, grouped order within a batch): its batch and origin. */
-export function streamKTile(k: KernelBuilder, g: StreamKGeometry, t: Expr, bm: number, bn: number, groupRows?: number): { bt: Expr; row0: Expr; col0: Expr } {
+export function streamKTile(k: KernelBuilder, g: StreamKGeometry, t: Expr, bm: number, bn: number): { bt: Expr; row0: Expr; col0: Expr } {
   const bt = k.let(t.div(g.perBatch), "bt");
   const pid = k.let(t.rem(g.perBatch), "pid");
-  return { bt, ...groupedTile(k, pid, g.nx, g.ny, bm, bn, groupRows) };
+  return { bt, ...groupedTile(k, pid, g.nx, g.ny, bm, bn) };
 }
 
 export function fixupName(p: NormalizedProblem, t: FixupTile): string {
-  return `mm_streamk_fixup_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${t.wm * t.sm * 16}x${t.wn * t.sn * 16}_w${t.wm}x${t.wn}_u${t.unit}${t.groupRows ? `_g${t.groupRows}` : ""}${epilogueTag(p.epilogue)}`;
+  return `mm_streamk_fixup_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${t.wm * t.sm * 16}x${t.wn * t.sn * 16}_w${t.wm}x${t.wn}_u${t.unit}${epilogueTag(p.epilogue)}`;
 }
 
 /** The tile's shape as the fixup needs it: subgroups (wm × wn), 16×16 blocks per subgroup (sm × sn), the unit. */
-export interface FixupTile { wm: number; wn: number; sm: number; sn: number; unit: number; groupRows?: number }
+export interface FixupTile { wm: number; wn: number; sm: number; sn: number; unit: number }
 
 /**
  * Where element e of a partial tile sits in the tile: the kernel stores subgroup sg's block (i, j)
@@ -158,7 +158,7 @@ export function fixupKernel(p: NormalizedProblem, t: FixupTile): KernelDesc {
   const c1 = ctaOf(k.let(x0.add(g.units).sub(1), "x1"));
   // a tile inside one workgroup's range was finished and stored there
   k.if(c0.lt(c1), () => {
-    const { bt, row0, col0 } = streamKTile(k, g, k.let(g.dp.add(s), "t"), bm, bn, t.groupRows);
+    const { bt, row0, col0 } = streamKTile(k, g, k.let(g.dp.add(s), "t"), bm, bn);
     // 8 consecutive elements per thread: half a block row, 8 consecutive columns of C
     const el = k.let(chunk.mul(FIXUP_SPAN).add(k.localIndex.mul(8)), "el");
     const acc = Array.from({ length: 8 }, (_, q) => k.var(f32, 0, `acc${q}`));

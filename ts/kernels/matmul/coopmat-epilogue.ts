@@ -1,0 +1,142 @@
+// The output of the KHR coopmat matmul (coopmat.ts): each subgroup's sm×sn accumulator blocks get
+// the epilogue (scale, bias, activation, residual) and reach C. Whole blocks: the epilogue on the
+// accumulator fragment (bias as a coopmat loaded with stride 0, the activation element-wise), then
+// a per-subgroup f16 tile and 16-byte stores (halfOut), the f32 tile's 16-byte stores (wideOut32,
+// wideOut16) or a coopmat store. Edge blocks (and staged epilogues): through the per-subgroup f32
+// tile, each lane applying the epilogue to 8 elements with bounds-checked stores.
+import { coopmat, lit, packHalves, type Buffer, type CoopMatType, type Expr, type ValueType } from "../../ir/index.js";
+import { activate, applyEpilogue, type EpilogueRefs, isPlainEpilogue, read } from "./common.js";
+import type { Kern, TileRun } from "./coopmat.js";
+import { CM } from "./coopmat-stage.js";
+import { storeTileF16, TILE_SLOT } from "../store-tile.js";
+
+/** How the tile's output blocks leave (one per kernel: the epilogue's choices). */
+interface BlockOut {
+  x: Kern;
+  cBase: Expr;
+  refs: EpilogueRefs;
+  /** Whole blocks leave straight from the accumulator (plain epilogue, directStore). */
+  plain: boolean;
+  /** Whole blocks get the epilogue on the accumulator fragment (directStore). */
+  fragEpi: boolean;
+  /** Whole blocks leave through the f32 tile's 4-wide view (plain epilogue, no directStore). */
+  vecStaged: boolean;
+  stOff: Expr;
+  tOut: CoopMatType;
+  /** Aligned tiles: each column block's bias fragment, loaded once for all row blocks. */
+  biasByCol: Expr[];
+}
+
+/** The tile's output blocks: epilogue and store to C (cBase: the batch's first element of C). */
+export function epilogue(x: Kern, t: TileRun, cBase: Expr): void {
+  const { k, p, c, split, pc, sg } = x;
+  const plainEpi = isPlainEpilogue(p.epilogue);
+  const plain = (split || plainEpi) && !!c.directStore;
+  // Full blocks with an epilogue apply it on the accumulator fragment (no staging round trip, no
+  // per-element bounds checks): scale as a coopmat×scalar, bias as a coopmat loaded with stride 0
+  // (every row reads the same 16 bias values), the activation element-wise over the invocation's
+  // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
+  const o: BlockOut = {
+    x, cBase, refs: { scale: pc.scale, bias: x.bias, residual: x.residual, dtype: p.outDtype }, plain,
+    fragEpi: !split && !plain && !!c.directStore,
+    vecStaged: !split && !c.directStore && plainEpi && !!c.vecOut,
+    stOff: k.let(sg.mul(256), "stoff"),
+    tOut: coopmat("acc", x.outElem, CM, CM),
+    biasByCol: [],
+  };
+  for (let i = 0; i < c.sm; i++) {
+    for (let j = 0; j < c.sn; j++) {
+      storeBlock(o, read(t.acc[i][j]), k.let(t.row0.add(t.sgRow).add(i * CM), "gr0"), k.let(t.col0.add(t.sgCol).add(j * CM), "gc0"), j);
+    }
+  }
+}
+
+/** Output block (gr0, gc0) of accumulator v (column block j). */
+function storeBlock(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): void {
+  const { k, c } = o.x;
+  const whole = (): void => {
+    if (o.vecStaged) stagedVec(o, gr0, gc0, v.cast(o.x.tC32));
+    else storeWhole(o, o.plain ? v.cast(o.tOut) : fragment(o, v, gr0, gc0, j), gr0, gc0);
+  };
+  const edge = () => staged(o, v, gr0, gc0);
+  if (!o.vecStaged && !o.plain && !o.fragEpi) return edge();
+  // aligned: every block is full, so the bounds test and the edge path are not generated
+  if (c.aligned) whole();
+  else k.if(k.let(gr0.add(CM).le(o.x.pc.m).and(gc0.add(CM).le(o.x.pc.n)), "full"), whole, edge);
+}
+
+/** The epilogue applied on the accumulator fragment of a whole block. */
+function fragment(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): Expr {
+  const { k, p, c, pc, tC32, bias, residual } = o.x;
+  const e = p.epilogue;
+  // Aligned tiles load each column block's bias once for all sm row blocks (every block is whole,
+  // so no load sits in a branch): H200 session 10, 16384×3072×768, the bias cost 15 µs of 284
+  const biasOf = (b: Buffer): Expr => {
+    const load = () => b.cmLoad(o.tOut, gc0, lit("u32", 0), "row");
+    return c.aligned ? (o.biasByCol[j] ??= load()) : load();
+  };
+  const y = k.var(tC32, v.cast(tC32), "ep");
+  if (e.scale !== 1) y.set(read(y).mul(pc.scale));
+  if (e.bias && bias) y.set(read(y).add(biasOf(bias).cast(tC32)));
+  if (e.act !== "none") k.for(0, k.cmLen(tC32), (q) => y.setAt(q, activate(k, e.act, y.at(q))), { name: "eq", unroll: true });
+  if (e.residual && residual) {
+    y.set(read(y).add(residual.cmLoad(o.tOut, o.cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row").cast(tC32)));
+  }
+  return read(y).cast(o.tOut);
+}
+
+/** A whole block leaves through the f16 tile (halfOut), the f32 tile's 16-byte stores (wideOut32) or a coopmat store. */
+function storeWhole(o: BlockOut, x: Expr, gr0: Expr, gc0: Expr): void {
+  const { k, c, C, pc, sg, lane, stageH } = o.x;
+  if (stageH) storeTileF16(k, C, stageH, k.let(sg.mul(TILE_SLOT), "hs"), lane, x, o.cBase.add(gr0.mul(pc.n)).add(gc0), pc.n);
+  else if (c.wideOut32) stagedVec(o, gr0, gc0, x);
+  else C.cmStore(x, o.cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row");
+}
+
+/**
+ * A block through the f32 tile's 4-wide view (so its coopmat store uses that view too): lane l
+ * writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores, or (wideOut16) as one 16-byte store
+ * of 8 packed 16-bit values.
+ */
+function stagedVec(o: BlockOut, gr0: Expr, gc0: Expr, x: Expr): void {
+  const { k, c, C, pc, lane, f32Tile, outElem } = o.x;
+  f32Tile.store(x, o.stOff.div(4));
+  k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+  const r = k.let(lane.shr(1), "vr");
+  const cc = k.let(lane.band(1).mul(8), "vc");
+  if (c.wideOut16 && outElem !== "f32") {
+    const at = k.let(o.stOff.add(r.mul(CM)).add(cc).div(4), "va");
+    const halves = [0, 1].map((h) => k.let(f32Tile.load4(at.add(h)).cast(`${outElem}x4` as ValueType), "vh"));
+    const packed = packHalves(halves.flatMap((v) => [v.swz("xy"), v.swz("zw")]));
+    const oi = k.let(o.cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc), "oi");
+    C.as("u32", 4).store(oi.div(8), packed);
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    return;
+  }
+  for (let h = 0; h < 2; h++) {
+    const v = f32Tile.load4(o.stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
+    const oi = k.let(o.cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
+    C.store(oi.div(4), outElem === "f32" ? v : v.cast(`${outElem}x4` as ValueType));
+  }
+  k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+}
+
+/** An edge block (or any block of a staged epilogue): through the f32 tile, 8 bounds-checked elements per lane. */
+function staged(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr): void {
+  const { k, p, split, C, pc, lane, f32Tile, outElem, tC32 } = o.x;
+  // through the 4-wide view always: the array's widest view, which its coopmat stores must use
+  f32Tile.store(v.cast(tC32), o.stOff.div(4));
+  k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+  for (let q = 0; q < 8; q++) {
+    const flat = k.let(lane.mul(8).add(q), "fl");
+    const gr = k.let(gr0.add(flat.shr(4)), "gr");
+    const gc = k.let(gc0.add(flat.band(15)), "gc");
+    k.if(gr.lt(pc.m).and(gc.lt(pc.n)), () => {
+      const x = f32Tile.load1(o.stOff.add(flat), q);
+      const oi = k.let(o.cBase.add(gr.mul(pc.n)).add(gc), "oi");
+      const y = split ? x : applyEpilogue(k, p, o.refs, x, gc, oi);
+      C.store(oi, y.cast(outElem));
+    });
+  }
+  k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+}
