@@ -77,11 +77,16 @@ test("a rank killed mid-training (SIGKILL, no launcher): the other exits non-zer
         env: rankEnv(o, local, port), stdio: ["ignore", "pipe", "pipe"],
       });
       let err = "";
-      c.stderr.on("data", (d) => (err += d));
+      const joined = new Promise<void>((resolve) => c.stderr.on("data", (d) => {
+        err += d;
+        if (err.includes("joined")) resolve();
+      }));
       const done = new Promise<{ code: number | null; err: () => string }>((resolve) => c.on("close", (code) => resolve({ code, err: () => err })));
-      return { c, done };
+      return { c, done, joined };
     });
-    await new Promise((r) => setTimeout(r, 3000)); // both ranks are training by now
+    // every rank has arrived; a moment later both are training
+    await Promise.race([started[0].joined, started[0].done.then((r) => assert.fail(`rank 0 ended before the job formed: ${r.err()}`))]);
+    await new Promise((r) => setTimeout(r, 1000));
     const killed = Date.now();
     started[1].c.kill("SIGKILL");
     const r0 = await started[0].done;

@@ -12,6 +12,7 @@ import { parseTrainSuiteArgs, runTrainSuite } from "../../bench/train/suite.js";
 import "./host-transport.js";
 
 const pg = hasDistEnv() ? initDistributed({ transport: "host" }) : null;
+if (pg) process.stderr.write(`joined as rank ${pg.rank}\n`); // every rank has arrived
 const B = asTrainBackend(new HeliosBackend());
 const argv = process.argv.slice(2);
 let out: Record<string, unknown>;
