@@ -1,6 +1,7 @@
 // Data-parallel training on lavapipe over the test transport: two ranks, each training on half of
 // the global batch with gradients averaged during backward, follow one process that trains on the
-// whole batch — same losses at every step — in the demo (started by `helios launch`) and in the
+// whole batch — same losses at every step — in the demo (started by `helios launch`; 1.6 MB of
+// parameters: two gradient buckets, so the captured step runs in pieces) and in the
 // train suite (per-rank and total tokens/s reported); a rank killed mid-training ends the other.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -15,9 +16,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const rank = path.join(here, "dist", "train-rank.js");
 const cli = path.join(here, "..", "bench", "cli.js");
 
-function run(cmd: string[]): Promise<{ code: number | null; out: string; err: string }> {
+function run(cmd: string[], extra: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const env = { ...process.env };
+    const env = { ...process.env, ...extra };
     for (const k of ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]) delete env[k];
     const c = spawn(process.execPath, cmd, { env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "", err = "";
@@ -27,7 +28,7 @@ function run(cmd: string[]): Promise<{ code: number | null; out: string; err: st
   });
 }
 
-type Result = { losses: number[]; valLoss?: number; world?: number; steps?: number; perRank?: number[] | null; tokensPerSec?: number; validation: string[] };
+type Result = { losses: number[]; valLoss?: number; world?: number; steps?: number; captured?: boolean; perRank?: number[] | null; tokensPerSec?: number; validation: string[] };
 
 function result(r: { code: number | null; out: string; err: string }): Result {
   assert.equal(r.code, 0, r.err);
@@ -45,20 +46,21 @@ function sameLosses(a: number[], b: number[]): void {
   }
 }
 
-test("demo: 2 ranks (helios launch, test transport) train like 1 process with the same global batch", async () => {
-  const args = ["--steps=4", "--batch=4", "--seq=16", "--layers=1", "--dim=32", "--heads=2", "--log-every=1", "--eval-every=1000", "--sample=1", "--max-seconds=600"];
+test("demo (captured steps, in pieces per bucket): 2 ranks (helios launch, test transport) train like 1 process with the same global batch", async () => {
+  const args = ["--steps=4", "--batch=4", "--seq=16", "--layers=2", "--dim=128", "--heads=2", "--log-every=1", "--eval-every=1000", "--sample=1", "--max-seconds=600"];
   const [two, one] = (await Promise.all([run([cli, "launch", "--gpus=2", rank, ...args]), run([rank, ...args])])).map(result);
-  assert.deepEqual([two.world, one.world, two.steps], [2, 1, 4]);
+  assert.deepEqual([two.world, one.world, two.steps, two.captured, one.captured], [2, 1, 4, true, true]);
   sameLosses(two.losses, one.losses);
   assert.ok(two.losses[3] < two.losses[0], "the loss falls");
   assert.ok(Math.abs(two.valLoss! - one.valLoss!) <= 1e-4 * one.valLoss!, `val ${two.valLoss} vs ${one.valLoss}`);
 });
 
-test("train suite: 2 ranks match 1 process step by step and report per-rank and total tokens/s", async () => {
+test("train suite (eager steps): 2 ranks match 1 process step by step and report per-rank and total tokens/s", async () => {
   const dirs = [0, 1].map(() => mkdtempSync(path.join(tmpdir(), "helios-dist-suite-")));
   try {
     const args = (d: string) => ["suite", "--tiny", "--steps=3", "--batch=4", "--helios-modes=f32", "--no-torch", `--work-dir=${d}`];
-    const [two, one] = (await Promise.all([run([cli, "launch", "--gpus=2", rank, ...args(dirs[0])]), run([rank, ...args(dirs[1])])])).map(result);
+    const eager = { HELIOS_CAPTURE: "0" };
+    const [two, one] = (await Promise.all([run([cli, "launch", "--gpus=2", rank, ...args(dirs[0])], eager), run([rank, ...args(dirs[1])], eager)])).map(result);
     sameLosses(two.losses, one.losses);
     assert.equal(two.perRank?.length, 2);
     assert.ok(two.perRank!.every((x) => x > 0) && two.tokensPerSec! > 0);

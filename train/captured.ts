@@ -3,6 +3,9 @@
 // each step. Everything that changes per step reaches the device through tensors written before
 // the replay: the tokens and targets, [lr, bc1, bc2] and the dropout counter. The host reads the
 // loss, the sum of squares and the non-finite flag after the replay, once per step.
+// Data parallel (ctx.ddp), the step is captured in pieces cut where a gradient bucket is complete:
+// each replay of a piece is followed by that bucket's all-reduce (NCCL: enqueued in stream order
+// after the piece, no host wait), and the next piece runs while it reduces.
 import type { TensorData } from "../ts/types.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
 import { Scope, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
@@ -10,6 +13,7 @@ import type { GPT } from "./model.js";
 import type { ParamSpec, Params } from "./params.js";
 import type { OptimState } from "./optim.js";
 import type { HostBatch } from "./data.js";
+import type { DataParallel } from "../ts/distributed/ddp.js";
 
 type CB = TrainBackend & CaptureOps;
 
@@ -24,6 +28,14 @@ export interface CaptureContext {
   readonly lossScale: number;
   /** Position indices [B*T] (persistent; read by the capture). */
   readonly pos: TensorData;
+  /** Data parallelism: gradients averaged over ranks bucket by bucket between pieces. */
+  readonly ddp?: DataParallel | null;
+}
+
+/** A piece of a data-parallel step: its capture, then the all-reduce of the bucket it completed. */
+interface Piece {
+  graph: CaptureHandle;
+  bucket: TensorData;
 }
 
 export interface ReplayResult {
@@ -44,6 +56,9 @@ export class CapturedStep {
     /** Batch geometry, loss scale and the exact tensors bound: a change needs a new capture. */
     readonly key: string,
     private readonly bound: TensorData[],
+    /** Data parallel: the pieces before `graph`, in order (empty otherwise). */
+    private readonly pieces: Piece[] = [],
+    private readonly ddp: DataParallel | null = null,
   ) {}
 
   /** Whether this capture still fits: same geometry and loss scale, same parameter and state tensors. */
@@ -59,12 +74,17 @@ export class CapturedStep {
     C.writeTensor(io.targets, hb.targets);
     C.writeTensor(io.sched, [lr, bc1, bc2]);
     if (this.masks > 0) C.writeTensor(io.counter, [counter | 0]);
+    for (const p of this.pieces) {
+      C.replay(p.graph);
+      this.ddp!.reducer.reduce(p.bucket);
+    }
     C.replay(this.graph);
     const [loss, sumSq, bad] = Array.from(io.out.data, Number);
     return { loss, sumSq, nonFinite: bad !== 0 || !Number.isFinite(sumSq) };
   }
 
   destroy(): void {
+    for (const p of this.pieces) this.C.destroyCapture(p.graph);
     this.C.destroyCapture(this.graph);
     this.held.releaseAll();
   }
@@ -91,13 +111,25 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
     counter: held.keep(C.zeros([1], "i32")),
   };
   const o = ctx.optim;
+  const pieces: Piece[] = [];
+  const ddp = ctx.ddp ?? null;
+  if (ddp) {
+    // a complete bucket ends the piece: its all-reduce runs between this piece's replay and the next's
+    ddp.reducer.defer = (bucket) => {
+      pieces.push({ graph: C.endCapture(bucket), bucket });
+      C.beginCapture();
+    };
+  }
   C.beginCapture();
   try {
     const batch = { idx: io.idx, targets: io.targets, pos: ctx.pos, B: hb.B, T: hb.T };
     const drop = ctx.cfg.dropout > 0 ? { p: ctx.cfg.dropout, seed: ctx.seed, counter: 0, base: io.counter } : null;
     const fc = ctx.model.forward(ctx.params, batch, drop, tmp, { headGradScale: ctx.lossScale });
-    const grads = ctx.model.backward(ctx.params, fc, tmp, ctx.lossScale);
-    for (const g of grads.values()) tmp.keep(g);
+    const own = ctx.model.backward(ctx.params, fc, tmp, ctx.lossScale, ddp ? (n, g) => ddp.grad(n, g) : undefined);
+    for (const g of own.values()) tmp.keep(g);
+    // data parallel: the averaged gradients, sliced out of the buckets in the last piece
+    const grads = ddp ? ddp.reduced() : own;
+    if (ddp) for (const g of grads.values()) tmp.keep(g);
     const list = ctx.specs.map((s) => {
       const g = grads.get(s.name);
       if (!g) throw new Error(`no gradient for ${s.name}`);
@@ -119,15 +151,19 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
     const graph = C.endCapture(out);
     // The runtime pins every buffer the capture uses, so the temporaries can go back now.
     tmp.releaseAll();
-    return new CapturedStep(C, graph, { ...io, out }, held, drop ? drop.counter : 0, stepKey(hb, ctx.lossScale), boundTensors(ctx));
+    return new CapturedStep(C, graph, { ...io, out }, held, drop ? drop.counter : 0, stepKey(hb, ctx.lossScale), boundTensors(ctx), pieces, ddp);
   } catch (e) {
     C.abortCapture();
+    for (const p of pieces) C.destroyCapture(p.graph);
+    ddp?.reducer.reset();
     tmp.releaseAll();
     held.releaseAll();
     if (e instanceof Error && (e as Error & { code?: string }).code === "ERR_HELIOS_CAPTURE") {
       e.message += " (recording the training step; HELIOS_CAPTURE=0 runs it eagerly)";
     }
     throw e;
+  } finally {
+    if (ddp) ddp.reducer.defer = null;
   }
 }
 

@@ -87,6 +87,8 @@ export interface DemoResult {
   losses: number[];
   /** Ranks that trained (1 without --gpus). */
   world: number;
+  /** Whether steps ran as replayed captures. */
+  captured: boolean;
 }
 
 function evalSet(tokens: Uint8Array, o: DemoOptions): HostBatch[] {
@@ -168,7 +170,7 @@ export function runDemo(B: TrainBackend, o: DemoOptions, logAll: (s: string) => 
   const timed = Math.max(1, done - 2);
   const msPerStep = totalMs / timed;
   if (tr.ddp) [firstLoss, lastLoss] = tr.ddp.combine("first and last loss", [firstLoss, lastLoss]);
-  const res = { steps: tr.opt.step, firstLoss, lastLoss, valLoss, tokensPerSec: (o.batch * o.seq) / (msPerStep / 1000), msPerStep, sample, losses, world };
+  const res = { steps: tr.opt.step, firstLoss, lastLoss, valLoss, tokensPerSec: (o.batch * o.seq) / (msPerStep / 1000), msPerStep, sample, losses, world, captured: tr.capturing };
   if (o.json && rank === 0) writeFileSync(o.json, JSON.stringify({ ...res, model: cfg, batch: o.batch, seq: o.seq, device: B.name, capture: tr.capturing, valTarget: 1.6, valBelowTarget: valLoss < 1.6 }, null, 1));
   return res;
 }

@@ -37,7 +37,8 @@ export interface TrainerOptions {
   capture?: boolean;
   /**
    * Data parallelism (docs/distributed.md): every rank starts from rank 0's weights and its
-   * gradients are averaged with the other ranks' during backward. Steps run eagerly.
+   * gradients are averaged with the other ranks' during backward (a captured step is captured in
+   * pieces, one per gradient bucket: train/captured.ts).
    */
   dist?: ProcessGroup;
 }
@@ -64,8 +65,7 @@ export class Trainer {
     this.specs = paramSpecs(cfg);
     this.params = upload(B, o.init ?? initHostParams(cfg, this.seed), this.specs);
     this.opt = initOptimState(B, this.specs);
-    // A collective cannot sit inside a captured batch yet: data-parallel steps run eagerly.
-    this.captureWanted = !o.dist && (o.capture ?? readTrainEnv().capture);
+    this.captureWanted = o.capture ?? readTrainEnv().capture;
     if (o.dist) {
       this.ddp = new DataParallel(o.dist, B as unknown as DdpBackend, this.specs);
       this.ddp.broadcastParams(this.params);
@@ -146,7 +146,7 @@ export class Trainer {
     const t0 = performance.now();
     const ctx = {
       model: this.model, cfg: this.cfg, optim: this.optim, specs: this.specs, params: this.params, opt: this.opt,
-      seed: this.seed, lossScale: this.lossScale, pos: this.positions(hb.B, hb.T),
+      seed: this.seed, lossScale: this.lossScale, pos: this.positions(hb.B, hb.T), ddp: this.ddp,
     };
     const key = stepKey(hb, this.lossScale);
     if (!this.captured || !this.captured.fits(key, ctx)) {

@@ -22,7 +22,7 @@ if (argv[0] === "suite") {
   out = { losses: m.losses, perRank: m.perRankTokensPerSec ?? null, tokensPerSec: m.tokensPerSec, error: m.error ?? null };
 } else {
   const r = runDemo(B, { ...parseDemoArgs(argv, demoDefaults(false)), dist: pg }, () => {});
-  out = { losses: r.losses, valLoss: r.valLoss, world: r.world, steps: r.steps };
+  out = { losses: r.losses, valLoss: r.valLoss, world: r.world, steps: r.steps, captured: r.captured };
 }
 out.validation = native.takeValidationMessages();
 if (!pg || pg.rank === 0) console.log(JSON.stringify(out));

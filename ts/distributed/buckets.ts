@@ -65,6 +65,7 @@ export interface ReducerBackend {
   slice(a: TensorData, starts: number[], ends: number[]): TensorData;
   /** Copies `src` (flattened) into `dst` at element `offset` (HeliosBackend; persistent buckets). */
   copyInto?(dst: TensorData, offset: number, src: TensorData): void;
+  zeros?(shape: number[], dtype?: "f32"): TensorData;
   releaseGpuTensor?(t: TensorData): void;
 }
 
@@ -76,6 +77,12 @@ export interface ReducerOptions {
 }
 
 /**
+ * Takes over a bucket's collective instead of running it now: a captured step ends its capture
+ * there and runs the collective between the replays of the two pieces (train/captured.ts).
+ */
+export type DeferLaunch = (packed: TensorData, bucket: number) => void;
+
+/**
  * One step's gradient reduction: `add(name, grad)` as backward produces each gradient, `finish()`
  * after backward for the reduced gradients by name. The caller keeps ownership of the gradients
  * it passes in; the reducer owns its buckets and what finish() returns is the caller's.
@@ -85,10 +92,15 @@ export class GradReducer {
   private readonly got = new Map<string, TensorData>();
   private readonly arrived: number[];
   private readonly packed: (TensorData | null)[];
-  /** Persistent bucket tensors from the transport (NCCL: memory shared with CUDA), or null. */
+  /**
+   * Persistent bucket tensors, packed in place each step: the transport's (NCCL: memory shared
+   * with CUDA), else the backend's where it can copy into a tensor; null: a fresh `cat` per step.
+   */
   private readonly store: (TensorData | null)[];
   private next = 0;
   private readonly op: ReduceOp;
+  /** While set, launches go here instead of to the transport (see DeferLaunch). */
+  defer: DeferLaunch | null = null;
 
   constructor(
     private readonly B: ReducerBackend,
@@ -100,7 +112,7 @@ export class GradReducer {
     this.arrived = buckets.map(() => 0);
     this.packed = buckets.map(() => null);
     this.op = o.op ?? "avg";
-    this.store = buckets.map((b) => transport.allocBucket?.(b.numel) ?? null);
+    this.store = buckets.map((b) => transport.allocBucket?.(b.numel) ?? (B.copyInto && B.zeros ? B.zeros([b.numel], "f32") : null));
   }
 
   /** Buckets launched so far this step. */
@@ -138,6 +150,12 @@ export class GradReducer {
     }
     this.packed[b.index] = packed;
     this.o.onLaunch?.(b.index);
+    if (this.defer) this.defer(packed, b.index);
+    else this.reduce(packed);
+  }
+
+  /** Runs one bucket's collective (a deferred launch runs it later with this). */
+  reduce(packed: TensorData): void {
     this.transport.allReduce([packed], this.op);
   }
 
@@ -156,12 +174,17 @@ export class GradReducer {
         if (part !== out.get(e.name)) this.B.releaseGpuTensor?.(part);
       }
       if (packed !== this.store[b.index]) this.B.releaseGpuTensor?.(packed);
-      this.packed[b.index] = null;
     }
+    this.reset();
+    return out;
+  }
+
+  /** Forgets this step's gradients (after finish, or a step abandoned midway). */
+  reset(): void {
+    this.packed.fill(null);
     this.got.clear();
     this.arrived.fill(0);
     this.next = 0;
-    return out;
   }
 
   /** Frees the persistent buckets. */
