@@ -118,6 +118,11 @@ export interface DeviceInfo {
   subgroupSize: number
   /** Maximum invocations per workgroup. */
   maxWorkgroupSize: number
+  /**
+   * Most workgroups one dispatch may have along x, y and z (maxComputeWorkGroupCount; NVIDIA
+   * allows 2^31 - 1 along x, lavapipe 65535): larger `groups` fail with ERR_HELIOS_OUT_OF_RANGE.
+   */
+  maxWorkgroupCount: Array<number>
   maxSharedMemoryBytes: number
   /** maxStorageBufferRange as the driver reports it (bytes). */
   maxStorageBufferRange: number

@@ -20,6 +20,8 @@ export interface DeviceInfo {
   coopMatK: number;
   subgroupSize: number;
   maxWorkgroupSize: number | number[];
+  /** maxComputeWorkGroupCount (x, y, z). */
+  maxWorkgroupCount: number[];
   maxSharedMemoryBytes: number;
   /** maxStorageBufferRange as reported, maxBufferSize (maintenance4), and the effective limit. */
   maxStorageBufferRange: number;

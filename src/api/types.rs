@@ -61,6 +61,9 @@ pub struct DeviceInfo {
     pub subgroup_size: u32,
     /// Maximum invocations per workgroup.
     pub max_workgroup_size: u32,
+    /// Most workgroups one dispatch may have along x, y and z (maxComputeWorkGroupCount; NVIDIA
+    /// allows 2^31 - 1 along x, lavapipe 65535): larger `groups` fail with ERR_HELIOS_OUT_OF_RANGE.
+    pub max_workgroup_count: Vec<u32>,
     pub max_shared_memory_bytes: u32,
     /// maxStorageBufferRange as the driver reports it (bytes).
     pub max_storage_buffer_range: f64,
@@ -200,6 +203,7 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         coop_mat_k: k,
         subgroup_size: caps.subgroup_size,
         max_workgroup_size: caps.max_workgroup_invocations,
+        max_workgroup_count: info.max_workgroup_count.to_vec(),
         max_shared_memory_bytes: caps.max_shared_memory_bytes,
         max_storage_buffer_range: info.max_storage_buffer_range as f64,
         max_buffer_size: info.max_buffer_size as f64,

@@ -30,6 +30,8 @@ pub struct AdapterInfo {
     pub max_buffer_size: u64,
     /// The largest storage buffer a dispatch may bind: see `max_binding_bytes`.
     pub max_binding_bytes: u64,
+    /// VkPhysicalDeviceLimits::maxComputeWorkGroupCount (x, y, z).
+    pub max_workgroup_count: [u32; 3],
 }
 
 /// Bindings past 2^31 - 1 bytes fail silently on NVIDIA (H100, driver advertising 4 GiB - 1:
@@ -178,6 +180,7 @@ fn probe(instance: &Instance, pd: vk::PhysicalDevice) -> HeliosResult<Adapter> {
             u64::from(props.limits.max_storage_buffer_range),
             crate::config::max_binding_override(),
         ),
+        max_workgroup_count: props.limits.max_compute_work_group_count,
     };
     let mut adapter = Adapter {
         raw: pd,
