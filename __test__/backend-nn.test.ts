@@ -34,27 +34,24 @@ test("layerNorm forward and backward (f32, f16; odd dims)", () => {
   }
 });
 
-test("crossEntropy is the mean over rows; backward matches (4-wide kernels and HELIOS_XENT_V4=0)", () => {
+test("crossEntropy is the mean over rows; backward matches (4-wide and scalar kernels)", () => {
   const rng = new Rng(32);
-  const v4 = recordingBackend(), scalar = recordingBackend({ xentV4: false });
-  for (const [Bk, tag] of [[v4.B, "default"], [scalar.B, "HELIOS_XENT_V4=0"]] as const) {
-    for (const dt of ["f32", "f16"] as Dtype[]) {
-      // class counts that are multiples of 4 take xent_rows4 / xent_bwd4 by default; 2052 and
-      // 50304 loop several vectors per thread; row 0 of each batch targets the last class
-      for (const [n, c] of [[1, 2], [5, 9], [7, 300], [3, 4], [9, 2052], [2, 50304]]) {
-        const logits = randTensor(rng, [n, c], dt, -4, 4);
-        const t = randIndices(rng, [n], c);
-        (t.data as Int32Array)[0] = c - 1;
-        const tol = dt === "f16" ? { atol: 1e-2, rtol: 1e-2 } : { atol: 1e-5, rtol: 1e-4 };
-        assertClose(Bk.crossEntropy(logits.td, t), N.crossEntropy(logits.ref, t.data), tol, `crossEntropy ${dt} [${n}, ${c}] ${tag}`);
-        const g: TensorData = { shape: [], dtype: "f32", data: Float32Array.of(1.7) };
-        assertClose(Bk.crossEntropyBackward(logits.td, t, g), N.crossEntropyBackward(logits.ref, t.data, 1.7), dt === "f16" ? TOL.f16 : TOL.f32, `crossEntropyBackward ${dt} [${n}, ${c}] ${tag}`);
-      }
+  const v4 = recordingBackend();
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    // class counts that are multiples of 4 take xent_rows4 / xent_bwd4 by default; 2052 and
+    // 50304 loop several vectors per thread; row 0 of each batch targets the last class
+    for (const [n, c] of [[1, 2], [5, 9], [7, 300], [3, 4], [9, 2052], [2, 50304]]) {
+      const logits = randTensor(rng, [n, c], dt, -4, 4);
+      const t = randIndices(rng, [n], c);
+      (t.data as Int32Array)[0] = c - 1;
+      const tol = dt === "f16" ? { atol: 1e-2, rtol: 1e-2 } : { atol: 1e-5, rtol: 1e-4 };
+      assertClose(v4.B.crossEntropy(logits.td, t), N.crossEntropy(logits.ref, t.data), tol, `crossEntropy ${dt} [${n}, ${c}]`);
+      const g: TensorData = { shape: [], dtype: "f32", data: Float32Array.of(1.7) };
+      assertClose(v4.B.crossEntropyBackward(logits.td, t, g), N.crossEntropyBackward(logits.ref, t.data, 1.7), dt === "f16" ? TOL.f16 : TOL.f32, `crossEntropyBackward ${dt} [${n}, ${c}]`);
     }
   }
   const xent = (names: Set<string>) => [...names].filter((n) => n.startsWith("xent_")).map((n) => n.replace(/_sg/, "")).sort();
   assert.deepEqual(xent(v4.names), ["xent_bwd4_f16", "xent_bwd4_f32", "xent_bwd_f16", "xent_bwd_f32", "xent_rows4_f16", "xent_rows4_f32", "xent_rows_f16", "xent_rows_f32"]);
-  assert.deepEqual(xent(scalar.names), ["xent_bwd_f16", "xent_bwd_f32", "xent_rows_f16", "xent_rows_f32"]);
 });
 
 test("embedding forward and backward (repeated indices accumulate)", () => {

@@ -28,17 +28,6 @@ export interface HeliosConfig {
    */
   readonly attnBackward: "auto" | "cm" | "dense" | "flash";
   /**
-   * HELIOS_COPY_V128: strided copies whose innermost dim is contiguous and 16-byte aligned move
-   * 16-byte chunks per thread (copy_strided_*_v128). Default on; off = one element per thread.
-   */
-  readonly copyV128: boolean;
-  /**
-   * HELIOS_XENT_V4: crossEntropy / crossEntropyBackward over rows whose class count is a multiple
-   * of 4 read 4-wide vectors with a one-pass log-sum-exp (xent_rows4, xent_bwd4). Default on; off =
-   * the scalar kernels.
-   */
-  readonly xentV4: boolean;
-  /**
    * HELIOS_MATMUL_PREPACK: a matmul B operand (a 2-D weight) fed unchanged to products of one form on both sides
    * of a host round trip is copied once into its other layout (K×N ↔ N×K) when that layout runs measurably faster
    * (ts/ops/prepack.ts). "auto" (default): decided from the tuner's timings of both layouts (GPUs
@@ -55,8 +44,6 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   capture: true,
   flashVariant: "auto",
   attnBackward: "auto",
-  copyV128: true,
-  xentV4: true,
   matmulPrepack: "auto",
 });
 
@@ -114,8 +101,6 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "cm", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
-    copyV128: flag(env, "HELIOS_COPY_V128", DEFAULT_CONFIG.copyV128),
-    xentV4: flag(env, "HELIOS_XENT_V4", DEFAULT_CONFIG.xentV4),
     matmulPrepack: prepackMode(env),
   });
 }

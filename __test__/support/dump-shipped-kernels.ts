@@ -100,7 +100,7 @@ const described = (ds: KernelDesc[]) => ds.map((d) => `${d.name} ${hash(JSON.str
 function dumpMatmul(names: string[], entries: Record<string, string>): number {
   const optsList: [string, PlanOptions][] = [
     ["", {}], ["coopmat", { outStore: "coopmat" }], ["staged4", { outStore: "staged4" }], ["unaligned", { aligned: false }],
-    ["onestage", { twoStage: false }], ["nostk", { streamK: false }], ["blocks3", { splitBlocks: 3 }],
+    ["onestage", { twoStage: false }], ["nostk", { streamK: false }],
   ];
   const capsList: [string, MatmulCaps][] = [["h100", BASE], ["acc32only", SEARCH_CAPS.acc32only]];
   let n = 0;

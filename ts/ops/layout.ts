@@ -29,7 +29,7 @@ export function copyStrided(
   const st = src.dtype === "f64" ? "f32" : src.dtype;
   // 16-byte chunks when the innermost dim is contiguous on both sides and everything is
   // chunk-aligned (the head transposes of attention, slices of rows, cat along rows)
-  const v = E.config.copyV128 ? 16 / (st === "f16" ? 2 : 4) : 1;
+  const v = 16 / (st === "f16" ? 2 : 4);
   const last = c.dims.length - 1;
   const chunked = v > 1 && c.strides[0][last] === 1 && c.strides[1][last] === 1 && c.dims[last] % v === 0 &&
     srcBase % v === 0 && dstBase % v === 0 && c.strides.every((ss) => ss.every((x, d) => d === last || x % v === 0));

@@ -93,17 +93,13 @@ function checkXent(op: string, logits: TensorData, targets: TensorData): [number
   return [n, c];
 }
 
-function xentV4(E: Engine, classes: number): boolean {
-  return E.config.xentV4 && classes % 4 === 0;
-}
-
 export function crossEntropy(E: Engine, logits: TensorData, targets: TensorData): HeliosTensor {
   const op = "crossEntropy";
   const [n, c] = checkXent(op, logits, targets);
   if (n === 0 || c === 0) return E.filled([], logits.dtype, NaN);
   const rowLoss = E.alloc([n], "f32");
-  // 4-wide with a one-pass log-sum-exp when rows split into vectors (HELIOS_XENT_V4)
-  const v4 = xentV4(E, c);
+  // 4-wide with a one-pass log-sum-exp when rows split into vectors
+  const v4 = c % 4 === 0;
   run(E, op, { xent: logits.dtype, v4, sg: E.subgroups }, () => (v4 ? xentRows4Kernel(logits.dtype, E.subgroups) : xentRowsKernel(logits.dtype)),
     XENT_PUSH, { rows: n, classes: c }, [logits, targets], [rowLoss], gridRows(n), [E.indexFlag()]);
   const out = E.alloc([], logits.dtype);
@@ -120,7 +116,7 @@ export function crossEntropyBackward(E: Engine, logits: TensorData, targets: Ten
   if (size(g.shape) !== 1) fail(op, `gradOutput must be a scalar, got ${fmt(g.shape)}`);
   const out = E.alloc(logits.shape, logits.dtype);
   if (n === 0 || c === 0) return out;
-  const v4 = xentV4(E, c);
+  const v4 = c % 4 === 0;
   run(E, op, { xentBwd: logits.dtype, g: g.dtype, v4, sg: E.subgroups },
     () => (v4 ? xentBwd4Kernel(logits.dtype, g.dtype, E.subgroups) : xentBwdKernel(logits.dtype, g.dtype)), XENT_BWD_PUSH,
     { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n), [E.indexFlag()]);

@@ -320,26 +320,3 @@ fn tensor_layout_loads_and_stores() {
     let dis = crate::spirv::disassemble(&c.words).unwrap_or_default();
     assert!(dis.contains("OpCooperativeMatrixLoadTensorNV") && dis.contains("OpCooperativeMatrixStoreTensorNV"), "{dis}");
 }
-
-/// Timing probe for large descriptions: `HELIOS_IR_PROBE=<file.json> cargo test --release
-/// probe_timing -- --ignored --nocapture` prints parse / decode / lower / assemble times.
-#[test]
-#[ignore]
-fn probe_timing() {
-    let Some(path) = std::env::var_os("HELIOS_IR_PROBE") else { return };
-    let json = std::fs::read_to_string(path).unwrap_or_default();
-    let caps = permissive_caps();
-    for _ in 0..10 {
-        let t0 = std::time::Instant::now();
-        let v: crate::ir::json::Value = serde_json::from_str(&json).unwrap_or(crate::ir::json::Value::Null);
-        let t1 = std::time::Instant::now();
-        let k = crate::ir::decode_value(&v, &caps).unwrap_or_else(|e| panic!("{e}"));
-        let t2 = std::time::Instant::now();
-        let m = crate::spirv::build_module(&k).unwrap_or_else(|e| panic!("{e}"));
-        let t3 = std::time::Instant::now();
-        use rspirv::binary::Assemble;
-        let w = m.assemble();
-        let t4 = std::time::Instant::now();
-        eprintln!("parse {:?} decode {:?} lower {:?} assemble {:?} ({} words)", t1 - t0, t2 - t1, t3 - t2, t4 - t3, w.len());
-    }
-}

@@ -6,7 +6,6 @@
 //   HELIOS_MATMUL_ALIGNED  1       0 = bounds-checked staging loads even when the tiles divide M, N, K
 //   HELIOS_MATMUL_STORE    wide    how whole output blocks leave: wide | coopmat | staged4 (plan.ts)
 //   HELIOS_MATMUL_PRESPLIT 1       0 = no x3_* variants (f32 on presplit bf16 operands, presplit.ts)
-//   HELIOS_MATMUL_SPLIT_BLOCKS 2   3 = the x3_* operands as three K blocks even where two serve (presplit.ts)
 //   HELIOS_MATMUL_STREAMK  1       0 = no stream-K (the _stk twins plan as their tiles; streamk.ts)
 //   HELIOS_MATMUL_TWO_STAGE 1      0 = no operand (or half of A) in two stages beside a one-stage one (the _a2/_b2/_ah2 twins plan as their tiles)
 import { homedir } from "node:os";
@@ -33,8 +32,6 @@ export interface MatmulConfig {
   outStore: "wide" | "coopmat" | "staged4";
   /** f32 products may run as bf16 products over presplit hi/lo operands (presplit.ts). */
   presplit: boolean;
-  /** Presplit operands as two K blocks [hi | lo] where the inner tile is aligned (presplit.ts), else three. */
-  splitBlocks: 2 | 3;
   /** Stream-K twins run as stream-K where they apply (streamk.ts); false plans them as their tiles. */
   streamK: boolean;
   /** `_a2`/`_b2` twins keep their second stage where it fits (CoopConfig.stagesA/B); false plans them as their tiles. */
@@ -68,13 +65,11 @@ export function readMatmulConfig(env: Env = process.env): MatmulConfig {
   const streamK = flag(env, "HELIOS_MATMUL_STREAMK", true);
   const twoStage = flag(env, "HELIOS_MATMUL_TWO_STAGE", true);
   const store = env.HELIOS_MATMUL_STORE?.trim().toLowerCase() || "wide";
-  const blocks = env.HELIOS_MATMUL_SPLIT_BLOCKS?.trim() || "2";
-  if (blocks !== "2" && blocks !== "3") throw new HeliosConfigError("HELIOS_MATMUL_SPLIT_BLOCKS", env.HELIOS_MATMUL_SPLIT_BLOCKS, "2 or 3");
   if (store !== "wide" && store !== "coopmat" && store !== "staged4") {
     throw new HeliosConfigError("HELIOS_MATMUL_STORE", env.HELIOS_MATMUL_STORE, "wide, coopmat or staged4");
   }
   const variant = env.HELIOS_MATMUL_VARIANT?.trim() || undefined;
   const cacheDir = env.HELIOS_CACHE_DIR?.trim() ||
     join(env.XDG_CACHE_HOME?.trim() || join(homedir(), ".cache"), "helios");
-  return { variant, autotune, tuneMode, shippedFile: SHIPPED_TUNING_FILE, cacheDir, aligned, outStore: store, presplit, splitBlocks: blocks === "2" ? 2 : 3, streamK, twoStage };
+  return { variant, autotune, tuneMode, shippedFile: SHIPPED_TUNING_FILE, cacheDir, aligned, outStore: store, presplit, streamK, twoStage };
 }

@@ -98,11 +98,6 @@ export interface PlanOptions {
    */
   presplit?: boolean;
   /**
-   * The presplit operands' layout: 2 (default: HELIOS_MATMUL_SPLIT_BLOCKS) = [hi | lo] along K
-   * where the inner tile is aligned (presplit.ts), 3 = [hi | hi | lo] / [hi ; lo ; hi] always.
-   */
-  splitBlocks?: 2 | 3;
-  /**
    * Stream-K twins (`<tile>_stk`) run as stream-K where they apply, and the tuner and the default
    * may choose them (default: HELIOS_MATMUL_STREAMK, on); false plans a twin as its tile.
    */
@@ -116,8 +111,8 @@ export interface PlanOptions {
   kSeg2?: boolean;
 }
 
-let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; splitBlocks: 2 | 3; streamK: boolean; twoStage: boolean } | undefined;
-/** HELIOS_MATMUL_ALIGNED, _STORE, _PRESPLIT, _SPLIT_BLOCKS, _STREAMK and _TWO_STAGE, read once. */
+let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; streamK: boolean; twoStage: boolean } | undefined;
+/** HELIOS_MATMUL_ALIGNED, _STORE, _PRESPLIT, _STREAMK and _TWO_STAGE, read once. */
 function envDefaults(): NonNullable<typeof fromEnv> {
   fromEnv ??= readMatmulConfig();
   return fromEnv;
@@ -527,8 +522,7 @@ function planStreamK(p: NormalizedProblem, spec: VariantSpec, cfg: CoopConfig, d
 function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "presplit" }>, caps: MatmulCaps, opts: PlanOptions): MatmulPlan {
   const pp = presplitProblem(p);
   const inner0 = spec.inner;
-  const twoBlocks = (opts.splitBlocks ?? envDefaults().splitBlocks) === 2 && inner0.kind === "coop" &&
-    (opts.aligned ?? envDefaults().aligned) && isAligned(pp, inner0);
+  const twoBlocks = inner0.kind === "coop" && (opts.aligned ?? envDefaults().aligned) && isAligned(pp, inner0);
   const inner = planMatmul(pp, caps, { ...opts, variant: spec.inner.name, kSeg2: twoBlocks });
   const jobs = splitJobs(p, twoBlocks ? 2 : 3);
   const splitStep = (job: SplitJob, from: BindingRole, to: BindingRole): MatmulStep => {
