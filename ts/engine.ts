@@ -90,8 +90,7 @@ export class Engine implements TensorHost, ResidencyHost {
     this.subgroups = (this.device.subgroupSize ?? 0) >= 4;
     this.pool = new BufferPool(rt);
     this.sched = schedulerFor(rt, config.batchSize);
-    this.pool.beforeFree = () => this.sched.sync();
-    this.pool.beforeLargeLease = () => this.sched.sync();
+    this.pool.handOverQueued = () => this.sched.sync();
     this.kernels = new KernelCache(rt);
   }
 

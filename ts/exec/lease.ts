@@ -60,10 +60,12 @@ export class BufferPool {
   leases = 0;
   frees = 0;
 
-  /** Called before a buffer goes back to the runtime (queued dispatches may still use it). */
-  beforeFree: () => void = () => {};
-  /** Called before a lease of LARGE_LEASE_BYTES or more (the Engine: queued dispatches to the runtime). */
-  beforeLargeLease: () => void = () => {};
+  /**
+   * Hands dispatches still queued by the caller to the runtime (the Engine: its scheduler's
+   * sync). Called before a buffer goes back to the runtime (queued dispatches may still use it)
+   * and before a lease of LARGE_LEASE_BYTES or more (which may submit them ahead of an allocation).
+   */
+  handOverQueued: () => void = () => {};
 
   constructor(private readonly rt: Runtime) {}
 
@@ -106,7 +108,7 @@ export class BufferPool {
     this.leases++;
     // A large lease may allocate fresh memory, before which the runtime submits the recorded
     // work (overlapAllocations): hand it the dispatches still queued here so they run too.
-    if (bytes >= LARGE_LEASE_BYTES) this.beforeLargeLease();
+    if (bytes >= LARGE_LEASE_BYTES) this.handOverQueued();
     const l = new Lease(this, this.rt.leaseBuffer(bytes), bytes, this.leases);
     this.live.set(bytes, (this.live.get(bytes) ?? 0) + 1);
     return l;
@@ -124,7 +126,7 @@ export class BufferPool {
     this.frees++;
     this.live.set(l.bytes, (this.live.get(l.bytes) ?? 1) - 1);
     // outside the try: a failure to record queued work must surface, not be swallowed
-    this.beforeFree();
+    this.handOverQueued();
     try {
       this.rt.releaseBuffer(l.handle);
     } catch {
