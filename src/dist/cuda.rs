@@ -135,8 +135,7 @@ impl Cuda {
     /// Opens the driver library (the NVIDIA driver installs it; no toolkit is needed).
     pub fn load() -> HeliosResult<Cuda> {
         const PATH: &str = "libcuda.so.1";
-        // SAFETY: loading the CUDA driver runs its initialisers, which expect dlopen.
-        let lib = unsafe { Library::new(PATH) }.map_err(|e| {
+        let lib = crate::dist::loader::open_resident(PATH).map_err(|e| {
             HeliosError::new(
                 crate::error::ErrorCode::DistUnavailable,
                 format!("the CUDA driver ({PATH}) could not be loaded ({e}): distributed training over NCCL needs an NVIDIA GPU and driver"),

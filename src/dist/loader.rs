@@ -3,6 +3,7 @@
 //! wheels install in a Python environment — every site-packages directory `python3` reports.
 //! Nothing here runs unless distributed training over NCCL is asked for.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -10,6 +11,16 @@ use crate::dist::nccl::Nccl;
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
 
 pub const NCCL_SONAME: &str = "libnccl.so.2";
+
+/// Opens a library that is never unloaded. NCCL and the CUDA driver start threads that outlive
+/// any handle to them (`ncclGetUniqueId` starts NCCL's bootstrap root, which waits for the ranks
+/// to connect); unmapping the library under such a thread crashed the process the moment the
+/// thread returned into it (every distributed run after a host's first, on 2 × H200).
+pub fn open_resident(path: impl AsRef<OsStr>) -> Result<libloading::Library, libloading::Error> {
+    // SAFETY: loading runs the library's initialisers, which expect dlopen; NODELETE keeps its
+    // code mapped for the life of the process whatever handles are dropped.
+    unsafe { libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_NODELETE) }.map(Into::into)
+}
 
 /// The candidates after the explicit path: the soname, then each site-packages copy.
 pub fn candidates(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
@@ -65,6 +76,33 @@ mod tests {
         let dirs = [PathBuf::from("/v/lib/python3.12/site-packages"), PathBuf::from("/v/lib/python3.12/site-packages")];
         let c = candidates(&dirs);
         assert_eq!(c, vec![PathBuf::from(NCCL_SONAME), PathBuf::from("/v/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2")]);
+    }
+
+    /// Whether `name` is mapped in this process (RTLD_NOLOAD opens nothing new).
+    fn loaded(name: &std::ffi::CStr) -> bool {
+        // SAFETY: RTLD_NOLOAD only looks the library up; the handle it returns is closed at once.
+        unsafe {
+            let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            if !h.is_null() {
+                libc::dlclose(h);
+            }
+            !h.is_null()
+        }
+    }
+
+    #[test]
+    fn a_resident_library_stays_mapped_after_its_handle_is_dropped() {
+        // libresolv: part of glibc everywhere, loaded by nothing else in this test binary.
+        let name = c"libresolv.so.2";
+        // SAFETY: libresolv's initialisers are plain glibc ones.
+        let plain = unsafe { libloading::Library::new("libresolv.so.2") };
+        assert!(plain.is_ok(), "libresolv.so.2 should exist on any glibc system");
+        drop(plain);
+        assert!(!loaded(name), "control: an ordinary handle unloads the library when dropped");
+        let resident = open_resident("libresolv.so.2");
+        assert!(resident.is_ok());
+        drop(resident);
+        assert!(loaded(name), "a resident library must stay mapped after its handle is dropped");
     }
 
     #[test]

@@ -59,8 +59,7 @@ impl Nccl {
     /// Opens the library at `path` and resolves every entry point.
     pub fn open(path: &Path) -> HeliosResult<Nccl> {
         let shown = path.display().to_string();
-        // SAFETY: loading NCCL runs its initialisers, which expect dlopen.
-        let lib = unsafe { Library::new(path) }.map_err(|e| HeliosError::new(ErrorCode::DistUnavailable, format!("{shown}: {e}")))?;
+        let lib = crate::dist::loader::open_resident(path).map_err(|e| HeliosError::new(ErrorCode::DistUnavailable, format!("{shown}: {e}")))?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the symbol is looked up by its documented name and typed as `nccl.h`
