@@ -213,6 +213,11 @@ fn start_watchdog() {
         let mut current = false;
         while WATCHING.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(100));
+            // After an abort the communicator is gone (ncclCommAbort frees it): asking it for
+            // errors read freed memory and reported a spurious "invalid argument".
+            if ABORTED.lock().is_some() {
+                return;
+            }
             let Some(mut g) = STATE.try_lock() else { continue };
             let Some(c) = g.as_mut() else { return };
             if !current {
