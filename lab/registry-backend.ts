@@ -17,6 +17,7 @@ import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKe
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
 import { adamwKernel } from "../ts/kernels/optim.js";
 import { adamwDeviceKernel, dropoutMaskAtKernel } from "../ts/kernels/step.js";
+import { ADAMW_MULTI_MAX, SUMSQ_MULTI_MAX, adamwMultiKernel, sumsqMultiKernel } from "../ts/kernels/multi-tensor.js";
 import { matmulKernel } from "../ts/kernels/matmul.js";
 import { presplitKernel } from "../ts/kernels/matmul/presplit.js";
 import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "../ts/kernels/attention.js";
@@ -160,5 +161,16 @@ export function backendVariants(): KernelVariant[] {
   v.push({ id: "backend/dropout_mask", needs: [], build: dropoutMaskKernel });
   for (const d of FLOATS) v.push({ id: `backend/adamw_device/${d}`, needs: needs(d), build: () => adamwDeviceKernel(d, d) });
   v.push({ id: "backend/dropout_mask_at", needs: [], build: dropoutMaskAtKernel });
+  // the multi-tensor optimizer kernels: one and the most tensors per dispatch, mixed dtypes
+  const mixed: Dtype[] = ["f32", "f16", "f32"];
+  for (const ds of [["f32"], Array<Dtype>(SUMSQ_MULTI_MAX).fill("f32"), mixed] as Dtype[][]) {
+    v.push({ id: `backend/${sumsqMultiKernel(ds).name}`, needs: ds.includes("f16") ? ["f16"] : [], build: () => sumsqMultiKernel(ds) });
+  }
+  for (const hyper of ["push", "device"] as const) {
+    const types = [[{ p: "f32", g: "f32" }], Array(ADAMW_MULTI_MAX).fill({ p: "f32", g: "f32" }), mixed.map((d, j) => ({ p: mixed[2 - j], g: d }))];
+    for (const ts of types as { p: Dtype; g: Dtype }[][]) {
+      v.push({ id: `backend/${adamwMultiKernel(ts, hyper).name}`, needs: ts.some((t) => t.p === "f16" || t.g === "f16") ? ["f16"] : [], build: () => adamwMultiKernel(ts, hyper) });
+    }
+  }
   return v;
 }

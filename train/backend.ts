@@ -2,6 +2,7 @@
 // required, plus the trainer-facing extras (flush, releaseGpuTensor) as optional members. Any
 // Backend that implements these (HeliosBackend, the float64 reference in __test__) can train.
 import type { Backend, Dtype, TensorData } from "../ts/types.js";
+import type { AdamwStepScalars, AdamwTensors } from "../ts/ops/optim.js";
 
 type Required_<T, K extends keyof T> = T & { [P in K]-?: NonNullable<T[P]> };
 
@@ -27,6 +28,13 @@ export type TrainBackend = Required_<
   syncGpu?(): void;
   /** `sum` with an f32 result (HeliosBackend): bias gradients from f16 copies under matmul16. */
   sumF32?(a: TensorData, axis?: number, keepdims?: boolean): TensorData;
+  /**
+   * AdamW over every parameter in a few dispatches, in place (HeliosBackend): used instead of
+   * one adamwStep / adamwStepDevice per tensor when `multiTensorAdamw` is true.
+   */
+  adamwStepMulti?(sets: AdamwTensors[], hyper: TensorData | AdamwStepScalars, beta1: number, beta2: number, eps: number): void;
+  /** HELIOS_MULTI_TENSOR_ADAMW (HeliosBackend). */
+  readonly multiTensorAdamw?: boolean;
 } & Partial<CaptureOps>;
 
 /** A captured batch, as the backend hands it out (opaque to the trainer). */
@@ -68,6 +76,11 @@ const NEEDED = [
   "geluBackward", "layerNormBackward", "crossEntropyBackward", "embeddingBackward",
   "residualDropoutAdd", "dropoutMask", "totalSumOfSquares", "checkFinite", "adamwStep",
 ] as const;
+
+/** Whether the optimizer updates every parameter with adamwStepMulti (HELIOS_MULTI_TENSOR_ADAMW on a backend that has it). */
+export function multiTensor(b: TrainBackend): b is TrainBackend & Required<Pick<TrainBackend, "adamwStepMulti">> {
+  return b.multiTensorAdamw === true && typeof b.adamwStepMulti === "function";
+}
 
 /** Narrows a Backend to a TrainBackend, naming every missing op at once. */
 export function asTrainBackend(b: Backend): TrainBackend {

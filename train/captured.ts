@@ -8,10 +8,10 @@
 // after the piece, no host wait), and the next piece runs while it reduces.
 import type { TensorData } from "../ts/types.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
-import { Scope, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
+import { Scope, multiTensor, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
 import type { GPT } from "./model.js";
 import type { ParamSpec, Params } from "./params.js";
-import type { OptimState } from "./optim.js";
+import { adamwSets, type OptimState } from "./optim.js";
 import type { HostBatch } from "./data.js";
 import type { DataParallel } from "../ts/distributed/ddp.js";
 
@@ -138,12 +138,16 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
     const ss = tmp.keep(C.totalSumOfSquares(list));
     const bad = tmp.keep(C.checkFinite(ss));
     const hyper = hyperTensor(C, tmp, o, io.sched, ss, bad, ctx.lossScale);
-    for (const s of ctx.specs) {
-      const wd = s.decay ? o.weightDecay : 0;
-      C.adamwStepDevice(
-        ctx.params.get(s.name)!, grads.get(s.name)!, ctx.opt.m.get(s.name)!, ctx.opt.v.get(s.name)!, hyper,
-        o.beta1, o.beta2, o.eps, wd,
-      );
+    if (multiTensor(C)) {
+      C.adamwStepMulti(adamwSets(o, ctx.specs, ctx.params, grads, ctx.opt), hyper, o.beta1, o.beta2, o.eps);
+    } else {
+      for (const s of ctx.specs) {
+        const wd = s.decay ? o.weightDecay : 0;
+        C.adamwStepDevice(
+          ctx.params.get(s.name)!, grads.get(s.name)!, ctx.opt.m.get(s.name)!, ctx.opt.v.get(s.name)!, hyper,
+          o.beta1, o.beta2, o.eps, wd,
+        );
+      }
     }
     // [loss, sumSq, nonFinite]: one read after each replay.
     const one = (t: TensorData) => tmp.keep(C.reshape(t, [1]));

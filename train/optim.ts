@@ -1,8 +1,11 @@
 // AdamW (decoupled weight decay, bias correction) over Backend.adamwStep, with global-norm
-// clipping folded into adamwStep's gradScale and a non-finite guard that skips the update.
+// clipping folded into adamwStep's gradScale and a non-finite guard that skips the update. On a
+// backend with the multi-tensor path on (HELIOS_MULTI_TENSOR_ADAMW), one adamwStepMulti call
+// updates every parameter in a few dispatches instead.
 import type { TensorData } from "../ts/types.js";
 import type { OptimConfig } from "./config.js";
-import { scalar, type TrainBackend } from "./backend.js";
+import { multiTensor, scalar, type TrainBackend } from "./backend.js";
+import type { AdamwTensors } from "../ts/ops/optim.js";
 import type { ParamSpec, Params } from "./params.js";
 
 export interface OptimState {
@@ -63,11 +66,23 @@ export function adamwUpdate(
   const gradScale = (o.clip > 0 && gradNorm > o.clip ? o.clip / (gradNorm + 1e-6) : 1) / lossScale;
   const t = st.step + 1;
   const bc1 = 1 - o.beta1 ** t, bc2 = 1 - o.beta2 ** t;
-  for (const s of specs) {
-    const p = params.get(s.name)!, g = grads.get(s.name)!;
-    const wd = s.decay ? o.weightDecay : 0;
-    B.adamwStep(p, g, st.m.get(s.name)!, st.v.get(s.name)!, lr, o.beta1, o.beta2, o.eps, wd, bc1, bc2, gradScale);
+  if (multiTensor(B)) {
+    B.adamwStepMulti(adamwSets(o, specs, params, grads, st), { lr, bc1, bc2, gradScale }, o.beta1, o.beta2, o.eps);
+  } else {
+    for (const s of specs) {
+      const p = params.get(s.name)!, g = grads.get(s.name)!;
+      const wd = s.decay ? o.weightDecay : 0;
+      B.adamwStep(p, g, st.m.get(s.name)!, st.v.get(s.name)!, lr, o.beta1, o.beta2, o.eps, wd, bc1, bc2, gradScale);
+    }
   }
   st.step = t;
   return { gradNorm, applied: true, lr };
+}
+
+/** Every parameter with its gradient, AdamW state and weight decay, for adamwStepMulti. */
+export function adamwSets(o: OptimConfig, specs: ParamSpec[], params: Params, grads: Map<string, TensorData>, st: OptimState): AdamwTensors[] {
+  return specs.map((s) => ({
+    params: params.get(s.name)!, grads: grads.get(s.name)!, m: st.m.get(s.name)!, v: st.v.get(s.name)!,
+    weightDecay: s.decay ? o.weightDecay : 0,
+  }));
 }

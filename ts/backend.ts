@@ -25,6 +25,7 @@ import { evict } from "./resident.js";
 import { WG, storageBytes } from "./kernels/common.js";
 
 export type { CapturedBatch } from "./exec/capture.js";
+export type { AdamwTensors, AdamwStepScalars } from "./ops/optim.js";
 
 export interface HeliosBackendOptions {
   /** Overrides for the HELIOS_* environment (tests use this to compare fusion on/off). */
@@ -429,6 +430,18 @@ export class HeliosBackend implements Backend {
     beta1: number, beta2: number, eps: number, weightDecay: number,
   ): void {
     STEP.adamwStepDevice(this.E, params, grads, m, v, hyper, beta1, beta2, eps, weightDecay);
+  }
+  /**
+   * AdamW over many tensors in place, a few dispatches in all (up to 7 tensors each), with
+   * adamwStep's arithmetic: `hyper` is {lr, bc1, bc2, gradScale} from the host, or the f32 [5]
+   * device tensor of adamwStepDevice (its skip flag leaves everything untouched).
+   */
+  adamwStepMulti(sets: OPT.AdamwTensors[], hyper: TensorData | OPT.AdamwStepScalars, beta1: number, beta2: number, eps: number): void {
+    OPT.adamwStepMulti(this.E, sets, hyper, beta1, beta2, eps);
+  }
+  /** Whether the optimizer's multi-tensor path is on (HELIOS_MULTI_TENSOR_ADAMW): the trainer then calls adamwStepMulti. */
+  get multiTensorAdamw(): boolean {
+    return this.E.config.multiTensorAdamw;
   }
 
   // ---- reductions

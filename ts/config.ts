@@ -35,6 +35,12 @@ export interface HeliosConfig {
    * (tests); "off" (or 0): never.
    */
   readonly matmulPrepack: "auto" | "on" | "off";
+  /**
+   * HELIOS_MULTI_TENSOR_ADAMW: the optimizer's multi-tensor kernels. On (default): totalSumOfSquares
+   * reduces up to 29 tensors per dispatch and the trainer updates its parameters with
+   * adamwStepMulti (up to 7 tensors per dispatch); off: one dispatch per tensor for each.
+   */
+  readonly multiTensorAdamw: boolean;
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -45,6 +51,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   flashVariant: "auto",
   attnBackward: "auto",
   matmulPrepack: "auto",
+  multiTensorAdamw: true,
 });
 
 type Env = Record<string, string | undefined>;
@@ -102,6 +109,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "cm", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
     matmulPrepack: prepackMode(env),
+    multiTensorAdamw: flag(env, "HELIOS_MULTI_TENSOR_ADAMW", DEFAULT_CONFIG.multiTensorAdamw),
   });
 }
 

@@ -1,6 +1,6 @@
 // Public entry point of @alpha/helios.
 export { native } from "./native.js";
-export { HeliosBackend, type HeliosBackendOptions, type HeliosStats, type CapturedBatch } from "./backend.js";
+export { HeliosBackend, type HeliosBackendOptions, type HeliosStats, type CapturedBatch, type AdamwTensors, type AdamwStepScalars } from "./backend.js";
 export { ERR_CAPTURE } from "./exec/scheduler.js";
 export { initDevice, destroyDevice, getDeviceInfo } from "./device.js";
 export { getNative, getKernelSpirv, ERR_UNKNOWN_KERNEL, type NativeAddon, type UpstreamDeviceInfo } from "./upstream-native.js";

@@ -9,9 +9,10 @@
 // dropout_mask_at: bindings counter (read i32 [1]), out (write f32). Push {n, seed, threshold,
 //   keep}. As dropout_mask with counter = counter[0] + offset, the offset folded into the seed
 //   on the host (seed + offset*2654435761 wraps the same as the sum). Dispatch grid1d(n).
-import { f32, i32, kernel, lit, select, sqrt, u32, type KernelDesc } from "../ir/index.js";
+import { f32, i32, kernel, lit, select, u32, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { WG, flatIndex, fromF32, storageOf, toF32 } from "./common.js";
+import { WG, flatIndex, fromF32, storageOf } from "./common.js";
+import { adamwElement } from "./optim.js";
 
 export const ADAMW_DEVICE_PUSH = { n: "u32", beta1: "f32", beta2: "f32", eps: "f32", wd: "f32" } as const;
 
@@ -33,15 +34,13 @@ export function adamwDeviceKernel(pDtype: Dtype, gDtype: Dtype): KernelDesc {
   const lr = k.let(hyper.load(lit(u32, 0)), "lr");
   const bc1 = k.let(hyper.load(lit(u32, 1)), "bc1");
   const bc2 = k.let(hyper.load(lit(u32, 2)), "bc2");
-  const gs = k.let(toF32(g.load(i)).mul(hyper.load(lit(u32, 3))), "gs");
-  const p0 = k.let(toF32(p.load(i)), "p0");
-  const pd = k.let(select(pc.wd.gt(0), p0.sub(lr.mul(pc.wd).mul(p0)), p0), "pd");
-  const mn = k.let(pc.beta1.mul(m.load(i)).add(pc.beta1.neg().add(1).mul(gs)), "mn");
-  const vn = k.let(pc.beta2.mul(v.load(i)).add(pc.beta2.neg().add(1).mul(gs).mul(gs)), "vn");
-  const upd = lr.mul(mn.div(bc1)).div(sqrt(vn.div(bc2)).add(pc.eps));
-  p.store(i, fromF32(pd.sub(upd), pDtype));
-  m.store(i, mn);
-  v.store(i, vn);
+  const s = { lr, beta1: pc.beta1, beta2: pc.beta2, eps: pc.eps, wd: pc.wd, bc1, bc2 };
+  const r = adamwElement(k, s, {
+    p: () => p.load(i), g: () => g.load(i), m: () => m.load(i), v: () => v.load(i), gradScale: () => hyper.load(lit(u32, 3)),
+  });
+  p.store(i, fromF32(r.p, pDtype));
+  m.store(i, r.m);
+  v.store(i, r.v);
   return k.finish();
 }
 

@@ -7,9 +7,13 @@ import type { TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import { HeliosTensor } from "../tensor.js";
 import { fail, fmt, size } from "../shape.js";
-import { grid1d } from "../kernels/common.js";
+import { grid1d, gridRows } from "../kernels/common.js";
 import { ADAMW_PUSH, adamwKernel } from "../kernels/optim.js";
 import { markDeviceNewer, residentDevice } from "../resident.js";
+import { ADAMW_BLOCK, ADAMW_MULTI_MAX, adamwMultiKernel, adamwMultiPush } from "../kernels/multi-tensor.js";
+import { ADAMW_HYPER } from "../kernels/step.js";
+import { deviceTensor } from "./step.js";
+import type { Lease } from "../exec/lease.js";
 
 function assign(E: Engine, op: string, target: TensorData, next: HeliosTensor): void {
   if (target instanceof HeliosTensor) {
@@ -59,4 +63,95 @@ export function adamwStep(
   assign(E, op, p, p2);
   assign(E, op, m, m2);
   assign(E, op, v, v2);
+}
+
+/** One parameter tensor of adamwStepMulti, with its gradient, AdamW state and weight decay. */
+export interface AdamwTensors {
+  params: TensorData;
+  grads: TensorData;
+  m: TensorData;
+  v: TensorData;
+  weightDecay: number;
+}
+
+/** The per-step scalars of adamwStepMulti when the host knows them (an eager step). */
+export interface AdamwStepScalars {
+  lr: number;
+  bc1: number;
+  bc2: number;
+  gradScale: number;
+}
+
+/**
+ * AdamW over many tensors in place, up to ADAMW_MULTI_MAX tensors per dispatch (adamw_multi),
+ * with adamwStep's arithmetic. `hyper` holds lr, bc1, bc2 and gradScale: host numbers, or a
+ * device tensor f32 [5] = [lr, bc1, bc2, gradScale, skip] as in adamwStepDevice (skip != 0 leaves
+ * everything untouched; a captured step's values). As with adamwStepDevice, params, m and v are
+ * device tensors updated in their buffers: expressions recorded earlier that read them must have
+ * been materialized.
+ */
+export function adamwStepMulti(
+  E: Engine, sets: AdamwTensors[], hyper: TensorData | AdamwStepScalars, beta1: number, beta2: number, eps: number,
+): void {
+  const op = "adamwStepMulti";
+  const onDevice = "shape" in hyper;
+  if (onDevice && (hyper.dtype !== "f32" || size(hyper.shape) !== ADAMW_HYPER)) {
+    fail(op, `hyper must be f32 [${ADAMW_HYPER}] (lr, bc1, bc2, gradScale, skip), got ${hyper.dtype} ${fmt(hyper.shape)}`);
+  }
+  const live = checkSets(E, op, sets);
+  const mode = onDevice ? "device" : "push";
+  for (let at = 0; at < live.length; at += ADAMW_MULTI_MAX) {
+    const group = live.slice(at, at + ADAMW_MULTI_MAX);
+    const types = group.map(({ s }) => ({ p: s.params.dtype, g: s.grads.dtype }));
+    const blocks = group.reduce((b, x) => b + Math.ceil(x.n / ADAMW_BLOCK), 0);
+    const push: Record<string, number> = { blocks, beta1, beta2, eps };
+    if (!onDevice) Object.assign(push, { lr: hyper.lr, bc1: hyper.bc1, bc2: hyper.bc2, gradScale: hyper.gradScale });
+    group.forEach(({ s, n }, j) => {
+      push[`n${j}`] = n;
+      push[`wd${j}`] = s.weightDecay;
+    });
+    const pipeline = E.kernel({ adamwMulti: types, hyper: mode }, () => adamwMultiKernel(types, mode));
+    const inputs = group.flatMap(({ s }) => [s.params, s.grads, s.m, s.v]);
+    if (onDevice) inputs.push(hyper);
+    E.withInputs(op, inputs, (bufs) => {
+      E.dispatch(pipeline, bufs, gridRows(blocks), adamwMultiPush(group.length, mode), push, group.flatMap((x) => x.out));
+    });
+  }
+}
+
+/**
+ * Checks every set as adamwStepDevice checks its tensors, and that no buffer is updated twice or
+ * also read as a gradient (one dispatch updates a group's tensors together); returns the
+ * non-empty sets with their element counts and their tensors to update, materialized.
+ */
+function checkSets(E: Engine, op: string, sets: AdamwTensors[]): { s: AdamwTensors; n: number; out: HeliosTensor[] }[] {
+  const live: { s: AdamwTensors; n: number; out: HeliosTensor[] }[] = [];
+  const written = new Set<HeliosTensor>();
+  sets.forEach((s, at) => {
+    const n = size(s.params.shape);
+    for (const [what, t] of [["grads", s.grads], ["m", s.m], ["v", s.v]] as const) {
+      if (size(t.shape) !== n) fail(op, `tensor ${at}: ${what} ${fmt(t.shape)} does not match params ${fmt(s.params.shape)}`);
+    }
+    if (s.m.dtype !== "f32" || s.v.dtype !== "f32") fail(op, `tensor ${at}: m and v must be f32, got ${s.m.dtype} and ${s.v.dtype}`);
+    if (s.params.dtype === "i32" || s.grads.dtype === "i32") fail(op, `tensor ${at}: params and grads must be floating point`);
+    if (!Number.isFinite(s.weightDecay)) fail(op, `tensor ${at}: weightDecay ${s.weightDecay} must be finite`);
+    const out = (["params", "m", "v"] as const).map((k) => deviceTensor(op, `tensor ${at}: ${k}`, s[k]));
+    for (const t of out) {
+      if (written.has(t)) fail(op, `tensor ${at}: ${fmt(t.shape)} is updated twice (params, m and v must be distinct tensors)`);
+      written.add(t);
+    }
+    if (n > 0) live.push({ s, n, out });
+  });
+  const leases = new Set<Lease>();
+  for (const { out } of live) {
+    for (const t of out) {
+      E.materialize(t);
+      if (leases.has(t.lease!)) fail(op, "two of the updated tensors share a buffer (views of one tensor)");
+      leases.add(t.lease!);
+    }
+  }
+  for (const { s } of live) {
+    if (s.grads instanceof HeliosTensor && s.grads.lease && leases.has(s.grads.lease)) fail(op, "a gradient shares a buffer with an updated tensor");
+  }
+  return live;
 }

@@ -9,6 +9,7 @@ import {
   reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, cachedVpt, type ReduceFn,
 } from "../kernels/reduce.js";
 import { softmaxRows4Kernel, rows4Vpt } from "../kernels/rows4.js";
+import { SUMSQ_MULTI_MAX, sumsqMultiKernel, sumsqMultiPush } from "../kernels/multi-tensor.js";
 
 /** Elements one workgroup reduces in the first pass of a whole-tensor reduction. */
 const CHUNK = 8192;
@@ -101,7 +102,11 @@ export function sumOfSquares(E: Engine, a: TensorData): HeliosTensor {
   return out;
 }
 
-/** One partials buffer for every tensor, then a single final reduction: one readback. */
+/**
+ * One partials buffer for every tensor, then a single final reduction: one readback. The partials
+ * come from one reduce_rows per tensor, or (HELIOS_MULTI_TENSOR_ADAMW, default) from sumsq_multi
+ * over groups of up to SUMSQ_MULTI_MAX tensors, which writes the same partials bit for bit.
+ */
 export function totalSumOfSquares(E: Engine, ts: TensorData[]): HeliosTensor {
   const live = ts.filter((t) => size(t.shape) > 0);
   if (live.length === 0) return E.filled([], "f32", 0);
@@ -109,11 +114,24 @@ export function totalSumOfSquares(E: Engine, ts: TensorData[]): HeliosTensor {
   const total = rowsOf.reduce((p, q) => p + q, 0);
   const partials = E.alloc([total], "f32");
   let base = 0;
-  live.forEach((t, i) => {
-    run(E, "totalSumOfSquares", { reduceRows: "sumsq", in: t.dtype, out: "f32" }, () => reduceRowsKernel(t.dtype, "f32", "sumsq"),
-      REDUCE_ROWS_PUSH, { rows: rowsOf[i], len: CHUNK, n: size(t.shape), outBase: base, scale: 1 }, [t], [partials], gridRows(rowsOf[i]));
-    base += rowsOf[i];
-  });
+  if (E.config.multiTensorAdamw) {
+    for (let at = 0; at < live.length; at += SUMSQ_MULTI_MAX) {
+      const group = live.slice(at, at + SUMSQ_MULTI_MAX);
+      const rows = rowsOf.slice(at, at + SUMSQ_MULTI_MAX).reduce((p, q) => p + q, 0);
+      const dtypes = group.map((t) => t.dtype);
+      const push: Record<string, number> = { rows, len: CHUNK, outBase: base };
+      group.forEach((t, j) => (push[`n${j}`] = size(t.shape)));
+      run(E, "totalSumOfSquares", { sumsqMulti: dtypes }, () => sumsqMultiKernel(dtypes), sumsqMultiPush(group.length),
+        push, group, [partials], gridRows(rows));
+      base += rows;
+    }
+  } else {
+    live.forEach((t, i) => {
+      run(E, "totalSumOfSquares", { reduceRows: "sumsq", in: t.dtype, out: "f32" }, () => reduceRowsKernel(t.dtype, "f32", "sumsq"),
+        REDUCE_ROWS_PUSH, { rows: rowsOf[i], len: CHUNK, n: size(t.shape), outBase: base, scale: 1 }, [t], [partials], gridRows(rowsOf[i]));
+      base += rowsOf[i];
+    });
+  }
   const out = E.alloc([], "f32");
   reduceFlat(E, "totalSumOfSquares", partials, "sum", 1, out);
   E.release(partials);

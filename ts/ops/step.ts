@@ -7,7 +7,7 @@ import { checkShape, fail, fmt, size } from "../shape.js";
 import { grid1d } from "../kernels/common.js";
 import { ADAMW_DEVICE_PUSH, ADAMW_HYPER, DROPOUT_AT_PUSH, adamwDeviceKernel, dropoutMaskAtKernel } from "../kernels/step.js";
 
-function deviceTensor(op: string, what: string, t: TensorData): HeliosTensor {
+export function deviceTensor(op: string, what: string, t: TensorData): HeliosTensor {
   if (!(t instanceof HeliosTensor)) fail(op, `${what} must be a device tensor (it is updated in place)`);
   if (t.released) fail(op, `${what} ${fmt(t.shape)} was already released (releaseGpuTensor)`);
   return t;
