@@ -2,8 +2,9 @@
 // kernel interpreter against float64 attention gradients: lavapipe has no cooperative matrices,
 // so this is where their tiling, causal masks (skipped fragments, diagonal triangles in both
 // orientations), broadcast lse / Di matrices, both P/dS conversions and the block order are
-// checked. Every description also goes through the native validator and assembler when the
-// addon is built (InterpRuntime.compileKernel).
+// checked, in both tensor layouts ([BH, T, D] and the rows layout: q, k, v packed in one [B*T,
+// 3*H*D] tensor or three, dO [B*T, H*D], di [B*T, H]). Every description also goes through the
+// native validator and assembler when the addon is built (InterpRuntime.compileKernel).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { InterpRuntime } from "./support/interp-runtime.js";
@@ -13,12 +14,13 @@ import {
   FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel, type FlashBwdCmVariant,
 } from "../ts/kernels/attention-cm-bwd.js";
 import { packPush } from "../ts/kernels/common.js";
-import { FA_PUSH } from "../ts/kernels/attention.js";
-import { fromF16Array } from "../ts/f16.js";
+import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
+import { fromF16Array, toF16Array } from "../ts/f16.js";
+import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
 
-interface Case { bh: number; T: number; D: number; pShared?: boolean; cap?: number }
+interface Case { bh: number; T: number; D: number; pShared?: boolean; cap?: number; rows?: RowsLayout }
 
 function upload(rt: InterpRuntime, data: ArrayBufferView): number {
   const h = rt.createBuffer(data.byteLength);
@@ -43,20 +45,24 @@ function check(c: Case): void {
     di[r] = acc;
   }
   const rt = new InterpRuntime();
-  const ins = [q, k, v, dO].map((t) => upload(rt, t.td.data));
-  ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
-  const out = () => rt.createBuffer(bh * T * D * 2);
-  const [dq, dk, dv] = [out(), out(), out()];
-  const variant: FlashBwdCmVariant = { D, pShared: c.pShared, softCap: cap > 0 };
-  const push = packPush(FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1 });
+  const inL = qkvIn([q.ref, k.ref, v.ref], T, c.rows);
+  const qkvBufs = inL.datas.map((d) => upload(rt, toF16Array(d)));
+  const ins = [...inL.bind.map((b) => qkvBufs[b]), upload(rt, toF16Array(oIn(dO.ref, T, c.rows)))];
+  ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, rowStatIn(di, bh, T, c.rows)));
+  // the gradients mirror q, k, v: one packed buffer, or three
+  const out = () => rt.createBuffer(bh * T * D * 2 * (c.rows?.packed ? 3 : 1));
+  const [dq, dk, dv] = c.rows?.packed ? Array(3).fill(out()) : [out(), out(), out()];
+  const variant: FlashBwdCmVariant = { D, pShared: c.pShared, softCap: cap > 0, ...(c.rows ? { layout: "rows" } : {}) };
+  const push = packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1, ...inL.push });
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, bh, 1];
   rt.beginBatch();
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
   rt.submitBatch(); // the interpreter runs dispatches as they are recorded
-  const tag = `bh=${bh} T=${T} D=${D}${c.pShared ? " pShared" : ""}${cap ? ` cap=${cap}` : ""}`;
-  for (const [name, h, want] of [["dQ", dq, ref.dQ], ["dK", dk, ref.dK], ["dV", dv, ref.dV]] as const) {
-    const got = fromF16Array(new Uint16Array(rt.readBuffer(h)));
+  const tag = `bh=${bh} T=${T} D=${D}${c.pShared ? " pShared" : ""}${cap ? ` cap=${cap}` : ""}${c.rows ? ` rows H=${c.rows.H}${c.rows.packed ? " packed" : ""}` : ""}`;
+  const width = (c.rows?.H ?? 1) * D * (c.rows?.packed ? 3 : 1);
+  for (const [p, name, h, want] of [[0, "dQ", dq, ref.dQ], [1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
+    const got = headsOut(fromF16Array(new Uint16Array(rt.readBuffer(h))), bh, T, D, c.rows, width, c.rows?.packed ? p : 0);
     let worst = 0, scaleRef = 0;
     for (let i = 0; i < got.length; i++) {
       worst = Math.max(worst, Math.abs(got[i] - want.data[i]));
@@ -78,6 +84,11 @@ for (const c of <Case[]>[
   // soft-capped scores (Alpha's default attention): a cap the scores reach, both P/dS paths
   { bh: 2, T: 128, D: 64, cap: 0.7 },
   { bh: 1, T: 64, D: 32, pShared: true, cap: 0.5 },
+  // the rows layout (_rows kernels): packed q, k, v or three tensors, several heads per row
+  { bh: 6, T: 64, D: 32, rows: { H: 3, packed: true } },
+  { bh: 2, T: 128, D: 64, rows: { H: 2, packed: true } },
+  { bh: 4, T: 64, D: 16, cap: 0.7, rows: { H: 2, packed: false } },
+  { bh: 2, T: 64, D: 48, pShared: true, rows: { H: 1, packed: true } },
 ]) {
   test(`flash backward on cooperative matrices ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(c));
 }
@@ -116,4 +127,29 @@ test("flashAttentionBackward runs the tensor-core flash kernels on a cooperative
   }
   const ran = rt.labels.filter((l) => l.startsWith("flash_bwd") || l.startsWith("attn_") || l.startsWith("mm_"));
   assert.deepEqual(ran, ["attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_s1", "flash_bwd_dkdv_cm_f16_d32_s1"]);
+});
+
+test("flashAttention in the packed rows layout runs the _rows tensor-core kernels on the qkv tensor itself: no copies, no split", () => {
+  const [B, H, T, D] = [2, 2, 64, 32];
+  const C = H * D;
+  const rng = new Rng(979);
+  const qkv = randTensor(rng, [B * T, 3 * C], "f16"), dO = randTensor(rng, [B * T, C], "f16");
+  const rt = new CoopMockRuntime();
+  const Bk = new HeliosBackend({ runtime: rt, config: { attnBackward: "auto" } });
+  const scale = 1 / Math.sqrt(D);
+  const layout = { heads: H, packed: true };
+  const fwd = Bk.flashAttention(qkv.td, qkv.td, qkv.td, T, scale, 0, layout);
+  const g = Bk.flashAttentionBackward(qkv.td, qkv.td, qkv.td, fwd.output, dO.td, fwd.lse, T, scale, 0, layout);
+  const [q, k, v] = [0, 1, 2].map((p) => N.rowsToHeads(qkv.ref, T, H, D, p));
+  const ref = N.attention(q, k, v, scale, 0);
+  const refG = N.attentionBackward(q, k, v, N.rowsToHeads(dO.ref, T, H, D, 0), scale, 0);
+  const worst = (got: ArrayLike<number>, want: ArrayLike<number>) => Array.from(want).reduce((m, w, i) => Math.max(m, Math.abs(got[i] - w)), 0);
+  assert.ok(worst(fromF16Array(fwd.output.data as Uint16Array), N.headsToRows([ref.output], T, H).data) < 1.5e-2, "output");
+  assert.ok(g.dQ === g.dK && g.dK === g.dV);
+  const e = worst(fromF16Array(g.dQ.data as Uint16Array), N.headsToRows([refG.dQ, refG.dK, refG.dV], T, H).data);
+  assert.ok(e < 1.5e-2, `dQKV: max abs error ${e}`);
+  assert.deepEqual(rt.labels, [
+    "flash_fwd_cmacc_f16_d32_w4_s1_r1_k64_v128_skip_lpt_rows",
+    "attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_s1_rows", "flash_bwd_dkdv_cm_f16_d32_s1_rows",
+  ]);
 });

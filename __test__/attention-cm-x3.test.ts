@@ -1,7 +1,9 @@
 // The split (x3) tensor-core flash attention, f32 at f32 accuracy: forward (flash_fwd_cmacc_x3_*)
 // and backward (flash_bwd_*_cm_x3_*) run by the kernel interpreter on f32 inputs split into bf16
-// hi/lo halves, against float64 attention. The gates are f32-grade (1e-4 of the largest value):
-// a kernel that dropped a cross product or a low part (bf16 accuracy, ~4e-3) fails them.
+// hi/lo halves, against float64 attention, in both tensor layouts ([BH, T, D] and the rows layout,
+// whose split tensors are [hi | lo] of the whole packed or per-part tensor). The gates are f32-grade
+// (1e-4 of the largest value): a kernel that dropped a cross product or a low part (bf16 accuracy,
+// ~4e-3) fails them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { InterpRuntime } from "./support/interp-runtime.js";
@@ -11,15 +13,16 @@ import * as N from "./ref/nn.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "../ts/kernels/attention-cm-acc.js";
 import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { pickFlashFwd } from "../ts/kernels/attention-variants.js";
-import { FA_PUSH } from "../ts/kernels/attention.js";
+import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
+import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
 import { packPush } from "../ts/kernels/common.js";
 import { f32ToBf16Bits, bf16BitsToF32 } from "../ts/kernels/matmul/reference.js";
 import { HeliosBackend } from "../ts/backend.js";
 
 /** [hi of every element | lo of every element] as bf16 bits, as ts/ops/attention.ts splits. */
-function splitHost(x: Float32Array): Uint16Array {
+function splitHost(x: ArrayLike<number>): Uint16Array {
   const out = new Uint16Array(2 * x.length);
-  x.forEach((v, i) => {
+  Float32Array.from(x).forEach((v, i) => {
     out[i] = f32ToBf16Bits(v);
     out[x.length + i] = f32ToBf16Bits(v - bf16BitsToF32(out[i]));
   });
@@ -49,7 +52,7 @@ function gate(label: string, got: ArrayLike<number>, want: ArrayLike<number>, to
   assert.ok(Array.from(got).some((x) => x !== 0), `${label}: all zeros`);
 }
 
-interface Case { bh: number; T: number; D: number; cap: number; growing?: boolean }
+interface Case { bh: number; T: number; D: number; cap: number; growing?: boolean; rows?: RowsLayout }
 
 function inputs(c: Case, seed: number): Sample[] {
   const rng = new Rng(seed);
@@ -65,32 +68,41 @@ const fwdCases: [Omit<FlashCmAccVariant, "D" | "softCap" | "split">, Case][] = [
   [{ nsg: 4, bc: 32 }, { bh: 1, T: 192, D: 64, cap: 2.5 }],
   [{ nsg: 8, bc: 32 }, { bh: 1, T: 256, D: 16, cap: 0, growing: true }],
   [{ nsg: 4, bc: 32, pShared: true }, { bh: 1, T: 128, D: 48, cap: 0, growing: true }],
+  // the rows layout (_rows kernels): packed q, k, v or three tensors
+  [{ nsg: 8, bc: 32 }, { bh: 4, T: 128, D: 32, cap: 0, growing: true, rows: { H: 2, packed: true } }],
+  [{ nsg: 4, bc: 32 }, { bh: 3, T: 64, D: 16, cap: 2.5, rows: { H: 3, packed: false } }],
+  [{ nsg: 4, bc: 32, pShared: true }, { bh: 2, T: 64, D: 48, cap: 0, rows: { H: 1, packed: true } }],
 ];
 for (const [w, c] of fwdCases) {
-  const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0, split: true };
-  const tag = `${flashFwdCmAccKernel(v).name} bh=${c.bh} T=${c.T} cap=${c.cap}${c.growing ? " growing keys" : ""}`;
+  const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0, split: true, ...(c.rows ? { layout: "rows" } : {}) };
+  const tag = `${flashFwdCmAccKernel(v).name} bh=${c.bh} T=${c.T} cap=${c.cap}${c.growing ? " growing keys" : ""}${c.rows ? ` H=${c.rows.H}${c.rows.packed ? " packed" : ""}` : ""}`;
   test(`${tag} matches float64 attention to f32 accuracy (interpreter)`, () => {
     const [q, k, vv] = inputs(c, 501 + c.T + c.D);
     const rt = new InterpRuntime();
-    const bufs = [q, k, vv].map((t) => upload(rt, splitHost(t.td.data as Float32Array)));
+    const inL = qkvIn([q.ref, k.ref, vv.ref], c.T, c.rows);
+    const split = inL.datas.map((d) => upload(rt, splitHost(d)));
+    const bufs = inL.bind.map((b) => split[b]);
     const o = rt.createBuffer(c.bh * c.T * c.D * 4), lse = rt.createBuffer(c.bh * c.T * 4);
     const scale = 1 / Math.sqrt(c.D);
     rt.beginBatch();
     rt.recordDispatch(rt.compileKernel(JSON.stringify(flashFwdCmAccKernel(v))), [...bufs, o, lse], [c.T / flashCmAccRows(v), c.bh, 1],
-      packPush(FA_PUSH, { T: c.T, scale, cap: c.cap > 0 ? c.cap : 1 }));
+      packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T: c.T, scale, cap: c.cap > 0 ? c.cap : 1, ...inL.push }));
     rt.submitBatch(); // the interpreter runs dispatches as they are recorded
     const ref = N.attention(q.ref, k.ref, vv.ref, scale, c.cap);
-    gate(`${tag} output`, new Float32Array(rt.readBuffer(o)), ref.output.data);
+    const width = (c.rows?.H ?? 1) * c.D;
+    gate(`${tag} output`, headsOut(new Float32Array(rt.readBuffer(o)), c.bh, c.T, c.D, c.rows, width), ref.output.data);
     gate(`${tag} lse`, new Float32Array(rt.readBuffer(lse)), ref.lse.data);
   });
 }
 
-for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: number }[]>[
+for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: number; rows?: RowsLayout }[]>[
   { bh: 1, T: 128, D: 64, pShared: false },
   { bh: 1, T: 192, D: 32, pShared: false },
   { bh: 1, T: 128, D: 16, pShared: true },
   { bh: 2, T: 128, D: 64, pShared: false, cap: 0.7 },
   { bh: 1, T: 64, D: 32, pShared: true, cap: 1.5 },
+  { bh: 4, T: 64, D: 32, pShared: false, rows: { H: 2, packed: true } },
+  { bh: 3, T: 64, D: 16, pShared: true, cap: 0.7, rows: { H: 3, packed: false } },
 ]) {
   test(`flash backward x3 (split bf16 hi/lo) ${JSON.stringify(c)} matches float64 gradients to f32 accuracy (interpreter)`, () => {
     const cap = c.cap ?? 0;
@@ -106,19 +118,23 @@ for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: num
       di[r] = acc;
     }
     const rt = new InterpRuntime();
-    const ins = [q, k, v, dO].map((t) => upload(rt, splitHost(t.td.data as Float32Array)));
-    ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, di));
-    const out = () => rt.createBuffer(c.bh * c.T * c.D * 4);
-    const [dq, dk, dv] = [out(), out(), out()];
-    const variant = { D: c.D, pShared: c.pShared, split: true, softCap: cap > 0 };
-    const push = packPush(FA_PUSH, { T: c.T, scale, cap: cap > 0 ? cap : 1 });
+    const inL = qkvIn([q.ref, k.ref, v.ref], c.T, c.rows);
+    const split = inL.datas.map((d) => upload(rt, splitHost(d)));
+    const ins = [...inL.bind.map((b) => split[b]), upload(rt, splitHost(oIn(dO.ref, c.T, c.rows)))];
+    ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, rowStatIn(di, c.bh, c.T, c.rows)));
+    const packed = !!c.rows?.packed;
+    const out = () => rt.createBuffer(c.bh * c.T * c.D * 4 * (packed ? 3 : 1));
+    const [dq, dk, dv] = packed ? Array(3).fill(out()) : [out(), out(), out()];
+    const variant = { D: c.D, pShared: c.pShared, split: true, softCap: cap > 0, ...(c.rows ? { layout: "rows" as const } : {}) };
+    const push = packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T: c.T, scale, cap: cap > 0 ? cap : 1, ...inL.push });
     const groups: [number, number, number] = [c.T / FLASH_BWD_CM_ROWS, c.bh, 1];
     rt.beginBatch();
     rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
     rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
     rt.submitBatch();
-    for (const [name, h, want] of [["dQ", dq, ref.dQ], ["dK", dk, ref.dK], ["dV", dv, ref.dV]] as const) {
-      gate(`x3 backward ${JSON.stringify(c)} ${name}`, new Float32Array(rt.readBuffer(h)), want.data);
+    const width = (c.rows?.H ?? 1) * c.D * (packed ? 3 : 1);
+    for (const [p, name, h, want] of [[0, "dQ", dq, ref.dQ], [1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
+      gate(`x3 backward ${JSON.stringify(c)} ${name}`, headsOut(new Float32Array(rt.readBuffer(h)), c.bh, c.T, c.D, c.rows, width, packed ? p : 0), want.data);
     }
   });
 }
@@ -164,5 +180,29 @@ test("HeliosBackend runs f32 flash attention forward and backward on the x3 kern
     "attn_rowdot_f32_l8",
     "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2",
     "flash_bwd_dq_cm_x3_d32_s1", "flash_bwd_dkdv_cm_x3_d32_s1",
+  ]);
+});
+
+test("HeliosBackend runs f32 attention in the packed rows layout on the x3 _rows kernels, splitting qkv once, to f32 accuracy", () => {
+  const [B, H, T, D] = [2, 2, 64, 32];
+  const C = H * D;
+  const rng = new Rng(4243);
+  const qkv = randTensor(rng, [B * T, 3 * C], "f32"), dO = randTensor(rng, [B * T, C], "f32");
+  const rt = new CoopMockRuntime();
+  const Bk = new HeliosBackend({ runtime: rt });
+  const scale = 1 / Math.sqrt(D);
+  const layout = { heads: H, packed: true };
+  const fwd = Bk.flashAttention(qkv.td, qkv.td, qkv.td, T, scale, 0, layout);
+  const g = Bk.flashAttentionBackward(qkv.td, qkv.td, qkv.td, fwd.output, dO.td, fwd.lse, T, scale, 0, layout);
+  const [q, k, v] = [0, 1, 2].map((p) => N.rowsToHeads(qkv.ref, T, H, D, p));
+  const ref = N.attention(q, k, v, scale, 0);
+  const refG = N.attentionBackward(q, k, v, N.rowsToHeads(dO.ref, T, H, D, 0), scale, 0);
+  gate("rows output", fwd.output.data as Float32Array, N.headsToRows([ref.output], T, H).data);
+  gate("rows dQKV", g.dQ.data as Float32Array, N.headsToRows([refG.dQ, refG.dK, refG.dV], T, H).data);
+  const ran = rt.labels.filter((l) => l.startsWith("flash") || l.startsWith("attn_") || l.startsWith("mm_presplit") || l.startsWith("copy"));
+  assert.deepEqual(ran, [
+    "mm_presplit_f32_bf16x4_lo1_b2", "flash_fwd_cmacc_x3_d32_w4_s1_r1_k32_v128_skip_lpt_rows",
+    "attn_rowdot_f32_l8", "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2",
+    "flash_bwd_dq_cm_x3_d32_s1_rows", "flash_bwd_dkdv_cm_x3_d32_s1_rows",
   ]);
 });

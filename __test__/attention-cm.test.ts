@@ -1,8 +1,10 @@
 // The cooperative-matrix flash attention forward (flash_fwd_cmacc) run by the kernel interpreter
 // against naive attention: lavapipe has no cooperative matrices, so this is
 // where their tiling, causal masks, online / lazy softmax across tiles, the slow rescale path,
-// both P conversions and the lane reductions are checked. Every description also goes through the
-// native validator and assembler when the addon is built (InterpRuntime.compileKernel).
+// both P conversions and the lane reductions are checked, in both tensor layouts ([BH, T, D] and the
+// rows layout: heads side by side in [B*T, ...] rows, q, k, v packed in one tensor or three). Every
+// description also goes through the native validator and assembler when the addon is built
+// (InterpRuntime.compileKernel).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { InterpRuntime } from "./support/interp-runtime.js";
@@ -11,11 +13,13 @@ import * as N from "./ref/nn.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "../ts/kernels/attention-cm-acc.js";
 import { packPush } from "../ts/kernels/common.js";
 import { FLASH_FWD, pickFlashFwd } from "../ts/kernels/attention-variants.js";
-import { FA_PUSH } from "../ts/kernels/attention.js";
-import { fromF16Array } from "../ts/f16.js";
+import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
+import { fromF16Array, toF16Array } from "../ts/f16.js";
 import type { KernelDesc } from "../ts/ir/index.js";
+import { headsOut, qkvIn, type RowsLayout } from "./support/attn-layout.js";
 
-interface Case { bh: number; T: number; D: number; cap: number; scale?: number; growing?: boolean }
+/** `rows`: the tensors in the rows layout with H heads (bh = B H), q, k, v packed in one tensor or three. */
+interface Case { bh: number; T: number; D: number; cap: number; scale?: number; growing?: boolean; rows?: RowsLayout }
 
 /**
  * Runs one dispatch and compares with float64 attention on the same f16 inputs. `growing` scales
@@ -28,20 +32,23 @@ function check(label: string, desc: KernelDesc, rows: number, c: Case): void {
   let k = randTensor(rng, [bh, T, D], "f16");
   if (c.growing) k = sampleOf([bh, T, D], Array.from(k.ref.data, (x, i) => x * (1 + Math.floor(i / D) % T / 16)), "f16");
   const rt = new InterpRuntime();
-  const bufs = [q, k, v].map((t) => {
-    const h = rt.createBuffer(t.td.data.byteLength);
-    rt.uploadBuffer(h, t.td.data);
+  const inL = qkvIn([q.ref, k.ref, v.ref], T, c.rows);
+  const uploaded = inL.datas.map((d) => {
+    const h = rt.createBuffer(d.length * 2);
+    rt.uploadBuffer(h, toF16Array(d));
     return h;
   });
+  const bufs = inL.bind.map((b) => uploaded[b]);
   const o = rt.createBuffer(bh * T * D * 2), lse = rt.createBuffer(bh * T * 4);
   const scale = c.scale ?? 1 / Math.sqrt(D);
   const pipe = rt.compileKernel(JSON.stringify(desc));
   rt.beginBatch();
-  rt.recordDispatch(pipe, [...bufs, o, lse], [T / rows, bh, 1], packPush(FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1 }));
+  rt.recordDispatch(pipe, [...bufs, o, lse], [T / rows, bh, 1], packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1, ...inL.push }));
   rt.submitBatch(); // the interpreter runs dispatches as they are recorded
-  const got = fromF16Array(new Uint16Array(rt.readBuffer(o)));
-  const gotLse = new Float32Array(rt.readBuffer(lse));
   const ref = N.attention(q.ref, k.ref, v.ref, scale, cap);
+  // rows: o is [B*T, H*D]; compared head by head
+  const got = headsOut(fromF16Array(new Uint16Array(rt.readBuffer(o))), bh, T, D, c.rows, (c.rows?.H ?? 1) * D);
+  const gotLse = new Float32Array(rt.readBuffer(lse));
   let worst = 0;
   for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - ref.output.data[i]));
   assert.ok(worst < 1.5e-2 && got.some((x) => x !== 0), `${label}: output max abs error ${worst}`);
@@ -77,6 +84,21 @@ for (const [w, c] of accCases) {
   test(`flash_fwd_cmacc ${tag} matches naive attention (interpreter)`, () => {
     check(`flash_fwd_cmacc ${tag}`, flashFwdCmAccKernel(v), flashCmAccRows(v), c);
   });
+}
+
+// The rows layout (names end _rows): the shipped tile (acc-w4s1-x), 8 subgroups, 32-key tiles and
+// the shared-memory P path, q, k, v packed or three tensors, several heads per batch row.
+const rowsCases: [Omit<FlashCmAccVariant, "D" | "softCap">, Case][] = [
+  [{ nsg: 4 }, { bh: 6, T: 64, D: 32, cap: 0, rows: { H: 3, packed: true } }],
+  [{ nsg: 4 }, { bh: 2, T: 192, D: 64, cap: 0, growing: true, rows: { H: 2, packed: true } }],
+  [{ nsg: 4 }, { bh: 4, T: 128, D: 16, cap: 2.5, rows: { H: 2, packed: false } }],
+  [{ nsg: 8, bc: 32 }, { bh: 2, T: 128, D: 48, cap: 0, rows: { H: 1, packed: true } }],
+  [{ nsg: 4, pShared: true }, { bh: 3, T: 64, D: 32, cap: 0, rows: { H: 3, packed: true } }],
+];
+for (const [w, c] of rowsCases) {
+  const v: FlashCmAccVariant = { ...w, D: c.D, softCap: c.cap > 0, layout: "rows" };
+  const tag = `${flashFwdCmAccKernel(v).name} B=${c.bh / c.rows!.H} H=${c.rows!.H}${c.rows!.packed ? " packed" : ""} T=${c.T} softCap=${c.cap}${c.growing ? " growing keys" : ""}`;
+  test(`${tag} matches naive attention (interpreter)`, () => check(tag, flashFwdCmAccKernel(v), flashCmAccRows(v), c));
 }
 
 test("flash_fwd_cmacc applies to f16, T % rows == 0, D % 16 == 0 (<= 64), within shared memory", () => {

@@ -1,7 +1,9 @@
 // The float64 CPU reference (__test__/ref) as a TrainBackend, so the trainer's forward,
 // backward and optimizer can be checked by finite differences and compared with HeliosBackend.
-// Tensors carry Float64Array data with dtype "f64" (i32 for indices).
+// Tensors carry Float64Array data with dtype "f64" (i32 for indices). Attention takes either head
+// layout (AttentionLayout: the trainer's fused path by default, attnHeadLayout "copy" for the other).
 import type { Dtype, Shape, TensorData } from "../ts/types.js";
+import type { AttentionLayout } from "../ts/ops/attention.js";
 import type { TrainBackend } from "../train/backend.js";
 import type { RefTensor } from "./ref/tensor.js";
 import * as N from "./ref/nn.js";
@@ -19,6 +21,7 @@ const ints = (t: TensorData): { shape: number[]; data: ArrayLike<number> } => ({
 export class RefTrainBackend implements TrainBackend {
   readonly name = "ref-f64";
   released = 0;
+  attnHeadLayout: "fused" | "copy" = "fused";
 
   zeros(shape: Shape, dtype: Dtype = "f32"): TensorData {
     const n = shape.reduce((a, b) => a * b, 1);
@@ -75,16 +78,38 @@ export class RefTrainBackend implements TrainBackend {
   crossEntropyBackward(logits: TensorData, targets: TensorData, g: TensorData): TensorData {
     return out(N.crossEntropyBackward(f(logits), targets.data as Int32Array, Number(g.data[0])));
   }
-  flashAttention(Q: TensorData, K: TensorData, V: TensorData, _T: number, scale: number, cap: number) {
-    const r = N.attention(f(Q), f(K), f(V), scale, cap);
-    return { output: out(r.output), lse: out(r.lse) };
+  flashAttention(Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, cap: number, layout?: AttentionLayout) {
+    if (!layout) {
+      const r = N.attention(f(Q), f(K), f(V), scale, cap);
+      return { output: out(r.output), lse: out(r.lse) };
+    }
+    const [q, k, v] = this.heads([Q, K, V], T, layout);
+    const r = N.attention(q, k, v, scale, cap);
+    return { output: out(N.headsToRows([r.output], T, layout.heads)), lse: out(r.lse) };
   }
   flashAttentionBackward(
     Q: TensorData, K: TensorData, V: TensorData, _O: TensorData, dO: TensorData, _lse: TensorData,
-    _T: number, scale: number, cap: number,
+    T: number, scale: number, cap: number, layout?: AttentionLayout,
   ) {
-    const r = N.attentionBackward(f(Q), f(K), f(V), f(dO), scale, cap);
-    return { dQ: out(r.dQ), dK: out(r.dK), dV: out(r.dV) };
+    if (!layout) {
+      const r = N.attentionBackward(f(Q), f(K), f(V), f(dO), scale, cap);
+      return { dQ: out(r.dQ), dK: out(r.dK), dV: out(r.dV) };
+    }
+    const [q, k, v] = this.heads([Q, K, V], T, layout);
+    const D = q.shape[2];
+    const r = N.attentionBackward(q, k, v, N.rowsToHeads(f(dO), T, layout.heads, D, 0), scale, cap);
+    if (layout.packed) {
+      const d = out(N.headsToRows([r.dQ, r.dK, r.dV], T, layout.heads));
+      return { dQ: d, dK: d, dV: d };
+    }
+    const [dQ, dK, dV] = [r.dQ, r.dK, r.dV].map((x) => out(N.headsToRows([x], T, layout.heads)));
+    return { dQ, dK, dV };
+  }
+  /** Q, K, V of a layout with heads as [B*H, T, D]. */
+  private heads(qkv: TensorData[], T: number, layout: AttentionLayout): RefTensor[] {
+    const W = qkv[0].shape[1], H = layout.heads;
+    const D = W / ((layout.packed ? 3 : 1) * H);
+    return qkv.map((x, p) => N.rowsToHeads(f(x), T, H, D, layout.packed ? p : 0));
   }
   residualDropoutAdd(residual: TensorData, projected: TensorData, mask: TensorData): TensorData {
     const pm = E.zip(f(projected), f(mask), (p, m) => p * m);

@@ -8,8 +8,12 @@
 // not timed (exit 1).
 //
 //   node dist/bench/flash-bwd.js [--dtype=f16|f32] [--bh=192] [--t=1024] [--d=64] [--iters=20]
-//                                [--paths=cm,dense,flash] [--variant=auto] [--out=bench/flash-bwd.json] [--torch=0]
+//                                [--paths=cm,dense,flash] [--variant=auto] [--layout=bhtd|rows] [--heads=12]
+//                                [--out=bench/flash-bwd.json] [--torch=0]
 // --variant: the HELIOS_FLASH_VARIANT the cm and dense paths' forward uses (default auto).
+// --layout=rows: the tensors in the trainer's layout (AttentionLayout, packed): Q, K, V one
+// [B*T, 3*H*D] tensor with H = --heads (B = BH / H; the gate's small cases take one batch row),
+// O and dO [B*T, H*D], dQKV [B*T, 3*H*D]; the _rows kernels (the dense path adds head copies).
 //
 // Timing (bench/ops' protocol): Q/K/V/dO in the dtype, causal, scale 1/sqrt(D), O and lse from
 // the backend's forward; `iters` calls recorded back to back (each result released, so buffers
@@ -26,6 +30,7 @@ import type { TensorData } from "../ts/types.js";
 import { f16BitsToF32 } from "../ts/f16.js";
 import { ProfilingRuntime, summarize, warmFor } from "./profiling.js";
 import { attnErrors, naive, naiveBackward, torchEventsMs } from "./flash-check.js";
+import type { AttentionLayout } from "../ts/ops/attention.js";
 
 function arg(name: string, dflt: string): string {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -44,21 +49,44 @@ const paths = arg("paths", dtype === "f16" ? "cm,dense,flash" : "cm,flash").spli
 for (const p of paths) if (!["cm", "dense", "flash"].includes(p)) throw new Error(`bench/flash-bwd: unknown path ${p} (cm, dense, flash)`);
 const GATE = dtype === "f16" ? 2e-2 : 1e-4;
 const variant = arg("variant", "auto") as FlashVariantName;
+const layoutArg = arg("layout", "bhtd");
+if (layoutArg !== "bhtd" && layoutArg !== "rows") throw new Error(`bench/flash-bwd: --layout=${layoutArg}: expected bhtd or rows`);
+const HEADS = Number(arg("heads", "12"));
 if (!FLASH_VARIANTS.includes(variant)) throw new Error(`bench/flash-bwd: --variant=${variant}: expected one of ${FLASH_VARIANTS.join(", ")}`);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-interface Inputs { q: TensorData; k: TensorData; v: TensorData; dO: TensorData; o: TensorData; lse: TensorData }
+interface Inputs { q: TensorData; k: TensorData; v: TensorData; dO: TensorData; o: TensorData; lse: TensorData; layout?: AttentionLayout }
+
+/** --layout=rows: H heads per batch row (all of bh when --heads does not divide it). */
+const headsOf = (bh: number) => (bh % HEADS === 0 ? HEADS : bh);
 
 function inputs(B: HeliosBackend, bh: number, t: number, d: number): Inputs {
   const h = (x: TensorData) => (dtype === "f16" ? B.castDtype!(x, "f16") : x);
+  if (layoutArg === "rows") {
+    const H = headsOf(bh), rows = (bh / H) * t;
+    const layout = { heads: H, packed: true };
+    const qkv = h(B.randn([rows, 3 * H * d])), dO = h(B.randn([rows, H * d]));
+    const f = B.flashAttention(qkv, qkv, qkv, t, 1 / Math.sqrt(d), 0, layout);
+    return { q: qkv, k: qkv, v: qkv, dO, o: f.output, lse: f.lse, layout };
+  }
   const [q, k, v, dO] = [0, 1, 2, 3].map(() => h(B.randn([bh, t, d])));
   const f = B.flashAttention!(q, k, v, t, 1 / Math.sqrt(d), 0);
   return { q, k, v, dO, o: f.output, lse: f.lse };
 }
 
 function backward(B: HeliosBackend, x: Inputs, t: number, d: number) {
-  return B.flashAttentionBackward!(x.q, x.k, x.v, x.o, x.dO, x.lse, t, 1 / Math.sqrt(d), 0);
+  return B.flashAttentionBackward(x.q, x.k, x.v, x.o, x.dO, x.lse, t, 1 / Math.sqrt(d), 0, x.layout);
+}
+
+/** Part p of host values in the rows layout ([B*T, W]) as [BH, T, D]; as they are in bhtd. */
+function heads(x: Float64Array, bh: number, t: number, d: number, p = 0): Float64Array {
+  if (layoutArg !== "rows") return x;
+  const H = headsOf(bh), W = x.length / ((bh / H) * t), out = new Float64Array(bh * t * d);
+  for (let b = 0; b < bh / H; b++) for (let hh = 0; hh < H; hh++) for (let i = 0; i < t; i++) for (let e = 0; e < d; e++) {
+    out[((b * H + hh) * t + i) * d + e] = x[(b * t + i) * W + p * H * d + hh * d + e];
+  }
+  return out;
 }
 
 /** Worst error relative to the largest reference magnitude (max over O, dQ, dK, dV). */
@@ -67,11 +95,13 @@ function gate(B: HeliosBackend, bh: number, t: number, d: number): number {
   const g = backward(B, x, t, d);
   const host = (td: TensorData) =>
     td.dtype === "f16" ? Float64Array.from(td.data as Uint16Array, f16BitsToF32) : Float64Array.from(td.data as Float32Array);
-  const ref = naiveBackward(host(x.q), host(x.k), host(x.v), host(x.dO), bh, t, d, 1 / Math.sqrt(d));
-  const fwd = naive(host(x.q), host(x.k), host(x.v), bh, t, d, 1 / Math.sqrt(d), 0);
+  const [q, k, v] = [x.q, x.k, x.v].map((y, p) => heads(host(y), bh, t, d, p));
+  const ref = naiveBackward(q, k, v, heads(host(x.dO), bh, t, d), bh, t, d, 1 / Math.sqrt(d));
+  const fwd = naive(q, k, v, bh, t, d, 1 / Math.sqrt(d), 0);
   let worst = 0;
-  for (const [got, want] of [[x.o, fwd.o], [g.dQ, ref.dq], [g.dK, ref.dk], [g.dV, ref.dv]] as const) {
-    worst = Math.max(worst, attnErrors(host(got), want).maxRel);
+  for (const [p, got, want] of [[0, x.o, fwd.o], [0, g.dQ, ref.dq], [1, g.dK, ref.dk], [2, g.dV, ref.dv]] as const) {
+    // rows: dQ, dK, dV are the one packed tensor
+    worst = Math.max(worst, attnErrors(heads(host(got), bh, t, d, p), want).maxRel);
   }
   return worst;
 }
@@ -84,12 +114,12 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, fwd: boolean): { ms: 
       const g = backward(B, x, T, D);
       return [g.dQ, g.dK, g.dV];
     }
-    const f = B.flashAttention!(x.q, x.k, x.v, T, 1 / Math.sqrt(D), 0);
+    const f = B.flashAttention(x.q, x.k, x.v, T, 1 / Math.sqrt(D), 0, x.layout);
     return [f.output, f.lse];
   };
   const runIters = () => {
     for (let i = 0; i < iters; i++) {
-      const ts = call();
+      const ts = [...new Set(call())];
       B.evaluate(...ts);
       for (const t of ts) B.releaseGpuTensor(t);
     }
@@ -107,7 +137,7 @@ function timeHelios(B: HeliosBackend, P: ProfilingRuntime, fwd: boolean): { ms: 
     reps.push(sm.spanMs / iters);
     labels.push(Object.fromEntries([...sm.byLabel].map(([l, e]) => [l, e.ms / iters])));
   }
-  for (const t of Object.values(x)) B.releaseGpuTensor(t);
+  for (const t of new Set([x.q, x.k, x.v, x.dO, x.o, x.lse])) B.releaseGpuTensor(t);
   return { ms: median(reps), reps, kernels: labels[reps.indexOf(median(reps))] };
 }
 
@@ -153,13 +183,13 @@ function main(): number {
     }
   }
   const json = {
-    meta: { device, torch: torchMeta, dtype, variant, problem: { bh: BH, t: T, d: D }, iters, repeats: REPEATS, time: new Date().toISOString() },
+    meta: { device, torch: torchMeta, dtype, variant, layout: layoutArg, heads: layoutArg === "rows" ? headsOf(BH) : null, problem: { bh: BH, t: T, d: D }, iters, repeats: REPEATS, time: new Date().toISOString() },
     torchMs: { fwd: typeof torch.fwd === "number" ? torch.fwd : null, bwd: typeof torch.bwd === "number" ? torch.bwd : null },
     note: typeof torch.fwd === "string" ? torch.fwd : null, rows,
   };
   writeFileSync(out, JSON.stringify(json, null, 2));
   console.log(`wrote ${out}`);
-  console.log(`attention, causal ${dtype}, BH=${BH} T=${T} D=${D} on ${device}${torchMeta ? `; torch ${torchMeta.torch}` : ""}`);
+  console.log(`attention, causal ${dtype}, BH=${BH} T=${T} D=${D}${layoutArg === "rows" ? ` (rows layout, H=${headsOf(BH)})` : ""} on ${device}${torchMeta ? `; torch ${torchMeta.torch}` : ""}`);
   if (typeof torch.fwd === "string") console.log(`note: ${torch.fwd}`);
   console.log(`${"path".padEnd(16)}  ${"pass".padEnd(4)}  ${"ms".padStart(9)}  ${"TFLOP/s".padStart(8)}  ${"torch/helios".padStart(12)}`);
   for (const pass of ["fwd", "bwd"] as const) {

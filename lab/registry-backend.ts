@@ -109,9 +109,10 @@ export function backendVariants(): KernelVariant[] {
     for (const tA of [false, true]) for (const tB of [false, true]) for (const tile of [64, 128] as const) {
       v.push({ id: `backend/matmul_simt${tile}/${d}_${tA ? "t" : "n"}${tB ? "t" : "n"}`, needs: needs(d), build: () => matmulKernel({ aDtype: d, bDtype: d, outDtype: d, transA: tA, transB: tB, tile }) });
     }
-    for (const D of [64, 8]) for (const softCap of [false, true]) {
-      const fv = { dtype: d, D, softCap };
-      const tag = `${d}_d${D}${softCap ? "_cap" : ""}`;
+    // both head layouts (the rows kernels: heads side by side in [B*T, ...] rows)
+    for (const D of [64, 8]) for (const softCap of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
+      const fv = { dtype: d, D, softCap, ...(layout === "rows" ? { layout } : {}) };
+      const tag = `${d}_d${D}${softCap ? "_cap" : ""}${layout === "rows" ? "_rows" : ""}`;
       v.push({ id: `backend/flash_fwd/${tag}`, needs: needs(d), build: () => flashFwdKernel(fv) });
       v.push({ id: `backend/flash_fwd_v4/${tag}`, needs: needs(d), build: () => flashFwdVec4Kernel(fv) });
       v.push({ id: `backend/flash_bwd_dq_v4/${tag}`, needs: needs(d), build: () => flashBwdDqVec4Kernel(fv) });
@@ -120,15 +121,15 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/flash_bwd_dkdv/${tag}`, needs: needs(d), build: () => flashBwdDkDvKernel(fv) });
     }
   }
-  for (const D of [16, 32, 64]) for (const softCap of [false, true]) {
-    // every tensor-core flash forward the backend can pick (HELIOS_FLASH_VARIANT)
+  for (const D of [16, 32, 64]) for (const softCap of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
+    // every tensor-core flash forward the backend can pick (HELIOS_FLASH_VARIANT), in both head layouts
     for (const c of Object.values(FLASH_FWD)) {
       if (c.name.startsWith("acc-")) {
-        const name = c.build("f16", D, softCap).name.replace(/^flash_fwd_cmacc_f16_/, "");
-        v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap) });
+        const name = c.build("f16", D, softCap, layout).name.replace(/^flash_fwd_cmacc_f16_/, "");
+        v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => c.build("f16", D, softCap, layout) });
       } else if (c.name.startsWith("x3-")) {
-        const name = c.build("f32", D, softCap).name.replace(/^flash_fwd_cmacc_/, "");
-        v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "bf16", "subgroup"], build: () => c.build("f32", D, softCap) });
+        const name = c.build("f32", D, softCap, layout).name.replace(/^flash_fwd_cmacc_/, "");
+        v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "bf16", "subgroup"], build: () => c.build("f32", D, softCap, layout) });
       }
     }
   }
@@ -137,18 +138,18 @@ export function backendVariants(): KernelVariant[] {
   for (const vec4 of [false, true]) {
     v.push({ id: `backend/attn_split_hilo${vec4 ? "_x4" : ""}`, needs: ["bf16"], build: () => presplitKernel(vec4, 1, 2) });
   }
-  // and its split (x3) form for f32
-  for (const D of [16, 32, 64]) for (const pShared of [false, true]) for (const split of [false, true]) {
-    const bv = { D, pShared, split };
-    const tag = `${split ? "x3_" : ""}d${D}_s1${pShared ? "_psh" : ""}`;
+  // and its split (x3) form for f32, in both head layouts
+  for (const D of [16, 32, 64]) for (const pShared of [false, true]) for (const split of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
+    const bv = { D, pShared, split, ...(layout === "rows" ? { layout } : {}) };
+    const tag = `${split ? "x3_" : ""}d${D}_s1${pShared ? "_psh" : ""}${layout === "rows" ? "_rows" : ""}`;
     const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
     v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
     v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
   }
   // soft-capped scores (Alpha's default attention), P and dS in registers
-  for (const D of [16, 32, 64]) for (const split of [false, true]) {
-    const bv = { D, split, softCap: true };
-    const tag = `${split ? "x3_" : ""}d${D}_s1_cap`;
+  for (const D of [16, 32, 64]) for (const split of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
+    const bv = { D, split, softCap: true, ...(layout === "rows" ? { layout } : {}) };
+    const tag = `${split ? "x3_" : ""}d${D}_s1_cap${layout === "rows" ? "_rows" : ""}`;
     const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
     v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
     v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });

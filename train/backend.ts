@@ -2,6 +2,7 @@
 // required, plus the trainer-facing extras (flush, releaseGpuTensor) as optional members. Any
 // Backend that implements these (HeliosBackend, the float64 reference in __test__) can train.
 import type { Backend, Dtype, TensorData } from "../ts/types.js";
+import type { AttentionLayout } from "../ts/ops/attention.js";
 import type { AdamwStepScalars, AdamwTensors } from "../ts/ops/optim.js";
 
 type Required_<T, K extends keyof T> = T & { [P in K]-?: NonNullable<T[P]> };
@@ -28,6 +29,20 @@ export type TrainBackend = Required_<
   syncGpu?(): void;
   /** `sum` with an f32 result (HeliosBackend): bias gradients from f16 copies under matmul16. */
   sumF32?(a: TensorData, axis?: number, keepdims?: boolean): TensorData;
+  /**
+   * "fused" (HeliosBackend by default, HELIOS_ATTN_HEAD_LAYOUT): the trainer runs attention on the
+   * qkv projection's rows, flashAttention(qkv, qkv, qkv, ..., {heads, packed: true}), with no head
+   * transposes; absent or "copy": on [B*H, T, D] copies.
+   */
+  readonly attnHeadLayout?: "fused" | "copy";
+  /** Backend's flashAttention, with the layout argument of a backend whose attnHeadLayout is "fused". */
+  flashAttention(
+    Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number, layout?: AttentionLayout,
+  ): { output: TensorData; lse: TensorData };
+  flashAttentionBackward(
+    Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
+    T: number, scale: number, softCap: number, layout?: AttentionLayout,
+  ): { dQ: TensorData; dK: TensorData; dV: TensorData };
   /**
    * AdamW over every parameter in a few dispatches, in place (HeliosBackend): used instead of
    * one adamwStep / adamwStepDevice per tensor when `multiTensorAdamw` is true.

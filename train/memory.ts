@@ -25,15 +25,16 @@ export interface LiveSetEstimate {
  * Per block the forward keeps x, the LayerNorm outputs h1 and h2, Q, K, V, the attention output
  * O and its row statistics, y (O in rows), x1, and the MLP's f and g = gelu(f), [N, 4C] each;
  * under matmul16 h1, y, h2 and g are kept as their f16 matmul operands. `headRows` is the row
- * chunk GPT.headRows picks (all N rows when the logits fit its byte budget).
+ * chunk GPT.headRows picks (all N rows when the logits fit its byte budget). With `fusedHeads`
+ * (GPT.heads: attention on the qkv rows) O is y itself, one [N, C] less.
  */
-export function estimateLiveSet(cfg: GPTConfig, batch: number, seq: number, matmul16: boolean, headRows: number): LiveSetEstimate {
+export function estimateLiveSet(cfg: GPTConfig, batch: number, seq: number, matmul16: boolean, headRows: number, fusedHeads = false): LiveSetEstimate {
   const N = batch * seq, C = cfg.dim, V = cfg.vocab;
   const specs = paramSpecs(cfg);
   const P = specs.reduce((a, s) => a + numel(s.shape), 0);
   const matrices = specs.filter((s) => s.shape.length === 2 && !s.name.endsWith("wpe.weight")).reduce((a, s) => a + numel(s.shape), 0);
   const op = matmul16 ? 2 : 4;
-  const perBlock = 4 * N * C * 6 + 4 * N * 4 * C + op * N * C * 3 + op * N * 4 * C + 4 * batch * cfg.heads * seq;
+  const perBlock = 4 * N * C * 6 + 4 * N * 4 * C + op * N * C * (fusedHeads ? 2 : 3) + op * N * 4 * C + 4 * batch * cfg.heads * seq;
   // The last block's output and the final LayerNorm's (the head's operand).
   const saved = cfg.layers * perBlock + 4 * N * C + op * N * C;
   const rows = Math.min(N, headRows);

@@ -1,5 +1,7 @@
 // GPT-2 forward and backward written out with Backend ops (no autograd). Shapes: N = B*T rows,
-// C = dim, H heads of D = C/H; attention runs on [B*H, T, D]. Every tensor made here goes into
+// C = dim, H heads of D = C/H; attention reads Q, K, V straight from the qkv projection's [N, 3C]
+// rows and writes O [N, C] and dQKV [N, 3C] (a packed AttentionLayout) on backends whose
+// attnHeadLayout is "fused", else runs on [B*H, T, D] copies. Every tensor made here goes into
 // a Scope so the step can hand its leases back to the pool, and each temporary is released as
 // soon as its last reader is recorded: inside a captured step the runtime recycles a released
 // buffer for the next lease (in-batch reuse), so the step's peak is its live set. What backward
@@ -10,6 +12,7 @@ import type { TensorData } from "../ts/types.js";
 import { LN_EPS, type GPTConfig } from "./config.js";
 import { Scope, type TrainBackend } from "./backend.js";
 import { block, get, type BlockParams, type Params } from "./params.js";
+import type { AttentionLayout } from "../ts/ops/attention.js";
 
 export interface Batch {
   /** [N] i32 token ids. */
@@ -35,6 +38,7 @@ export interface Dropout {
 }
 
 interface BlockCache {
+  /** Fused head layout: Q, K and V are the one [N, 3C] qkv tensor, and y is O. */
   x: TensorData; h1: TensorData; Q: TensorData; K: TensorData; V: TensorData; O: TensorData; lse: TensorData;
   y: TensorData; x1: TensorData; h2: TensorData; f: TensorData; g: TensorData;
   m1: TensorData | null; m2: TensorData | null;
@@ -86,6 +90,8 @@ const DEFAULT_HEAD_CHUNK_BYTES = 2000 * 2 ** 20;
 export class GPT {
   readonly matmul16: boolean;
   readonly headChunkBytes: number;
+  /** Attention on the qkv projection's rows (TrainBackend.attnHeadLayout "fused"), or null: head transposes. */
+  readonly heads: AttentionLayout | null;
   /** f16 copies of the matrices for this step (matmul16), keyed by the f32 parameter. */
   private half = new Map<TensorData, TensorData>();
   /**
@@ -100,6 +106,7 @@ export class GPT {
     this.headChunkBytes = o.headChunkBytes ?? DEFAULT_HEAD_CHUNK_BYTES;
     if (!(this.headChunkBytes > 0)) throw new Error(`GPTOptions.headChunkBytes = ${o.headChunkBytes}: expected > 0`);
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
+    this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
   }
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
@@ -156,6 +163,33 @@ export class GPT {
   /** Releases tensors held by no scope (a view or a lazily fused value that was consumed). */
   private free(...ts: (TensorData | null)[]): void {
     for (const t of ts) if (t) this.B.releaseGpuTensor?.(t);
+  }
+
+  /**
+   * Attention on the qkv rows themselves: Q, K, V are qkvA (kept in s), O [N, C] is y as well (the
+   * projection's operand: f16 under matmul16, as qkvA is).
+   */
+  private attendRows(s: Scope, qkv: TensorData, qkvA: TensorData, T: number, scale: number) {
+    if (qkvA !== qkv) s.drop(qkv);
+    const att = this.B.flashAttention(qkvA, qkvA, qkvA, T, scale, 0, this.heads!);
+    const O = s.keep(att.output), lse = s.keep(att.lse);
+    return { Q: qkvA, K: qkvA, V: qkvA, O, lse, y: this.operand(s, O) };
+  }
+
+  /** Attention on [B*H, T, D] copies: split, head transposes, and O back to [N, C] (y). */
+  private attendHeads(s: Scope, qkv: TensorData, qkvA: TensorData, nb: number, T: number, scale: number) {
+    const qkvParts = this.B.sliceQkv(qkvA);
+    // Backward needs only Q, K, V: hand the packed and sliced copies back as they are read.
+    s.drop(qkv);
+    if (qkvA !== qkv) s.drop(qkvA);
+    const [Q, K, V] = qkvParts.map((t) => {
+      const h = this.toHeads(s, t, nb, T);
+      this.free(t);
+      return h;
+    });
+    const att = this.B.flashAttention(Q, K, V, T, scale, 0);
+    const O = s.keep(att.output), lse = s.keep(att.lse);
+    return { Q, K, V, O, lse, y: this.operand(s, this.fromHeads(s, O, nb, T), true) };
   }
 
   /** [B*T, C] -> [B*H, T, D] (one copy; t stays the caller's). */
@@ -223,21 +257,9 @@ export class GPT {
       const h1 = this.operand(s, s.keep(this.B.layerNorm(x, w.ln1w, w.ln1b, LN_EPS)), true);
       const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
       // Under matmul16 attention runs on f16 Q, K, V (the bias add and the cast are one fused
-      // kernel): the tensor-core flash forward, half the bytes through the head transposes,
-      // and the f16 copies the backward reads anyway.
+      // kernel): the tensor-core flash forward, and the f16 copies the backward reads anyway.
       const qkvA = this.matmul16 ? s.keep(this.B.castDtype!(qkv, "f16")) : qkv;
-      const qkvParts = this.B.sliceQkv(qkvA);
-      // Backward needs only Q, K, V: hand the packed and sliced copies back as they are read.
-      s.drop(qkv);
-      if (qkvA !== qkv) s.drop(qkvA);
-      const [Q, K, V] = qkvParts.map((t) => {
-        const h = this.toHeads(s, t, nb, T);
-        this.free(t);
-        return h;
-      });
-      const att = this.B.flashAttention(Q, K, V, T, scale, 0);
-      const O = s.keep(att.output), lse = s.keep(att.lse);
-      const y = this.operand(s, this.fromHeads(s, O, nb, T), true);
+      const { Q, K, V, O, lse, y } = this.heads ? this.attendRows(s, qkv, qkvA, T, scale) : this.attendHeads(s, qkv, qkvA, nb, T, scale);
       const a = this.linear(s, y, w.projW, w.projB);
       const m1 = this.mask(s, drop, N);
       const x1 = this.residual(s, x, a, m1);
@@ -441,24 +463,22 @@ export class GPT {
     this.free(ln2.dx);
     const da = c.m1 ? Bk.mul(dx1, c.m1) : dx1;
     const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
-    saved(c.y, c.m1);
+    // (with the fused head layout y is O, which attention backward still reads)
+    saved(c.y === c.O ? null : c.y, c.m1);
     if (da !== dx1) this.free(da);
-    // Under matmul16 Q, K, V and O are f16 (forward) and dO joins them before the head
-    // transpose, so the backward runs on tensor cores (the backend's dense path,
-    // HELIOS_ATTN_BWD); its f16 gradients come back to f32 after the cat.
+    // Under matmul16 Q, K, V and O are f16 (forward) and dO joins them, so the backward runs on
+    // tensor cores (HELIOS_ATTN_BWD); its f16 gradients come back to f32 in dqkv.
     const dyA = this.matmul16 ? Bk.castDtype!(dy, "f16") : dy;
-    const dO = this.toHeads(c.scope, dyA, nb, T);
-    this.free(dy);
-    if (dyA !== dy) this.free(dyA);
-    const g = Bk.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
-    saved(c.Q, c.K, c.V, c.O, c.lse, dO);
-    const parts = [g.dQ, g.dK, g.dV].map((t) => {
-      const h = this.fromHeads(c.scope, t, nb, T);
-      this.free(t);
-      return h;
-    });
-    const dqkv = this.f32Owned(Bk.cat(parts, 1));
-    saved(...parts);
+    const done = () => this.free(dy, dyA === dy ? null : dyA);
+    let dqkv: TensorData;
+    if (this.heads) {
+      dqkv = this.f32Owned(this.attendRowsBackward(c, dyA, T, scale));
+      done();
+    } else {
+      const dO = this.toHeads(c.scope, dyA, nb, T);
+      done();
+      dqkv = this.f32Owned(this.attendHeadsBackward(c, dO, nb, T, scale));
+    }
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
     saved(c.h1);
     this.free(dqkv);
@@ -469,6 +489,27 @@ export class GPT {
     const dx = Bk.add(dx1, ln1.dx);
     this.free(dx1, ln1.dx);
     return dx;
+  }
+
+  /** dQKV [N, 3C] from dO [N, C] (the caller's) on the qkv rows; releases the block's Q/K/V, O and lse. */
+  private attendRowsBackward(c: BlockCache, dO: TensorData, T: number, scale: number): TensorData {
+    const g = this.B.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0, this.heads!);
+    for (const t of [c.Q, c.O, c.lse]) c.scope.drop(t);
+    return g.dQ;
+  }
+
+  /** dQKV [N, 3C] from dO [B*H, T, D] (kept in c.scope) through head transposes and a cat; releases the block's Q, K, V, O, lse and dO. */
+  private attendHeadsBackward(c: BlockCache, dO: TensorData, nb: number, T: number, scale: number): TensorData {
+    const g = this.B.flashAttentionBackward(c.Q, c.K, c.V, c.O, dO, c.lse, T, scale, 0);
+    for (const t of [c.Q, c.K, c.V, c.O, c.lse, dO]) c.scope.drop(t);
+    const parts = [g.dQ, g.dK, g.dV].map((t) => {
+      const h = this.fromHeads(c.scope, t, nb, T);
+      this.free(t);
+      return h;
+    });
+    const dqkv = this.B.cat(parts, 1);
+    for (const t of parts) c.scope.drop(t);
+    return dqkv;
   }
 }
 

@@ -492,14 +492,23 @@ export class HeliosBackend implements Backend {
     checkBindable(op, "output", matmulOutShape(a.shape, b.shape, ta, tb), a.dtype, this.maxBind);
     return op;
   }
-  flashAttention(Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number) {
-    return FA.flashAttention(this.E, Q, K, V, T, scale, softCap);
+  /** Alpha's contract ([B*H, T, D] tensors), or with `layout` heads as rows of B*T (FA.AttentionLayout: no head transposes). */
+  flashAttention(Q: TensorData, K: TensorData, V: TensorData, T: number, scale: number, softCap: number, layout?: FA.AttentionLayout) {
+    return FA.flashAttention(this.E, Q, K, V, T, scale, softCap, layout);
   }
   flashAttentionBackward(
     Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
-    T: number, scale: number, softCap: number,
+    T: number, scale: number, softCap: number, layout?: FA.AttentionLayout,
   ) {
-    return FA.flashAttentionBackward(this.E, Q, K, V, O, dO, lse, T, scale, softCap);
+    return FA.flashAttentionBackward(this.E, Q, K, V, O, dO, lse, T, scale, softCap, layout);
+  }
+  /**
+   * How the trainer lays out attention heads here (HELIOS_ATTN_HEAD_LAYOUT): "fused" runs
+   * flashAttention on the qkv projection's rows (a packed AttentionLayout), "copy" transposes
+   * heads to [B*H, T, D] and back around it.
+   */
+  get attnHeadLayout(): "fused" | "copy" {
+    return this.E.config.attnHeadLayout;
   }
 
   // ---- layout

@@ -28,6 +28,13 @@ export interface HeliosConfig {
    */
   readonly attnBackward: "auto" | "cm" | "dense" | "flash";
   /**
+   * HELIOS_ATTN_HEAD_LAYOUT: how the trainer feeds attention. "fused" (default): flashAttention and
+   * its backward read Q, K, V straight from the qkv projection's [B*T, 3*H*D] output and write O
+   * and dQKV as rows (a packed AttentionLayout): no head transposes, split or cat copies; "copy":
+   * Q, K, V are split and transposed to [B*H, T, D] and O, dQ, dK, dV back (the A/B control).
+   */
+  readonly attnHeadLayout: "fused" | "copy";
+  /**
    * HELIOS_MATMUL_PREPACK: a matmul B operand (a 2-D weight) fed unchanged to products of one form on both sides
    * of a host round trip is copied once into its other layout (K×N ↔ N×K) when that layout runs measurably faster
    * (ts/ops/prepack.ts). "auto" (default): decided from the tuner's timings of both layouts (GPUs
@@ -50,6 +57,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   capture: true,
   flashVariant: "auto",
   attnBackward: "auto",
+  attnHeadLayout: "fused",
   matmulPrepack: "auto",
   multiTensorAdamw: true,
 });
@@ -108,6 +116,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "cm", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
+    attnHeadLayout: oneOf(env, "HELIOS_ATTN_HEAD_LAYOUT", ["fused", "copy"] as const, DEFAULT_CONFIG.attnHeadLayout),
     matmulPrepack: prepackMode(env),
     multiTensorAdamw: flag(env, "HELIOS_MULTI_TENSOR_ADAMW", DEFAULT_CONFIG.multiTensorAdamw),
   });

@@ -331,6 +331,33 @@ function scores(q: RefTensor, k: RefTensor, bh: number, t: number, d: number, sc
   return cap > 0 ? cap * Math.tanh(s / cap) : s;
 }
 
+/**
+ * Part p of a tensor in the rows head layout (ts/ops/attention.ts AttentionLayout: [B*T, W], head h
+ * of part p at columns p H D + h D ..) as [B*H, T, D].
+ */
+export function rowsToHeads(x: RefTensor, T: number, H: number, D: number, p: number): RefTensor {
+  const [N, W] = x.shape;
+  const B = N / T;
+  const data = new Float64Array(N * H * D);
+  for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let t = 0; t < T; t++) for (let d = 0; d < D; d++) {
+    data[((b * H + h) * T + t) * D + d] = x.data[(b * T + t) * W + p * H * D + h * D + d];
+  }
+  return { shape: [B * H, T, D], data };
+}
+
+/** [B*H, T, D] parts side by side in rows: [B*T, parts.length * H * D]. */
+export function headsToRows(parts: RefTensor[], T: number, H: number): RefTensor {
+  const [BH, , D] = parts[0].shape;
+  const B = BH / H, W = parts.length * H * D;
+  const data = new Float64Array(B * T * W);
+  parts.forEach((x, p) => {
+    for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let t = 0; t < T; t++) for (let d = 0; d < D; d++) {
+      data[(b * T + t) * W + p * H * D + h * D + d] = x.data[((b * H + h) * T + t) * D + d];
+    }
+  });
+  return { shape: [B * T, W], data };
+}
+
 export function attention(q: RefTensor, k: RefTensor, v: RefTensor, scale: number, cap: number) {
   const [nbh, t, d] = q.shape;
   const o = new Float64Array(q.data.length);

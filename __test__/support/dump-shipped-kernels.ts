@@ -7,7 +7,8 @@
 // plus the winners in the shipped tuning data. Each is then planned over a fixed set of problems
 // (every dtype mode, layout, epilogue, aligned and edge shapes, the plan options' A/B paths) and
 // every step's description recorded. Flash attention: the kernels `auto` picks (FLASH_AUTO) and the
-// backward kernels the backend runs (tensor-core stages 1, split and not; the SIMT kernels).
+// backward kernels the backend runs (tensor-core stages 1, split and not; the SIMT kernels), in the
+// [BH, T, D] layout and (keys ending |rows) the rows layout of the trainer's fused head layout.
 // Each description is recorded as its name and the SHA-256 of its JSON. Run with no HELIOS_MATMUL_*
 // variable set (the planner reads them once) and a large heap (--max-old-space-size=12000: the
 // planner memoizes every description).
@@ -131,21 +132,25 @@ function dumpMatmul(names: string[], entries: Record<string, string>): number {
 function dumpFlash(entries: Record<string, string>): void {
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 49152 };
   const auto = new Set<string>(FLASH_AUTO);
-  for (const name of auto) {
-    const c = FLASH_FWD[name as keyof typeof FLASH_FWD];
-    for (const dtype of ["f16", "f32"] as Dtype[]) for (const D of [8, 16, 24, 32, 48, 64, 128]) for (const softCap of [false, true]) {
-      if (!c.applies(dev, dtype, 1024, D) && name !== "simt") continue;
-      entries[`fwd|${name}|${dtype}|d${D}|${softCap}`] = described([c.build(dtype, D, softCap)]);
+  for (const layout of ["bhtd", "rows"] as const) {
+    const key = layout === "rows" ? "|rows" : "";
+    const lv = layout === "rows" ? { layout } : {};
+    for (const name of auto) {
+      const c = FLASH_FWD[name as keyof typeof FLASH_FWD];
+      for (const dtype of ["f16", "f32"] as Dtype[]) for (const D of [8, 16, 24, 32, 48, 64, 128]) for (const softCap of [false, true]) {
+        if (!c.applies(dev, dtype, 1024, D) && name !== "simt") continue;
+        entries[`fwd|${name}|${dtype}|d${D}|${softCap}${key}`] = described([layout === "rows" ? c.build(dtype, D, softCap, layout) : c.build(dtype, D, softCap)]);
+      }
     }
-  }
-  for (const split of [false, true]) for (const D of [16, 32, 48, 64]) for (const softCap of [false, true]) {
-    const v = { D, stages: 1 as const, split, softCap };
-    entries[`bwd|cm|${split}|d${D}|${softCap}`] = described([flashBwdDqCmKernel(v), flashBwdDkDvCmKernel(v)]);
-  }
-  for (const dtype of ["f16", "f32"] as Dtype[]) for (const D of [8, 24, 32, 64, 128]) for (const softCap of [false, true]) {
-    const v = { dtype, D, softCap };
-    const k = [flashBwdDqKernel(v), flashBwdDkDvKernel(v), ...(D % 4 === 0 ? [flashBwdDqVec4Kernel(v), flashBwdDkDvVec4Kernel(v)] : [])];
-    entries[`bwd|simt|${dtype}|d${D}|${softCap}`] = described(k);
+    for (const split of [false, true]) for (const D of [16, 32, 48, 64]) for (const softCap of [false, true]) {
+      const v = { D, stages: 1 as const, split, softCap, ...lv };
+      entries[`bwd|cm|${split}|d${D}|${softCap}${key}`] = described([flashBwdDqCmKernel(v), flashBwdDkDvCmKernel(v)]);
+    }
+    for (const dtype of ["f16", "f32"] as Dtype[]) for (const D of [8, 24, 32, 64, 128]) for (const softCap of [false, true]) {
+      const v = { dtype, D, softCap, ...lv };
+      const k = [flashBwdDqKernel(v), flashBwdDkDvKernel(v), ...(D % 4 === 0 ? [flashBwdDqVec4Kernel(v), flashBwdDkDvVec4Kernel(v)] : [])];
+      entries[`bwd|simt|${dtype}|d${D}|${softCap}${key}`] = described(k);
+    }
   }
 }
 

@@ -535,9 +535,24 @@ export class Interp {
   dispatch(buffers: Uint8Array[], groups: [number, number, number], push: ArrayBuffer, subgroupSize?: number): void {
     const d = this.desc;
     if (buffers.length !== d.bindings.length) throw new Error(`${d.name}: ${buffers.length} buffers for ${d.bindings.length} bindings`);
-    const vals = d.bindings.map((b, i) => decodeBuf(buffers[i], b.elem));
+    // One buffer bound at several bindings (packed attention q, k, v; dk and dv written into one
+    // tensor) is one array of values, as it is one memory on a device.
+    const same = (x: Uint8Array, y: Uint8Array) => x.buffer === y.buffer && x.byteOffset === y.byteOffset && x.byteLength === y.byteLength;
+    const first = buffers.map((x) => buffers.findIndex((y) => same(x, y)));
+    const vals: number[][] = [];
+    d.bindings.forEach((b, i) => {
+      const j = first[i];
+      if (j !== i && d.bindings[j].elem === b.elem) return vals.push(vals[j]);
+      if (j !== i && (b.access !== "read" || d.bindings[j].access !== "read")) throw new Error(`${d.name}: one buffer bound as ${d.bindings[j].elem} and ${b.elem}`);
+      // (a buffer only read through two element types is decoded twice)
+      first[i] = i;
+      vals.push(decodeBuf(buffers[i], b.elem));
+    });
     this.run(vals, groups, push, subgroupSize);
-    d.bindings.forEach((b, i) => { if (b.access !== "read") encodeBuf(vals[i], b.elem, buffers[i]); });
+    d.bindings.forEach((b, i) => {
+      // a buffer bound twice is written back once, from the first binding that writes it
+      if (b.access !== "read" && d.bindings.findIndex((c, j) => first[j] === first[i] && c.access !== "read") === i) encodeBuf(vals[i], b.elem, buffers[i]);
+    });
   }
 
   /** The workgroup size, specialization constants resolved. */

@@ -34,7 +34,7 @@ import {
   type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
-import { FA_PUSH } from "./attention.js";
+import { FA_PUSH, faPush, headRows, layoutTag, rowsPush, type HeadLayout, type HeadRows } from "./attention.js";
 import {
   CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma, streamTiles, tileStager, type HalfType,
 } from "./attention-cm-parts.js";
@@ -64,6 +64,8 @@ export interface FlashCmAccVariant {
    * every product runs as hi·hi + hi·lo + lo·hi (P split the same way in registers), and o is f32.
    */
   readonly split?: boolean;
+  /** Where q, k, v and o are (attention.ts HeadLayout; default "bhtd"). Split: q, k, v's [hi | lo] halves each as long as the tensor. */
+  readonly layout?: HeadLayout;
 }
 
 type Shape = Pick<FlashCmAccVariant, "D" | "nsg" | "rb" | "bc" | "split">;
@@ -89,7 +91,7 @@ export function flashCmAccApplies(
 
 export function flashCmAccName(v: FlashCmAccVariant): string {
   // (one stage, 128-bit copies, masked fragments skipped, longest blocks first: `_s1`, `_v128_skip_lpt`)
-  return `flash_fwd_cmacc_${v.split ? "x3" : "f16"}_d${v.D}_w${v.nsg}_s1_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}_v128_skip_lpt${v.softCap ? "_cap" : ""}`;
+  return `flash_fwd_cmacc_${v.split ? "x3" : "f16"}_d${v.D}_w${v.nsg}_s1_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}_v128_skip_lpt${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
 
 
@@ -107,12 +109,14 @@ interface Fa {
   /** K and V tiles (u32x4), and their low parts when split. */
   KsV: Shared; VsV: Shared; KsLV: Shared | null; VsLV: Shared | null;
   st: Shared; pt: Shared;
-  tid: Expr; lane: Expr; r: Expr; bh: Expr; q0: Expr; base: Expr;
+  tid: Expr; lane: Expr; r: Expr; bh: Expr; q0: Expr;
+  /** The head's first rows in q, k, v and o, and their row strides. */
+  hr: HeadRows;
   /** First query row of the subgroup, and of each of its 16-row blocks. */
   rf: Expr; rb0: Expr[];
   stOff: Expr; rowOff: Expr; c2: Expr; capL: Expr;
   regP: Expr; tri: Var;
-  /** split: element offset of the low parts (after the high parts of all BH heads). */
+  /** split: element offset of the low parts (after the high parts of the whole tensor). */
   loOff: Expr | null;
   /** Q fragments per block and d (their low parts when split), O, l, M (broadcast and per row), S, P. */
   qa: Expr[][]; qaL: Expr[][] | null;
@@ -123,9 +127,13 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const x = declare(v);
   const { k, BC, ROWS, TILE, RB, rf } = x;
   // K/V register prefetch (the next tile is loaded before the math, stored after it)
-  const stager = (at: Expr, dsts: [Shared, Shared]) =>
-    tileStager(k, { srcs: [x.Kg, x.Vg], dsts, base: at, D: v.D, ld: x.LD, rows: BC, tid: x.tid, threads: x.THREADS });
-  const stagers = [stager(x.base, [x.KsV, x.VsV]), ...(x.loOff && x.KsLV && x.VsLV ? [stager(x.base.add(x.loOff), [x.KsLV, x.VsLV])] : [])];
+  const { hr, loOff } = x;
+  const stager = (off: Expr | null, dsts: [Shared, Shared]) => {
+    const at = (e: Expr) => (off ? e.add(off) : e);
+    const where = v.layout === "rows" ? { strided: { bases: [at(hr.k), at(hr.v)], strides: [hr.ld as Expr, hr.ld as Expr] } } : { base: at(hr.k) };
+    return tileStager(k, { srcs: [x.Kg, x.Vg], dsts, ...where, D: v.D, ld: x.LD, rows: BC, tid: x.tid, threads: x.THREADS });
+  };
+  const stagers = [stager(null, [x.KsV, x.VsV]), ...(loOff && x.KsLV && x.VsLV ? [stager(loOff, [x.KsLV, x.VsLV])] : [])];
   const fetch = (row0: Expr) => stagers.forEach((g) => g.fetch(row0));
   const put = (slot: Expr) => stagers.forEach((g) => g.put(slot));
 
@@ -161,7 +169,7 @@ function declare(v: FlashCmAccVariant): Fa {
   const k = kernel(flashCmAccName(v), { workgroup: [THREADS] });
   const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
   const O = k.buffer("o", split ? f32 : f16, "write"), L = k.buffer("lse", f32, "write");
-  const pc = k.push(FA_PUSH);
+  const pc = k.push(faPush(v.layout));
   const Kg = K.as("u32", 4), Vg = V.as("u32", 4);
   // The tiles are u32x4 arrays (the IR loads fragments through an array's widest view); offsets
   // and strides are in halves and divided by VW at each use.
@@ -183,7 +191,7 @@ function declare(v: FlashCmAccVariant): Fa {
   const bh = k.let(lin.rem(k.numWorkgroups.y), "bh");
   const rank = lin.div(k.numWorkgroups.y);
   const q0 = k.let(nqb.sub(1).sub(rank).mul(ROWS), "q0");
-  const base = k.let(bh.mul(pc.T).mul(D), "base");
+  const hr = headRows(k, pc, bh, D, v.layout, "base");
   const rf = k.let(q0.add(sg.mul(CM * RB)), "rf");
   const rb0 = blocks.map((b) => k.let(rf.add(b * CM), `rf${b}`));
   const stOff = k.let(sg.mul(256), "stoff");
@@ -194,13 +202,15 @@ function declare(v: FlashCmAccVariant): Fa {
   const capL = k.let(pc.cap.mul(LOG2E), "capl");
 
   const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
-  const loOff = split ? k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff") : null;
+  const loOff = !split ? null : v.layout === "rows"
+    ? k.let(k.numWorkgroups.y.div(rowsPush(pc).H).mul(pc.T).mul(rowsPush(pc).ld), "looff")
+    : k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff");
   const tri = causalTriangle(k, tC, idxC, "above");
 
   const qFrags = (at: Expr, tag: string) =>
-    blocks.map((b) => Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, at.add(rb0[b].mul(D)).add(d * CM), D, "row"), `${tag}${b}${d}`)));
-  const qa = qFrags(base, "qa");
-  const qaL = loOff ? qFrags(base.add(loOff), "qal") : null;
+    blocks.map((b) => Array.from({ length: DC }, (_, d) => k.let(Q.cmLoad(tA, at.add(rb0[b].mul(hr.ld)).add(d * CM), hr.ld, "row"), `${tag}${b}${d}`)));
+  const qa = qFrags(hr.q, "qa");
+  const qaL = loOff ? qFrags(hr.q.add(loOff), "qal") : null;
   const o = blocks.map((b) => Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `o${b}${d}`)));
   const lsum = blocks.map((b) => k.var(tC, k.cmFill(tC, 0), `lsum${b}`));
   const mb = blocks.map((b) => k.var(tC, k.cmFill(tC, NEG_BIG), `mb${b}`));
@@ -211,7 +221,7 @@ function declare(v: FlashCmAccVariant): Fa {
   const paL = split ? blocks.map((b) => frags.map((j) => k.var(tA, k.cmFill(tA, 0), `pl${b}${j}`))) : null;
   return {
     k, v, RB, BC, DC, LD, ROWS, THREADS, TILE, blocks, frags, split, el, tA, tB, tC, tC16, pc, Q, Kg, Vg, O, L,
-    KsV, VsV, KsLV, VsLV, st, pt, tid, lane, r, bh, q0, base, rf, rb0, stOff, rowOff, c2, capL, regP, tri, loOff,
+    KsV, VsV, KsLV, VsLV, st, pt, tid, lane, r, bh, q0, hr, rf, rb0, stOff, rowOff, c2, capL, regP, tri, loOff,
     qa, qaL, o, lsum, mb, mrow, s, pa, paL,
   };
 }
@@ -406,7 +416,7 @@ function finish(x: Fa): void {
     const lb = k.let(st.cmLoad(tC, stOff, CM, "row"), "lb");
     x.o[b].forEach((od, d) => {
       const out = od.get().div(lb);
-      x.O.cmStore(x.split ? out : out.cast(x.tC16), x.base.add(x.rb0[b].mul(v.D)).add(d * CM), v.D, "row");
+      x.O.cmStore(x.split ? out : out.cast(x.tC16), x.hr.o.add(x.rb0[b].mul(x.hr.ldo)).add(d * CM), x.hr.ldo, "row");
     });
     const mfin = x.mrow[b].get();
     k.if(x.lane.band(1).eq(0), () => x.L.store(x.bh.mul(x.pc.T).add(x.rb0[b]).add(x.r), mfin.mul(Math.LN2).add(log(lrow))));

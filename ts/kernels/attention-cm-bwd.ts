@@ -28,11 +28,14 @@
 // parts (one binding each, all heads' high parts then the low parts), every product is
 // hi·hi + hi·lo + lo·hi (P and dS split the same way in registers), dq, dk, dv are f32, and the
 // streamed tiles are 32 rows so the four hi/lo tiles fit 48 KiB.
+// Layout "rows" (names end _rows; attention.ts HeadLayout, push FA_ROWS_PUSH): q, k, v, dO and
+// dq, dk, dv in the rows of [B*T, ...] tensors, lse [BH, T], di [B*T, H] (attn_rowdot over dO and O
+// rows of H D); split: each tensor's [hi | lo] halves are as long as the tensor.
 import {
   coopmat, exp2, f16, f32, fma, kernel, lit,
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
-import { FA_PUSH } from "./attention.js";
+import { faPush, headRows, layoutTag, rowsPush, type HeadLayout, type HeadRows } from "./attention.js";
 import { safeTanh } from "./common.js";
 import {
   CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma as mma, streamTiles, tileStager,
@@ -53,6 +56,8 @@ export interface FlashBwdCmVariant {
   readonly pShared?: boolean;
   /** Scores soft-capped by push `cap` (see the header). */
   readonly softCap?: boolean;
+  /** Where the tensors are (attention.ts HeadLayout; default "bhtd"). */
+  readonly layout?: HeadLayout;
 }
 
 /** Whether the tensor-core backward serves the problem on this device. */
@@ -81,7 +86,7 @@ export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "split">)
 }
 
 function suffix(v: FlashBwdCmVariant): string {
-  return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}`;
+  return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
 
 interface Common {
@@ -89,7 +94,11 @@ interface Common {
   split: boolean;
   el: HalfType;
   tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC16: CoopMatType;
-  tid: Expr; sg: Expr; lane: Expr; bh: Expr; rank: Expr; base: Expr;
+  tid: Expr; sg: Expr; lane: Expr; bh: Expr; rank: Expr;
+  /** The head's first rows in each tensor and the row strides (dq, dk, dv mirror q, k, v). */
+  hr: HeadRows;
+  /** rows: the head count (push H); null in the bhtd layout. */
+  H: Expr | null;
   st: Shared; pt: Shared; stOff: Expr;
   regP: Expr; idxC: Var;
   /** scale * log2(e): S in log2 units is fma(S, c2, -lse2); with softCap, scale / cap (tanh's argument). */
@@ -97,19 +106,34 @@ interface Common {
   /** softCap: cap * log2(e), the capped score's scale in log2 units; null without softCap. */
   capL: Expr | null;
   scale: Expr; T: Expr;
-  /** split: element offset of the low parts (all heads' high parts come first); null otherwise. */
+  /** split: element offset of the low parts (the whole tensor's high parts come first) of q, k, v and of dO; null otherwise. */
   loOff: Expr | null;
+  loOffO: Expr | null;
+}
+
+/** The tensors a fragment or tile comes from: q, k, v (rows of ld) or dO (rows of ldo). */
+type Src = "q" | "k" | "v" | "o";
+
+function srcAt(c: Common, src: Src): { base: Expr; ld: Expr | number; lo: Expr | null } {
+  return src === "o" ? { base: c.hr.o, ld: c.hr.ldo, lo: c.loOffO } : { base: c.hr[src], ld: c.hr.ld, lo: c.loOff };
+}
+
+/** Where di holds query t of the head whose lse is at `lseAt`: [BH, T] like lse, or [B*T, H] in the rows layout. */
+function diAt(c: Common, t: Expr, lseAt: Expr): Expr {
+  const { H, hr } = c;
+  return H && hr.row0 && hr.head ? hr.row0.add(t).mul(H).add(hr.head) : lseAt;
 }
 
 /** A fragment variable pair (P or dS as A operands). */
 interface VarPair { hi: Var; lo: Var | null }
 
-/** D / 16 row fragments of `buf` (A operands) at row `row0`, with their low parts when split. */
-function rowFrags(c: Common, buf: Buffer, row0: Expr, D: number, tag: string): Pair[] {
-  const { k, tA, base } = c;
+/** D / 16 row fragments of `buf` (A operands, tensor `src`) at row `row0`, with their low parts when split. */
+function rowFrags(c: Common, buf: Buffer, src: Src, row0: Expr, D: number, tag: string): Pair[] {
+  const { k, tA } = c;
+  const { base, ld, lo } = srcAt(c, src);
   return Array.from({ length: D / CM }, (_, d) => {
-    const at = (off: Expr) => k.let(buf.cmLoad(tA, off.add(row0.mul(D)).add(d * CM), D, "row"), `${tag}${d}`);
-    return { hi: at(base), lo: c.loOff ? at(base.add(c.loOff)) : null };
+    const at = (off: Expr) => k.let(buf.cmLoad(tA, off.add(row0.mul(ld)).add(d * CM), ld, "row"), `${tag}${d}`);
+    return { hi: at(base), lo: lo ? at(base.add(lo)) : null };
   });
 }
 
@@ -137,7 +161,7 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
   const dO = k.buffer("do", el, "read"), L = k.buffer("lse", f32, "read"), Di = k.buffer("di", f32, "read");
   const outs = writes.map((w) => k.buffer(w, split ? f32 : f16, "write"));
-  const pc = k.push(FA_PUSH);
+  const pc = k.push(faPush(v.layout));
   const st = k.shared("st", f32, NSG * 256);
   const pt = k.shared("pt", el, NSG * 256);
   const tid = k.let(k.localIndex, "tid");
@@ -148,14 +172,22 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
   const lin = k.let(k.workgroupId.x.add(k.workgroupId.y.mul(nblk)), "lin");
   const bh = k.let(lin.rem(k.numWorkgroups.y), "bh");
   const rank = k.let(lin.div(k.numWorkgroups.y), "rank");
-  const base = k.let(bh.mul(pc.T).mul(D), "base");
+  const hr = headRows(k, pc, bh, D, v.layout, "base");
   const stOff = k.let(sg.mul(256), "stoff");
   const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
   const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
   const capL = v.softCap ? k.let(pc.cap.mul(LOG2E), "capl") : null;
-  const loOff = split ? k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff") : null;
+  const H = v.layout === "rows" ? rowsPush(pc).H : null;
+  let loOff: Expr | null = null, loOffO: Expr | null = null;
+  if (split && H) {
+    const bt = k.let(k.numWorkgroups.y.div(H).mul(pc.T), "bt");
+    loOff = k.let(bt.mul(hr.ld), "looff");
+    loOffO = k.let(bt.mul(hr.ldo), "looffo");
+  } else if (split) {
+    loOff = loOffO = k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff");
+  }
   const common: Common = {
-    k, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, base, st, pt, stOff, regP, idxC, c2, capL, scale: pc.scale, T: pc.T, loOff,
+    k, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, hr, H, st, pt, stOff, regP, idxC, c2, capL, scale: pc.scale, T: pc.T, loOff, loOffO,
   };
   return { common, Q, K, V, dO, L, Di, outs, nblk };
 }
@@ -224,24 +256,34 @@ function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | nu
   });
 }
 
-/** Multiplies every element of the accumulators by `scale` and stores them as rows of D (f16, or f32 when split). */
-function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, row0: Expr, D: number): void {
-  const { k, tC, tC16, base } = c;
+/**
+ * Multiplies every element of the accumulators by `scale` and stores them as rows of D (f16, or f32
+ * when split) where tensor `src`'s rows are (dq, dk, dv mirror q, k, v).
+ */
+function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, src: Src, row0: Expr, D: number): void {
+  const { k, tC, tC16 } = c;
+  const { base, ld } = srcAt(c, src);
   accs.forEach((a, d) => {
     if (scale) elements(k, tC, (i) => a.setAt(i, a.at(i).mul(scale)));
-    out.cmStore(c.split ? a.get() : a.get().cast(tC16), base.add(row0.mul(D)).add(d * CM), D, "row");
+    out.cmStore(c.split ? a.get() : a.get().cast(tC16), base.add(row0.mul(ld)).add(d * CM), ld, "row");
   });
 }
 
 /**
- * Register-prefetched staging of two [TR, D] tiles of (a, b) at element `row0` of the block:
- * the high parts into `hi`, and when split the low parts (at loOff) into `lo`.
+ * Register-prefetched staging of two [TR, D] tiles of (a, b) (tensors `which`) at row `row0` of the
+ * head: the high parts into `hi`, and when split the low parts (at loOff) into `lo`.
  */
-function pairStager(c: Common, srcs: [Buffer, Buffer], hi: [Shared, Shared], lo: [Shared, Shared] | null, D: number, LD: number, TR: number) {
-  const { k, tid, base } = c;
-  const make = (at: Expr, dsts: [Shared, Shared]) =>
-    tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, base: at, D, ld: LD, rows: TR, tid, threads: THREADS });
-  const all = [make(base, hi), ...(lo && c.loOff ? [make(base.add(c.loOff), lo)] : [])];
+function pairStager(
+  c: Common, srcs: [Buffer, Buffer], which: [Src, Src], hi: [Shared, Shared], lo: [Shared, Shared] | null, D: number, LD: number, TR: number,
+) {
+  const { k, tid } = c;
+  const at = which.map((w) => srcAt(c, w));
+  const make = (low: boolean, dsts: [Shared, Shared]) => {
+    const bases = at.map((a) => (low && a.lo ? a.base.add(a.lo) : a.base));
+    const where = c.H ? { strided: { bases, strides: at.map((a) => a.ld as Expr) } } : { base: bases[0] };
+    return tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, ...where, D, ld: LD, rows: TR, tid, threads: THREADS });
+  };
+  const all = [make(false, hi), ...(lo && c.loOff ? [make(true, lo)] : [])];
   return { fetch: (row0: Expr) => all.forEach((x) => x.fetch(row0)), put: (slot: Expr) => all.forEach((x) => x.put(slot)) };
 }
 
@@ -260,6 +302,7 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const r = k.let(lane.shr(1), "r");
   const rowOff = k.let(stOff.add(r.mul(CM)).add(lane.band(1).mul(8)), "rowoff");
   const row = k.let(bh.mul(c.T).add(rf).add(r), "qrow");
+  const diRow = c.H ? k.let(diAt(c, rf.add(r), row), "dirow") : row;
   const broadcast = (value: Expr, name: string) => {
     k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     for (let e = 0; e < 8; e++) st.store(rowOff.add(e), value);
@@ -267,15 +310,15 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
     return k.var(tC, st.cmLoad(tC, stOff, CM, "row"), name);
   };
   const lse2 = broadcast(L.load(row).mul(LOG2E), "lse2");
-  const di = broadcast(Di.load(row), "dib");
+  const di = broadcast(Di.load(diRow), "dib");
   const tri = causalTriangle(k, tC, c.idxC, "above");
-  const qa = rowFrags(c, Q, rf, D, "qa");
-  const doa = rowFrags(c, dO, rf, D, "doa");
+  const qa = rowFrags(c, Q, "q", rf, D, "qa");
+  const doa = rowFrags(c, dO, "o", rf, D, "doa");
   const dq = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dq${d}`));
   const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
   const dsa = varPair(c, "dsa");
 
-  const { fetch, put } = pairStager(c, [K, V], [Ks, Vs], KsL && VsL ? [KsL, VsL] : null, D, LD, TR);
+  const { fetch, put } = pairStager(c, [K, V], ["k", "v"], [Ks, Vs], KsL && VsL ? [KsL, VsL] : null, D, LD, TR);
   // key tiles up to the one holding the block's last query
   const nt = k.let(TR === ROWS ? q0.div(ROWS).add(1) : q0.add(ROWS).div(TR), "nt");
   streamTiles(k, nt, TR, lit("u32", 0), fetch, put, (t, slot) => {
@@ -295,7 +338,7 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
       });
     }
   });
-  storeScaled(c, dq, c.scale, dQ, rf, D);
+  storeScaled(c, dq, c.scale, dQ, "q", rf, D);
   return k.finish();
 }
 
@@ -314,14 +357,14 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const k0 = k.let(rank.mul(ROWS), "k0");
   const kf = k.let(k0.add(sg.mul(CM)), "kf");
   const tri = causalTriangle(k, tC, c.idxC, "below");
-  const ka = rowFrags(c, K, kf, D, "ka");
-  const va = rowFrags(c, V, kf, D, "va");
+  const ka = rowFrags(c, K, "k", kf, D, "ka");
+  const va = rowFrags(c, V, "v", kf, D, "va");
   const dk = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dk${d}`));
   const dv = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dv${d}`));
   const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
   const pa = varPair(c, "pa"), dsa = varPair(c, "dsa");
 
-  const tiles = pairStager(c, [Q, dO], [Qs, dOs], QsL && dOsL ? [QsL, dOsL] : null, D, LD, TR);
+  const tiles = pairStager(c, [Q, dO], ["q", "o"], [Qs, dOs], QsL && dOsL ? [QsL, dOsL] : null, D, LD, TR);
   // thread t < TR carries lse2 of query q0 + t, thread TR + t carries Di of it (THREADS >= 2 TR)
   const colVal = k.var(f32, lit(f32, 0), "colv");
   const which = k.let(tid.div(TR), "which");
@@ -331,7 +374,7 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const fetch = (q0: Expr) => {
     tiles.fetch(q0);
     const at = qrow0.add(q0).add(cq);
-    carries(() => k.if(which.eq(0), () => colVal.set(L.load(at).mul(LOG2E)), () => colVal.set(Di.load(at))));
+    carries(() => k.if(which.eq(0), () => colVal.set(L.load(at).mul(LOG2E)), () => colVal.set(Di.load(diAt(c, q0.add(cq), at)))));
   };
   const put = (slot: Expr) => {
     tiles.put(slot);
@@ -363,7 +406,7 @@ export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
       });
     }
   });
-  storeScaled(c, dk, c.scale, dK, kf, D);
-  storeScaled(c, dv, null, dV, kf, D);
+  storeScaled(c, dk, c.scale, dK, "k", kf, D);
+  storeScaled(c, dv, null, dV, "v", kf, D);
   return k.finish();
 }

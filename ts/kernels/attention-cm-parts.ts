@@ -125,12 +125,18 @@ export interface TileStager {
  * Register-prefetched copies of [rows, D] 16-bit tiles at element `base` + row0 * D of each source
  * into shared memory, 8 halves per copy (u32x4 views of the sources and the u32x4 destinations).
  * Sources and destinations pair up by position; each stage of a destination is rows * ld halves.
+ * With `strided` instead of `base`, source b's tile rows are `strided.strides[b]` halves apart from
+ * `strided.bases[b]` (a head's rows inside [B*T, ...] rows, HeadLayout "rows"; strides and bases
+ * multiples of 8 halves).
  */
 export function tileStager(
   k: KernelBuilder,
-  o: { srcs: (Buffer | BufferView)[]; dsts: (Shared | SharedView)[]; base: Expr; D: number; ld: number; rows: number; tid: Expr; threads: number },
+  o: {
+    srcs: (Buffer | BufferView)[]; dsts: (Shared | SharedView)[]; D: number; ld: number; rows: number; tid: Expr; threads: number;
+    base?: Expr; strided?: { bases: Expr[]; strides: Expr[] };
+  },
 ): TileStager {
-  const { D, ld, rows, tid, threads } = o;
+  const { D, rows, tid, threads } = o;
   const VW = 8;
   const chunks = (rows * D) / VW;
   const slots = Math.ceil(chunks / threads);
@@ -138,21 +144,49 @@ export function tileStager(
   const regs = o.srcs.map((_, b) => Array.from({ length: slots }, (_, i) => k.var("u32x4", undefined, `tr${b}_${i}`)));
   const chunk = (i: number) => tid.add(i * threads);
   const guard = (i: number, body: () => void) => (guarded ? k.if(chunk(i).lt(chunks), body) : body());
+  const strided = o.strided;
+  if (strided) {
+    // chunk e of a tile: row e / (D / 8), 8-half column e % (D / 8); sources with one stride share the offsets
+    const uniq = [...new Set(strided.strides)];
+    const offs = uniq.map((st, u) => slotsOf(k, slots, chunk, D / VW, k.let(st.div(VW), `gstride${u}`), u));
+    const at = strided.strides.map((st) => offs[uniq.indexOf(st)]);
+    return {
+      fetch(row0) {
+        const g0 = strided.bases.map((b, i) => k.let(b.add(row0.mul(strided.strides[i])).div(VW), `g0${i}`));
+        for (let i = 0; i < slots; i++) guard(i, () => o.srcs.forEach((src, b) => regs[b][i].set(src.load(g0[b].add(at[b][i])))));
+      },
+      put: (slot) => putRegs(k, o, regs, slots, chunk, guard, slot),
+    };
+  }
+  const base = o.base;
+  if (!base) throw new Error("tileStager: neither base nor strided given");
   return {
     fetch(row0) {
-      const g0 = k.let(o.base.add(row0.mul(D)).div(VW), "g0");
+      const g0 = k.let(base.add(row0.mul(D)).div(VW), "g0");
       for (let i = 0; i < slots; i++) guard(i, () => o.srcs.forEach((src, b) => regs[b][i].set(src.load(g0.add(chunk(i))))));
     },
-    put(slot) {
-      for (let i = 0; i < slots; i++) {
-        guard(i, () => {
-          const e = chunk(i);
-          const at = k.let(slot.mul((rows * ld) / VW).add(e.div(D / VW).mul(ld / VW)).add(e.rem(D / VW)), "shv");
-          o.dsts.forEach((dst, b) => dst.store(at, regs[b][i].get()));
-        });
-      }
-    },
+    put: (slot) => putRegs(k, o, regs, slots, chunk, guard, slot),
   };
+}
+
+/** Each register slot's u32x4 offset from a strided tile's first row (fixed per thread: computed once). */
+function slotsOf(k: KernelBuilder, slots: number, chunk: (i: number) => Expr, perRow: number, strideV: Expr, u: number): Expr[] {
+  return Array.from({ length: slots }, (_, i) => k.let(chunk(i).div(perRow).mul(strideV).add(chunk(i).rem(perRow)), `gat${u}_${i}`));
+}
+
+/** Stores the registers into stage `slot` (rows padded to `ld` halves). */
+function putRegs(
+  k: KernelBuilder, o: { dsts: (Shared | SharedView)[]; D: number; ld: number; rows: number }, regs: Var[][], slots: number,
+  chunk: (i: number) => Expr, guard: (i: number, body: () => void) => void, slot: Expr,
+): void {
+  const VW = 8;
+  for (let i = 0; i < slots; i++) {
+    guard(i, () => {
+      const e = chunk(i);
+      const at = k.let(slot.mul((o.rows * o.ld) / VW).add(e.div(o.D / VW).mul(o.ld / VW)).add(e.rem(o.D / VW)), "shv");
+      o.dsts.forEach((dst, b) => dst.store(at, regs[b][i].get()));
+    });
+  }
 }
 
 /**

@@ -5,7 +5,7 @@ import type { KernelDesc } from "../ir/index.js";
 import type { FlashVariantName } from "../config.js";
 import type { Dtype } from "../types.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "./attention-cm-acc.js";
-import { FA_ROWS, flashFwdKernel, flashFwdVec4Kernel } from "./attention.js";
+import { FA_ROWS, flashFwdKernel, flashFwdVec4Kernel, type HeadLayout } from "./attention.js";
 
 export interface FlashDevice {
   coopMatSupported?: boolean;
@@ -20,7 +20,8 @@ export interface FlashFwdChoice {
   /** Query rows per workgroup: dispatch [ceil(T / rows), BH, 1]. */
   readonly rows: number;
   applies(dev: FlashDevice, dtype: string, T: number, D: number): boolean;
-  build(dtype: Dtype, D: number, softCap: boolean): KernelDesc;
+  /** The kernel for tensors in `layout` (attention.ts HeadLayout; every kernel has both). */
+  build(dtype: Dtype, D: number, softCap: boolean, layout?: HeadLayout): KernelDesc;
 }
 
 function acc(name: FlashKernelName, w: Omit<FlashCmAccVariant, "D" | "softCap">): FlashFwdChoice {
@@ -28,7 +29,7 @@ function acc(name: FlashKernelName, w: Omit<FlashCmAccVariant, "D" | "softCap">)
     name,
     rows: flashCmAccRows(w),
     applies: (dev, dtype, T, D) => flashCmAccApplies(dev, { ...w, D }, dtype, T),
-    build: (_dtype, D, softCap) => flashFwdCmAccKernel({ ...w, D, softCap }),
+    build: (_dtype, D, softCap, layout) => flashFwdCmAccKernel({ ...w, D, softCap, layout }),
   };
 }
 
@@ -52,7 +53,7 @@ export const FLASH_FWD: Record<FlashKernelName, FlashFwdChoice> = {
     name: "simt",
     rows: FA_ROWS,
     applies: () => true,
-    build: (dtype, D, softCap) => (D % 4 === 0 ? flashFwdVec4Kernel : flashFwdKernel)({ dtype, D, softCap }),
+    build: (dtype, D, softCap, layout) => (D % 4 === 0 ? flashFwdVec4Kernel : flashFwdKernel)({ dtype, D, softCap, layout }),
   },
 };
 
