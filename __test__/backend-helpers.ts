@@ -80,21 +80,45 @@ afterEach((t) => {
   assert.deepEqual(msgs, [], `validation messages after "${t.name}":\n${msgs.join("\n")}`);
 });
 
-/** A backend on the test runtime that records the name of every kernel it compiles. */
-export function recordingBackend(config: HeliosBackendOptions["config"] = {}): { B: HeliosBackend; names: Set<string> } {
+/**
+ * A backend on the test runtime that records the name of every kernel it compiles, each native
+ * compile call (`many`: compileKernels, with its kernel count) and how many buffers it leased from
+ * the runtime. Its runtime object is its own, so it gets a scheduler (and pending pipelines) of
+ * its own.
+ */
+export function recordingBackend(config: HeliosBackendOptions["config"] = {}): {
+  B: HeliosBackend; names: Set<string>; calls: { many: boolean; kernels: number }[]; leases: { n: number };
+} {
   const names = new Set<string>();
+  const calls: { many: boolean; kernels: number }[] = [];
+  const leases = { n: 0 };
+  const nameOf = (desc: string | object) => (typeof desc === "string" ? JSON.parse(desc) : desc).name as string;
   const rt = testRuntime();
   const spy = new Proxy(rt, {
     get(target, key, recv) {
       if (key === "compileKernel") {
         return (desc: string | object) => {
-          names.add((typeof desc === "string" ? JSON.parse(desc) : desc).name);
+          names.add(nameOf(desc));
+          calls.push({ many: false, kernels: 1 });
           return target.compileKernel(desc);
+        };
+      }
+      if (key === "leaseBuffer") {
+        return (bytes: number) => {
+          leases.n++;
+          return target.leaseBuffer(bytes);
+        };
+      }
+      if (key === "compileKernels" && target.compileKernels) {
+        return (descs: string[], threads?: number) => {
+          for (const d of descs) names.add(nameOf(d));
+          calls.push({ many: true, kernels: descs.length });
+          return (target.compileKernels as NonNullable<Runtime["compileKernels"]>)(descs, threads);
         };
       }
       const v = Reflect.get(target, key, recv);
       return typeof v === "function" ? v.bind(target) : v;
     },
   });
-  return { B: new HeliosBackend({ runtime: spy, config, validation: true }), names };
+  return { B: new HeliosBackend({ runtime: spy, config, validation: true }), names, calls, leases };
 }

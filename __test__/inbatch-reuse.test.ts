@@ -189,7 +189,9 @@ test("memsim: in-batch reuse brings a step's pool peak near its live set", () =>
   const cfg: GPTConfig = { vocab: 512, blockSize: 64, layers: 3, heads: 4, dim: 64, dropout: 0 };
   const run = (reuse: boolean) => {
     const dry = new DryRuntime(undefined, reuse);
-    const B = asTrainBackend(new HeliosBackend({ runtime: dry }));
+    // kernels compiled one at a time: grouping a cold step's compiles has new leases take
+    // released buffers over in TypeScript (ts/exec/scheduler.ts), which would hide the pool's rule
+    const B = asTrainBackend(new HeliosBackend({ runtime: dry, config: { compileThreads: 1 } }));
     const tr = new Trainer(B, cfg, TINY_OPT, { seed: 1, capture: true });
     const idx = new Int32Array(4 * 64);
     tr.step({ idx, targets: idx, B: 4, T: 64 });

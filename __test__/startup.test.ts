@@ -101,23 +101,33 @@ test("HELIOS_PROGRESS and HELIOS_STARTUP_TRACE", () => {
   assert.throws(() => readStartupConfig({ HELIOS_PROGRESS: "quiet" }), (e: Error & { code?: string }) => e.code === "ERR_HELIOS_INVALID_ARGUMENT" && /HELIOS_PROGRESS=quiet/.test(e.message));
 });
 
-test("kernel compiles report to the trace (assembly and driver apart) and the progress line", { skip: !onNative() && "needs the native runtime" }, () => {
-  const s = sink(true);
-  const cur = { progress: new Progress({ sink: s, thresholdMs: 0 }), trace: new StartupTrace() };
-  const prev = setStartup(cur);
-  try {
-    const { B, names } = recordingBackend();
-    const x = randTensor(rng, [rng.int(3, 40), 17], "f32");
-    assertClose(B.softmax(x.td, -1), N.softmax(x.ref, -1), { atol: 1e-5, rtol: 1e-5 }, "softmax");
-    const j = cur.trace.toJSON();
-    assert.ok(names.size >= 1);
-    assert.ok(j.phases.pipeline.count >= names.size, "a driver compile per kernel compiled");
-    assert.equal(j.phases.spirv.count, j.phases.pipeline.count, "each with its assembly timed apart");
-    for (const n of names) assert.ok(s.out.some((l) => l.includes(`(${n})`)), `progress names ${n}`);
-  } finally {
-    setStartup(prev);
-  }
-});
+for (const compileThreads of [0, 1]) {
+  const how = compileThreads === 1 ? "one at a time (HELIOS_COMPILE_THREADS=1)" : "deferred and compiled together";
+  test(`kernel compiles report to the trace (assembly and driver apart) and the progress line: ${how}`, { skip: !onNative() && "needs the native runtime" }, () => {
+    const s = sink(true);
+    const cur = { progress: new Progress({ sink: s, thresholdMs: 0 }), trace: new StartupTrace() };
+    const prev = setStartup(cur);
+    try {
+      const { B, names, calls } = recordingBackend({ compileThreads });
+      const x = randTensor(rng, [rng.int(3, 40), 17], "f32");
+      assertClose(B.softmax(x.td, -1), N.softmax(x.ref, -1), { atol: 1e-5, rtol: 1e-5 }, "softmax");
+      const j = cur.trace.toJSON();
+      assert.ok(names.size >= 1);
+      const driver = j.events.filter((e) => e.phase === "pipeline");
+      assert.equal(driver.length, calls.length, "one driver interval per native compile call");
+      if (compileThreads === 1) {
+        assert.equal(j.phases.pipeline.count, names.size, "a driver compile per kernel compiled");
+      } else {
+        assert.ok(calls.every((c) => c.many), "compiled through compileKernels");
+        for (const n of names) assert.ok(driver.some((e) => e.label.includes(n)), `a driver interval names ${n}`);
+      }
+      assert.equal(j.phases.spirv.count, names.size, "each kernel's assembly timed apart");
+      for (const n of names) assert.ok(s.out.some((l) => l.includes(`(${n})`)), `progress names ${n}`);
+    } finally {
+      setStartup(prev);
+    }
+  });
+}
 
 test("tunePending reports its stages: n of N classes on the progress line, gate and rounds in the trace", { skip: !onNative() && "needs the native runtime" }, async () => {
   const s = sink(false);

@@ -43,6 +43,13 @@ export interface HeliosConfig {
    */
   readonly matmulPrepack: "auto" | "on" | "off";
   /**
+   * HELIOS_COMPILE_THREADS: threads for the pipeline compiles of new kernels, which the engine
+   * defers and compiles together before queued dispatches reach the runtime (ts/exec/pipelines.ts).
+   * 0 (unset): the host's cores, at most 16; 1: each kernel compiled alone when an op first
+   * needs it (the behaviour before, the A/B control). Process-wide: the last backend made sets it.
+   */
+  readonly compileThreads: number;
+  /**
    * HELIOS_MULTI_TENSOR_ADAMW: the optimizer's multi-tensor kernels. On (default): totalSumOfSquares
    * reduces up to 29 tensors per dispatch and the trainer updates its parameters with
    * adamwStepMulti (up to 7 tensors per dispatch); off: one dispatch per tensor for each.
@@ -59,6 +66,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   attnBackward: "auto",
   attnHeadLayout: "fused",
   matmulPrepack: "auto",
+  compileThreads: 0,
   multiTensorAdamw: true,
 });
 
@@ -118,6 +126,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     attnBackward: oneOf(env, "HELIOS_ATTN_BWD", ["auto", "cm", "dense", "flash"] as const, DEFAULT_CONFIG.attnBackward),
     attnHeadLayout: oneOf(env, "HELIOS_ATTN_HEAD_LAYOUT", ["fused", "copy"] as const, DEFAULT_CONFIG.attnHeadLayout),
     matmulPrepack: prepackMode(env),
+    compileThreads: positiveInt(env, "HELIOS_COMPILE_THREADS", DEFAULT_CONFIG.compileThreads, 256),
     multiTensorAdamw: flag(env, "HELIOS_MULTI_TENSOR_ADAMW", DEFAULT_CONFIG.multiTensorAdamw),
   });
 }

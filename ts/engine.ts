@@ -89,9 +89,9 @@ export class Engine implements TensorHost, ResidencyHost {
     this.device = rt.getDeviceInfo();
     this.subgroups = (this.device.subgroupSize ?? 0) >= 4;
     this.pool = new BufferPool(rt);
-    this.sched = schedulerFor(rt, config.batchSize);
-    this.pool.handOverQueued = () => this.sched.sync();
-    this.kernels = new KernelCache(rt);
+    this.sched = schedulerFor(rt, config.batchSize, config.compileThreads);
+    this.pool.queue = this.sched;
+    this.kernels = new KernelCache(rt, config.compileThreads === 1 ? null : this.sched.pipelines);
   }
 
   stats(): EngineStats {
@@ -149,15 +149,15 @@ export class Engine implements TensorHost, ResidencyHost {
     return t;
   }
 
-  /** A tensor with a fresh, uninitialized device buffer (no buffer when empty). */
-  alloc(shape: Shape, dtype: Dtype, op = "alloc"): HeliosTensor {
+  /** A tensor with a fresh, uninitialized device buffer (no buffer when empty); `hostWrite`: the host writes it next. */
+  alloc(shape: Shape, dtype: Dtype, op = "alloc", hostWrite = false): HeliosTensor {
     const t = new HeliosTensor(this, [...shape], dtype);
     const n = size(shape);
     if (n === 0) {
       t.host = emptyArray(dtype);
       return this.track(t, []);
     }
-    t.lease = this.pool.lease(tensorBytes(op, shape, dtype, this.pool.maxBytes), op);
+    t.lease = this.pool.lease(tensorBytes(op, shape, dtype, this.pool.maxBytes), op, hostWrite);
     return this.track(t, [t.lease]);
   }
 
@@ -176,9 +176,9 @@ export class Engine implements TensorHost, ResidencyHost {
 
   /** A device tensor initialized from host data (which it keeps as its host copy). */
   fromHost(shape: Shape, dtype: Dtype, data: TensorArray, op = "fromArray"): HeliosTensor {
-    const t = this.alloc(shape, dtype, op);
+    const t = this.alloc(shape, dtype, op, true);
     if (t.lease) {
-      this.sched.sync();
+      this.beforeHostWrite(t.lease);
       this.rt.uploadBuffer(t.lease.handle, toStorage(dtype, data));
       this.uploads++;
     }
@@ -186,9 +186,20 @@ export class Engine implements TensorHost, ResidencyHost {
     return t;
   }
 
+  /**
+   * Before the host uploads to or fills a buffer leased for it (`hostWrite`: never one taken over
+   * from a release behind queued dispatches, Lease.recycled), so no queued dispatch uses it: they
+   * need not reach the runtime first, nor wait for pipeline compiles (Scheduler.handOver).
+   */
+  private beforeHostWrite(l: Lease): void {
+    l.hostWritten = true;
+    if (l.recycled) this.sched.sync();
+    else this.sched.handOver();
+  }
+
   /** Fills with a 32-bit pattern (f32/i32) or a doubled 16-bit pattern (f16). */
   filled(shape: Shape, dtype: Dtype, value: number, op = "full"): HeliosTensor {
-    const t = this.alloc(shape, dtype, op);
+    const t = this.alloc(shape, dtype, op, true);
     if (!t.lease) return t;
     const word = new Uint32Array(1);
     if (dtype === "f16") {
@@ -196,7 +207,7 @@ export class Engine implements TensorHost, ResidencyHost {
       word[0] = (h | (h << 16)) >>> 0;
     } else if (dtype === "i32") new Int32Array(word.buffer)[0] = value;
     else new Float32Array(word.buffer)[0] = value;
-    this.sched.sync();
+    this.beforeHostWrite(t.lease);
     this.rt.fillBuffer(t.lease.handle, word[0], 0, t.lease.bytes);
     return t;
   }
@@ -253,8 +264,8 @@ export class Engine implements TensorHost, ResidencyHost {
     // inside a capture a plain tensor is uploaded per use, as the capture rules expect
     const resident = this.capture ? null : residentDevice(this, td);
     if (resident) return { lease: resident.lease, temp: false };
-    const lease = this.pool.lease(tensorBytes(op, td.shape, td.dtype, this.pool.maxBytes), op);
-    this.sched.sync();
+    const lease = this.pool.lease(tensorBytes(op, td.shape, td.dtype, this.pool.maxBytes), op, true);
+    this.beforeHostWrite(lease);
     this.rt.uploadBuffer(lease.handle, toStorage(td.dtype, td.data));
     this.uploads++;
     return { lease, temp: true };

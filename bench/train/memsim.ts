@@ -6,6 +6,7 @@
 //   node dist/bench/train/memsim.js [--helios-modes=f32,matmul16] [--batch=16 --seq=1024 --layers=12 ...]
 import { HeliosBackend } from "../../ts/backend.js";
 import type { DeviceInfo, Groups, PoolStats, Runtime } from "../../ts/exec/runtime.js";
+import { bucketSize } from "../../ts/exec/lease.js";
 import { asTrainBackend } from "../../train/backend.js";
 import { DEFAULT_OPTIM } from "../../train/config.js";
 import { estimateLiveSet } from "../../train/memory.js";
@@ -21,13 +22,7 @@ export const H100_INFO: DeviceInfo = {
 };
 
 /** The native pool's bucket rule (src/runtime/pool.rs): four steps per power of two. */
-export function bucketSize(len: number): number {
-  const n = Math.max(256, len);
-  const pow = 2 ** Math.ceil(Math.log2(n));
-  if (pow === n) return n;
-  const base = pow / 2, step = base / 4;
-  return base + Math.ceil((n - base) / step) * step;
-}
+export { bucketSize };
 
 /**
  * The pool's bookkeeping without memory. In-batch reuse is modelled as the native rule minus
@@ -118,7 +113,17 @@ export class DryRuntime implements Runtime {
   submitBatch(): number { return this.endBatch(); }
   waitTimeline(): void {}
   getCompleted(): number { return this.timeline; }
-  compileKernel(): number { return this.next++; }
+  compileKernel(): number {
+    this.compileCalls.push(1);
+    return this.next++;
+  }
+  /** Kernels per native compile call (the engine defers and groups them: ts/exec/pipelines.ts). */
+  readonly compileCalls: number[] = [];
+  compileKernels(descs: string[]): number[] {
+    this.compileCalls.push(descs.length);
+    return descs.map(() => this.next++);
+  }
+  kernelSpirv(): Uint32Array { return new Uint32Array(0); }
   captureBatch(): number {
     // A capture pins what it used: nothing released inside it serves work outside it (the
     // step's temporaries are all it leaves in the pool).
@@ -146,7 +151,8 @@ function main(args: string[]): void {
     const est = estimateLiveSet(o.model, o.batch, o.seq, mode === "matmul16", tr.model.headRows(n), tr.model.heads !== null);
     console.log(`${mode.padEnd(9)} B=${o.batch} T=${o.seq} ${o.model.layers}L/${o.model.dim}: pool peak ${mib(s.peakBytes)}, ` +
       `live-set peak ${mib(s.peakLeasedBytes)}, estimate ${mib(est.peak)} (state ${mib(est.state)}, saved ${mib(est.saved)}, ` +
-      `head ${mib(est.head)}, grads ${mib(est.grads)}), ${s.allocations} allocations, ${s.inBatchReuses} in-batch reuses`);
+      `head ${mib(est.head)}, grads ${mib(est.grads)}), ${s.allocations} allocations, ${s.inBatchReuses} in-batch reuses, ` +
+      `${rt.compileCalls.reduce((a, b) => a + b, 0)} kernels compiled in ${rt.compileCalls.length} calls`);
   }
 }
 

@@ -17,6 +17,9 @@ use super::CompiledKernel;
 struct Entry {
     json: String,
     kernel: Arc<CompiledKernel>,
+    /// Written to the on-disk cache (a module assembled first by kernelSpirv is written when
+    /// compileKernel(s) first takes it: the engine assembles at the op, compiles later).
+    on_disk: bool,
 }
 
 #[derive(Default)]
@@ -41,14 +44,23 @@ impl KernelCache {
     /// new module to the on-disk cache (pipelines); every new module goes to HELIOS_DUMP_SPIRV.
     pub fn get_or_compile(&self, json: &str, caps: &DeviceCaps, to_disk: bool) -> HeliosResult<(u64, Arc<CompiledKernel>)> {
         let key = content_hash(json, caps);
-        if let Some(e) = self.entries.lock().get(&key) {
-            if e.json == json {
-                return Ok((key, e.kernel.clone()));
+        let hit = match self.entries.lock().get_mut(&key) {
+            Some(e) if e.json == json => {
+                let write = to_disk && !e.on_disk;
+                e.on_disk |= to_disk;
+                Some((e.kernel.clone(), write))
             }
+            _ => None,
+        };
+        if let Some((kernel, write)) = hit {
+            if write {
+                persist(&kernel, key, true, false);
+            }
+            return Ok((key, kernel));
         }
         let kernel = Arc::new(super::compile(json, caps)?);
-        persist(&kernel, key, to_disk);
-        self.entries.lock().insert(key, Entry { json: json.to_string(), kernel: kernel.clone() });
+        persist(&kernel, key, to_disk, true);
+        self.entries.lock().insert(key, Entry { json: json.to_string(), kernel: kernel.clone(), on_disk: to_disk });
         Ok((key, kernel))
     }
 
@@ -61,9 +73,9 @@ impl KernelCache {
     }
 }
 
-/// Writes the module to the cache dir and the dump dir. Best effort: a read-only cache dir
-/// must not fail a compile, so write errors are ignored.
-fn persist(k: &CompiledKernel, key: u64, to_disk: bool) {
+/// Writes the module to the cache dir (`to_disk`) and the dump dir (`dump`: a new module). Best
+/// effort: a read-only cache dir must not fail a compile, so write errors are ignored.
+fn persist(k: &CompiledKernel, key: u64, to_disk: bool, dump: bool) {
     let file = format!("{}-{key:016x}.spv", k.name);
     let bytes: Vec<u8> = k.words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let write = |dir: &Path| {
@@ -75,7 +87,7 @@ fn persist(k: &CompiledKernel, key: u64, to_disk: bool) {
             write(&dir.join("spirv"));
         }
     }
-    if let Some(d) = crate::config::dump_spirv_dir() {
+    if let (true, Some(d)) = (dump, crate::config::dump_spirv_dir()) {
         write(&d);
     }
 }

@@ -57,6 +57,13 @@ export interface Runtime {
   waitTimeline(value: number, timeoutMs?: number): void;
   getCompleted(): number;
   compileKernel(desc: string | object): number;
+  /**
+   * Many descriptions compiled on several threads (`threads`: the addon's default when absent);
+   * with kernelSpirv (assembly alone, memoized) it lets the engine defer and group pipeline
+   * compiles (ts/exec/pipelines.ts). Optional: the test mock has neither.
+   */
+  compileKernels?(descs: string[], threads?: number): number[];
+  kernelSpirv?(desc: string | object): Uint32Array;
   /** Captured batches (issue 2); optional so runtimes without them (the test mock) still bind. */
   captureBatch?(): number;
   replayBatch?(graph: number): number;

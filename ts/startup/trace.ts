@@ -5,7 +5,7 @@
 /** The phases a cold start spends its time in, and what each covers. */
 export const PHASES = {
   spirv: "SPIR-V assembly: kernel IR decoded, validated and lowered (native kernelSpirv)",
-  pipeline: "driver pipeline compiles of the kernels ops use (vkCreateComputePipelines through the pipeline cache)",
+  pipeline: "driver pipeline compiles of the kernels ops use (vkCreateComputePipelines through the pipeline cache): one interval per parallel compile of those queued work needs, or per kernel with HELIOS_COMPILE_THREADS=1",
   "tune-compile": "matmul tuner: candidate kernels assembled and compiled on several threads",
   "tune-gate": "matmul tuner: correctness gate (every candidate once, fp64 spot check)",
   "tune-rounds": "matmul tuner: interleaved timing rounds",
