@@ -313,8 +313,9 @@ export interface ProfileEntry {
   /** End minus start stamp of this dispatch. */
   gpuNs: number
   /**
-   * Start stamp in ns on the queue's clock (arbitrary origin, shared by all batches); top
-   * of pipe, so it can be written before earlier, unrelated work finishes.
+   * Start stamp in ns on the queue's clock, from an origin the runtime fixes at its first
+   * profile read (shared by all batches; absolute stamps would exceed f64's exact integers);
+   * top of pipe, so it can be written before earlier, unrelated work finishes.
    */
   startNs: number
   /** End stamp on the same clock: the GPU time of a set of batches is max(endNs) - min(startNs). */

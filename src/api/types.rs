@@ -139,8 +139,9 @@ pub struct ProfileEntry {
     pub label: String,
     /// End minus start stamp of this dispatch.
     pub gpu_ns: f64,
-    /// Start stamp in ns on the queue's clock (arbitrary origin, shared by all batches); top
-    /// of pipe, so it can be written before earlier, unrelated work finishes.
+    /// Start stamp in ns on the queue's clock, from an origin the runtime fixes at its first
+    /// profile read (shared by all batches; absolute stamps would exceed f64's exact integers);
+    /// top of pipe, so it can be written before earlier, unrelated work finishes.
     pub start_ns: f64,
     /// End stamp on the same clock: the GPU time of a set of batches is max(endNs) - min(startNs).
     pub end_ns: f64,

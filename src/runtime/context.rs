@@ -74,6 +74,8 @@ pub struct Runtime {
     pub read_staging: Option<GpuBuffer>,
     pub desc_free: Vec<vk::DescriptorPool>,
     pub profiles: HashMap<u64, ProfileRecord>,
+    /// Origin of the profile stamps' clock, fixed at the first batch profile read (see `profile`).
+    pub stamp_origin: Option<u64>,
     pub readbacks: HashMap<u64, GpuBuffer>,
     pub next_readback: u64,
     pub cache: PipelineCacheState,
@@ -145,6 +147,7 @@ impl Runtime {
             read_staging: None,
             desc_free: Vec::new(),
             profiles: HashMap::new(),
+            stamp_origin: None,
             readbacks: HashMap::new(),
             next_readback: 1,
             cache,

@@ -98,6 +98,13 @@ impl Runtime {
         let bits = self.dev.adapter.timestamp_valid_bits;
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
         let ns = |ticks: u64| if bits == 0 { 0.0 } else { (ticks & mask) as f64 * period };
+        // Absolute stamps exceed f64's exact integers (NVIDIA counts ns since boot, ~10^15 and
+        // more: end - start of the f64 stamps then missed gpuNs by up to a few hundred ns), so
+        // they are reported from an origin fixed at the first read; a batch read later but run
+        // earlier gets negative stamps, and every difference stays exact.
+        let first = (0..rec.labels.len()).map(|i| stamps[2 * i] & mask).min().unwrap_or(0);
+        let origin = *self.stamp_origin.get_or_insert(first);
+        let since = |ticks: u64| if bits == 0 { 0.0 } else { stamp_ns(ticks & mask, origin, period) };
         let result: Vec<_> = rec
             .labels
             .iter()
@@ -107,8 +114,8 @@ impl Runtime {
                 DispatchTime {
                     label: label.clone(),
                     gpu_ns: ns(end.wrapping_sub(start)),
-                    start_ns: ns(start),
-                    end_ns: ns(end),
+                    start_ns: since(start),
+                    end_ns: since(end),
                 }
             })
             .collect();
@@ -131,5 +138,25 @@ impl ProfileBuilder {
     /// The query pools, for a captured batch that keeps them (replays are not profiled).
     pub fn into_pools(self) -> Vec<vk::QueryPool> {
         self.pools
+    }
+}
+
+/// Nanoseconds from `origin` to `ticks` on a clock of `period` ns per tick (negative before it).
+fn stamp_ns(ticks: u64, origin: u64, period: f64) -> f64 {
+    (ticks as i128 - origin as i128) as f64 * period
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::stamp_ns;
+
+    #[test]
+    fn stamps_far_past_f64_integers_keep_exact_differences() {
+        // NVIDIA-sized absolute stamps: as f64 directly, 3 ns apart would round to the same value
+        let (origin, start) = ((1u64 << 60) + 5, (1u64 << 60) + 1_000_001);
+        let end = start + 3;
+        assert_eq!((end as f64 - start as f64), 0.0, "control: absolute stamps lose the difference");
+        assert_eq!(stamp_ns(end, origin, 1.0) - stamp_ns(start, origin, 1.0), 3.0);
+        assert_eq!(stamp_ns(origin - 10, origin, 1.0), -10.0);
     }
 }
