@@ -16,7 +16,7 @@ import {
 import { packPush } from "../ts/kernels/common.js";
 import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
-import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
+import { headsOut, oIn, packedAttention, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
 
@@ -136,17 +136,11 @@ test("flashAttention in the packed rows layout runs the _rows tensor-core kernel
   const qkv = randTensor(rng, [B * T, 3 * C], "f16"), dO = randTensor(rng, [B * T, C], "f16");
   const rt = new CoopMockRuntime();
   const Bk = new HeliosBackend({ runtime: rt, config: { attnBackward: "auto" } });
-  const scale = 1 / Math.sqrt(D);
-  const layout = { heads: H, packed: true };
-  const fwd = Bk.flashAttention(qkv.td, qkv.td, qkv.td, T, scale, 0, layout);
-  const g = Bk.flashAttentionBackward(qkv.td, qkv.td, qkv.td, fwd.output, dO.td, fwd.lse, T, scale, 0, layout);
-  const [q, k, v] = [0, 1, 2].map((p) => N.rowsToHeads(qkv.ref, T, H, D, p));
-  const ref = N.attention(q, k, v, scale, 0);
-  const refG = N.attentionBackward(q, k, v, N.rowsToHeads(dO.ref, T, H, D, 0), scale, 0);
+  const { fwd, g, output, dQKV } = packedAttention(Bk, qkv, dO, T, H, D);
   const worst = (got: ArrayLike<number>, want: ArrayLike<number>) => Array.from(want).reduce((m, w, i) => Math.max(m, Math.abs(got[i] - w)), 0);
-  assert.ok(worst(fromF16Array(fwd.output.data as Uint16Array), N.headsToRows([ref.output], T, H).data) < 1.5e-2, "output");
+  assert.ok(worst(fromF16Array(fwd.output.data as Uint16Array), output) < 1.5e-2, "output");
   assert.ok(g.dQ === g.dK && g.dK === g.dV);
-  const e = worst(fromF16Array(g.dQ.data as Uint16Array), N.headsToRows([refG.dQ, refG.dK, refG.dV], T, H).data);
+  const e = worst(fromF16Array(g.dQ.data as Uint16Array), dQKV);
   assert.ok(e < 1.5e-2, `dQKV: max abs error ${e}`);
   assert.deepEqual(rt.labels, [
     "flash_fwd_cmacc_f16_d32_w4_s1_r1_k64_v128_skip_lpt_rows",

@@ -14,7 +14,7 @@ import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAcc
 import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { pickFlashFwd } from "../ts/kernels/attention-variants.js";
 import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
-import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
+import { headsOut, oIn, packedAttention, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
 import { packPush } from "../ts/kernels/common.js";
 import { f32ToBf16Bits, bf16BitsToF32 } from "../ts/kernels/matmul/reference.js";
 import { HeliosBackend } from "../ts/backend.js";
@@ -190,15 +190,9 @@ test("HeliosBackend runs f32 attention in the packed rows layout on the x3 _rows
   const qkv = randTensor(rng, [B * T, 3 * C], "f32"), dO = randTensor(rng, [B * T, C], "f32");
   const rt = new CoopMockRuntime();
   const Bk = new HeliosBackend({ runtime: rt });
-  const scale = 1 / Math.sqrt(D);
-  const layout = { heads: H, packed: true };
-  const fwd = Bk.flashAttention(qkv.td, qkv.td, qkv.td, T, scale, 0, layout);
-  const g = Bk.flashAttentionBackward(qkv.td, qkv.td, qkv.td, fwd.output, dO.td, fwd.lse, T, scale, 0, layout);
-  const [q, k, v] = [0, 1, 2].map((p) => N.rowsToHeads(qkv.ref, T, H, D, p));
-  const ref = N.attention(q, k, v, scale, 0);
-  const refG = N.attentionBackward(q, k, v, N.rowsToHeads(dO.ref, T, H, D, 0), scale, 0);
-  gate("rows output", fwd.output.data as Float32Array, N.headsToRows([ref.output], T, H).data);
-  gate("rows dQKV", g.dQ.data as Float32Array, N.headsToRows([refG.dQ, refG.dK, refG.dV], T, H).data);
+  const { fwd, g, output, dQKV } = packedAttention(Bk, qkv, dO, T, H, D);
+  gate("rows output", fwd.output.data as Float32Array, output);
+  gate("rows dQKV", g.dQ.data as Float32Array, dQKV);
   const ran = rt.labels.filter((l) => l.startsWith("flash") || l.startsWith("attn_") || l.startsWith("mm_presplit") || l.startsWith("copy"));
   assert.deepEqual(ran, [
     "mm_presplit_f32_bf16x4_lo1_b2", "flash_fwd_cmacc_x3_d32_w4_s1_r1_k32_v128_skip_lpt_rows",

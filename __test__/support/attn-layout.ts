@@ -2,6 +2,8 @@
 // HeadLayout): [BH, T, D], or the rows layout with H heads side by side in [B*T, ...] rows (bh =
 // b H + h), q, k, v packed in one [B*T, 3*H*D] tensor (bound three times) or three [B*T, H*D] ones.
 import type { RefTensor } from "../ref/tensor.js";
+import type { HeliosBackend } from "../../ts/backend.js";
+import type { TensorData } from "../../ts/types.js";
 import * as N from "../ref/nn.js";
 
 export interface RowsLayout { H: number; packed: boolean }
@@ -37,4 +39,22 @@ export function rowStatIn(x: ArrayLike<number>, BH: number, T: number, rows?: Ro
   const H = rows.H, out = new Float32Array(BH * T);
   for (let bh = 0; bh < BH; bh++) for (let t = 0; t < T; t++) out[(Math.floor(bh / H) * T + t) * H + (bh % H)] = x[bh * T + t];
   return out;
+}
+
+/**
+ * Flash attention forward and backward through HeliosBackend on one packed [B*T, 3*H*D] qkv tensor
+ * (the trainer's layout), with the float64 references in the same rows layout: `output` [B*T, H*D]
+ * and `dQKV` [B*T, 3*H*D].
+ */
+export function packedAttention(
+  Bk: HeliosBackend, qkv: { td: TensorData; ref: RefTensor }, dO: { td: TensorData; ref: RefTensor }, T: number, H: number, D: number,
+) {
+  const scale = 1 / Math.sqrt(D);
+  const layout = { heads: H, packed: true };
+  const fwd = Bk.flashAttention(qkv.td, qkv.td, qkv.td, T, scale, 0, layout);
+  const g = Bk.flashAttentionBackward(qkv.td, qkv.td, qkv.td, fwd.output, dO.td, fwd.lse, T, scale, 0, layout);
+  const [q, k, v] = [0, 1, 2].map((p) => N.rowsToHeads(qkv.ref, T, H, D, p));
+  const ref = N.attention(q, k, v, scale, 0);
+  const refG = N.attentionBackward(q, k, v, N.rowsToHeads(dO.ref, T, H, D, 0), scale, 0);
+  return { fwd, g, output: N.headsToRows([ref.output], T, H).data, dQKV: N.headsToRows([refG.dQ, refG.dK, refG.dV], T, H).data };
 }
