@@ -21,6 +21,7 @@ import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
 import { Mulberry32 } from "./random.js";
+import * as RND from "./ops/random.js";
 import { evict } from "./resident.js";
 import { WG, storageBytes } from "./kernels/common.js";
 
@@ -340,9 +341,18 @@ export class HeliosBackend implements Backend {
     checkShape("full", shape);
     return this.E.filled(shape, dtype, value);
   }
-  /** Host-generated standard normals (seeded per backend), uploaded once. */
+  /**
+   * Standard normals, reproducible from the backend's seed and the order of calls. Float tensors
+   * are generated on the device (ts/kernels/random.ts): no host loop and no upload, so the GPU
+   * is not left idle while the host draws millions of values (an idle GPU drops its clocks, and
+   * the next burst of work then runs slow until they climb back). i32 keeps the host path.
+   */
   randn(shape: Shape, dtype: Dtype = "f32"): TensorData {
     checkShape("randn", shape);
+    if (dtype === "f32" || dtype === "f16") {
+      const key = () => Math.floor(this.nextRand() * 4294967296) >>> 0;
+      return RND.randn(this.E, shape, dtype, key(), key());
+    }
     const n = size(shape);
     const v = new Float32Array(n);
     for (let i = 0; i < n; i++) v[i] = this.gauss();
