@@ -153,6 +153,11 @@ export interface DeviceInfo {
    */
   shareable: boolean
   shareableTimelines: boolean
+  /**
+   * Where the driver's pipeline cache started from at initDevice: this device's own cache
+   * file, a seed shipped for its GPU model and driver build (data/pipeline-cache), or empty.
+   */
+  pipelineCacheSource: 'own' | 'seed' | 'empty'
 }
 
 /**
@@ -209,6 +214,15 @@ export declare function distSynchronize(): void
 /** A new NCCL unique id (128 bytes), made by rank 0 and given to every rank's distInit. */
 export declare function distUniqueId(): Uint8Array
 
+/**
+ * Writes the device's pipeline cache (vkGetPipelineCacheData, HELIOSPC-wrapped) as a seed in
+ * `dir` (created if missing), named `<vendorID>-<deviceID>-<pipelineCacheUUID>.bin` from the
+ * data's own Vulkan header; returns the file's path. Run it after the kernels a job needs were
+ * compiled (`helios warmup --export-pipeline-seed=DIR`); ship the file in the package's
+ * `data/pipeline-cache`, where a machine with the same GPU model and driver build starts from it.
+ */
+export declare function exportPipelineSeed(dir: string): string
+
 /** Fills `byteLength` bytes at `byteOffset` (multiples of 4) with a repeated u32 pattern. */
 export declare function fillBuffer(handle: number, u32Pattern: number, byteOffset?: number, byteLength?: number): void
 
@@ -237,6 +251,12 @@ export interface InitOptions {
    * `DeviceInfo.shareable` says whether it took).
    */
   shareable?: boolean
+  /**
+   * Directory of shipped pipeline-cache seeds (`<vendorID>-<deviceID>-<pipelineCacheUUID>.bin`),
+   * read when the device has no usable cache file of its own (`HELIOS_PIPELINE_SEED=0`: never).
+   * The package passes its `data/pipeline-cache`.
+   */
+  pipelineSeedDir?: string
 }
 
 /** Human-readable SPIR-V of a description. */

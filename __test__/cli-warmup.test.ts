@@ -3,12 +3,14 @@
 // tune); through the CLI on the plain test device it runs both steps; bad options are usage errors.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "../bench/cli.js";
 import { parseWarmupArgs, runWarmup } from "../train/warmup.js";
 import { onNative, withGpuLikeBackend } from "./backend-helpers.js";
 import { Rng } from "./harness.js";
+import { inChild } from "./helpers.js";
 
 const rng = new Rng(2800 + Math.floor(Math.random() * 1000));
 const heads = rng.int(1, 3);
@@ -40,4 +42,27 @@ test("helios warmup runs from the CLI; bad options exit 2", async () => {
   // Alpha's trainer flags for the same shape
   const alpha = parseWarmupArgs(["--layers=8", "--dim=512", "--heads=8", "--block=512", "--batch=32", "--vocabSize=96"]);
   assert.deepEqual([alpha.seq, alpha.batch, alpha.model.vocab, alpha.model.layers], [512, 32, 96, 8]);
+});
+
+test("helios warmup --export-pipeline-seed writes a seed a fresh process starts from; a bad directory exits 2", { skip: !onNative() && "needs the native runtime" }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "helios-warmup-seed-"));
+  try {
+    const seeds = join(dir, "seeds");
+    assert.equal(await main(["warmup", ...tiny, `--export-pipeline-seed=${seeds}`]), 0);
+    const files = readdirSync(seeds);
+    assert.equal(files.length, 1, files.join(", "));
+    assert.match(files[0], /^[0-9a-f]{4,8}-[0-9a-f]{4,8}-[0-9a-f]{32}\.bin$/);
+    assert.equal(readFileSync(join(seeds, files[0])).subarray(0, 8).toString("latin1"), "HELIOSPC");
+    const res = inChild(`const i = native.initDevice({ pipelineSeedDir: ${JSON.stringify(seeds)} });
+      if (i.pipelineCacheSource !== "seed") throw new Error("started from " + i.pipelineCacheSource);`, { HELIOS_CACHE_DIR: join(dir, "fresh-cache") });
+    assert.ok(res.ok, JSON.stringify(res));
+    const file = join(dir, "a-file");
+    writeFileSync(file, "");
+    assert.equal(await main(["warmup", ...tiny, `--export-pipeline-seed=${file}`]), 2);
+    assert.equal(await main(["warmup", ...tiny, "--export-pipeline-seed="]), 2);
+    assert.equal(parseWarmupArgs(["--export-pipeline-seed=out/seeds"]).exportPipelineSeed, "out/seeds");
+    assert.equal(parseWarmupArgs([]).exportPipelineSeed, undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

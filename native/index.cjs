@@ -858,6 +858,7 @@ module.exports.distLibrary = nativeBinding.distLibrary
 module.exports.distSharedBuffer = nativeBinding.distSharedBuffer
 module.exports.distSynchronize = nativeBinding.distSynchronize
 module.exports.distUniqueId = nativeBinding.distUniqueId
+module.exports.exportPipelineSeed = nativeBinding.exportPipelineSeed
 module.exports.fillBuffer = nativeBinding.fillBuffer
 module.exports.getCompleted = nativeBinding.getCompleted
 module.exports.getDeviceInfo = nativeBinding.getDeviceInfo

@@ -13,10 +13,12 @@ mkdir -p "$scratch/app"
 cd "$scratch/app"
 # npm 11 runs a dependency's install script only when package.json allows it.
 echo '{"name":"helios-consumer","version":"1.0.0","type":"module","private":true,"allowScripts":{"@alpha/helios":true}}' > package.json
-probe='import { initDevice } from "@alpha/helios"; const info = initDevice(); if (!info.deviceName) process.exit(3); console.log("imported @alpha/helios; device:", info.deviceName);'
+probe='import { initDevice } from "@alpha/helios"; const info = initDevice(); if (!info.deviceName) process.exit(3); if (!["own", "seed", "empty"].includes(info.pipelineCacheSource)) process.exit(4); console.log("imported @alpha/helios; device:", info.deviceName, "pipeline cache from", info.pipelineCacheSource);'
 
 echo "pack: installing $tarball (prebuilt addon)"
 npm install --no-audit --no-fund "$scratch/$tarball" >/dev/null
+# the shipped pipeline-cache seeds' directory (ts/device.ts PIPELINE_SEED_DIR), even with no seed in it
+test -f node_modules/@alpha/helios/data/pipeline-cache/README.md || { echo "pack: data/pipeline-cache is missing" >&2; exit 1; }
 node --input-type=module -e "$probe"
 
 echo "pack: rebuilding from source (HELIOS_BUILD_FROM_SOURCE=1)"

@@ -8,6 +8,7 @@
 //! | `HELIOS_DEVICE` | best device | physical-device index or name substring |
 //! | `HELIOS_VALIDATION` | `0` | `1` enables VK_LAYER_KHRONOS_validation + sync validation |
 //! | `HELIOS_CACHE_DIR` | `$XDG_CACHE_HOME/helios` or `~/.cache/helios` | VkPipelineCache directory (`off` disables) |
+//! | `HELIOS_PIPELINE_SEED` | `1` | `0` never starts the pipeline cache from a shipped seed (`data/pipeline-cache`) when the device has no cache file of its own |
 //! | `HELIOS_STAGING_MIB` | `64` | size of the upload/download staging ring (4 to 4096) |
 //! | `HELIOS_FORCE_STAGING` | `0` | `1` never maps device buffers directly (tests the staging paths on UMA devices) |
 //! | `HELIOS_NO_PUSH_DESCRIPTORS` | `0` | `1` uses descriptor pools even when VK_KHR_push_descriptor exists (tests the fallback) |
@@ -76,6 +77,8 @@ pub struct Config {
     pub device: Option<String>,
     pub validation: bool,
     pub cache_dir: Option<PathBuf>,
+    /// Start the pipeline cache from a shipped seed when the device has none (`HELIOS_PIPELINE_SEED`).
+    pub pipeline_seed: bool,
     pub staging_bytes: u64,
     pub force_staging: bool,
     pub no_push_descriptors: bool,
@@ -150,6 +153,7 @@ impl Config {
             device: env("HELIOS_DEVICE"),
             validation: switch("HELIOS_VALIDATION", false)?,
             cache_dir: cache_dir(),
+            pipeline_seed: switch("HELIOS_PIPELINE_SEED", true)?,
             staging_bytes: int_in("HELIOS_STAGING_MIB", 64, 4, 4096)? << 20,
             force_staging: switch("HELIOS_FORCE_STAGING", false)?,
             no_push_descriptors: switch("HELIOS_NO_PUSH_DESCRIPTORS", false)?,

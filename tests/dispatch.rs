@@ -148,7 +148,7 @@ fn device_info_and_lifecycle() {
     helios::runtime::global::destroy();
     let err = helios::runtime::device_caps().expect_err("destroyed");
     assert_eq!(err.code, ErrorCode::Destroyed);
-    helios::runtime::global::init(&helios::runtime::context::InitOptions { device: None, validation: Some(true), shareable: false })
+    helios::runtime::global::init(&helios::runtime::context::InitOptions { device: None, validation: Some(true), shareable: false, ..Default::default() })
         .expect("re-init after destroy");
 }
 
@@ -157,7 +157,7 @@ fn no_matching_device_is_no_device() {
     let _s = session();
     let name = helios::runtime::global::info().expect("info").0.device_name;
     helios::runtime::global::destroy();
-    let opts = helios::runtime::context::InitOptions { device: Some("no-such-gpu".into()), validation: Some(false), shareable: false };
+    let opts = helios::runtime::context::InitOptions { device: Some("no-such-gpu".into()), validation: Some(false), shareable: false, ..Default::default() };
     let err = helios::runtime::global::init(&opts).expect_err("no device matches");
     assert_eq!(err.code, ErrorCode::NoDevice);
     assert!(err.message.contains("no-such-gpu") && err.message.contains("found"), "{}", err.message);
@@ -165,6 +165,6 @@ fn no_matching_device_is_no_device() {
     assert_eq!(err.code, ErrorCode::Destroyed);
     // Selecting by a (case-insensitive) name substring works.
     let pick = name.to_uppercase()[..4].to_string();
-    let again = helios::runtime::global::init(&helios::runtime::context::InitOptions { device: Some(pick), validation: Some(true), shareable: false });
+    let again = helios::runtime::global::init(&helios::runtime::context::InitOptions { device: Some(pick), validation: Some(true), shareable: false, ..Default::default() });
     assert_eq!(again.expect("init by name").0.device_name, name);
 }

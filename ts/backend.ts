@@ -5,7 +5,7 @@ import type { Backend, Dtype, Shape, TensorData } from "./types.js";
 import { readConfig, type HeliosConfig } from "./config.js";
 import { Engine, type EngineStats } from "./engine.js";
 import { HeliosTensor } from "./tensor.js";
-import { runtime } from "./device.js";
+import { openDevice, runtime } from "./device.js";
 import type { DeviceInfo, PoolStats, Runtime } from "./exec/runtime.js";
 import { checkShape, fail, fmt, sameShape, size } from "./shape.js";
 import { toF16Array, fromF16Array } from "./f16.js";
@@ -59,7 +59,7 @@ export class HeliosBackend implements Backend {
 
   constructor(opts: HeliosBackendOptions = {}) {
     this.rt = opts.runtime ?? runtime();
-    this.maxBind = bindingLimit(this.rt.initDevice({ device: opts.device, validation: opts.validation }));
+    this.maxBind = bindingLimit(openDevice(this.rt, { device: opts.device, validation: opts.validation }));
     this.E = new Engine(this.rt, { ...readConfig(), ...opts.config });
     this.rng = new Mulberry32(opts.seed ?? 42);
   }

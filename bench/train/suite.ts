@@ -255,9 +255,13 @@ export function runTrainSuite(input: TrainSuiteInput = {}): TrainSuiteResult {
     o.torch = false;
   }
   const B = backend ?? asTrainBackend(new HeliosBackend());
-  const info = (B as { getDeviceInfo?: () => { deviceName: string; deviceType?: string } }).getDeviceInfo?.();
-  if (info) o.log(`device: ${info.deviceName} (${info.deviceType ?? "?"})`);
+  const info = deviceInfo(B);
+  if (info) o.log(`device: ${info.deviceName} (${info.deviceType ?? "?"}), pipeline cache from ${info.pipelineCacheSource ?? "?"}`);
   return runSuite(B, o);
+}
+
+function deviceInfo(B: TrainBackend): { deviceName: string; deviceType?: string; pipelineCacheSource?: string } | undefined {
+  return (B as { getDeviceInfo?: () => { deviceName: string; deviceType?: string; pipelineCacheSource?: string } }).getDeviceInfo?.();
 }
 
 /** Parses `--tiny --steps=N --batch=B --seq=T --layers=L --dim=C --heads=H --vocab=V --max-seconds=S
@@ -332,6 +336,8 @@ function runSuite(B: TrainBackend, o: TrainSuiteOptions): TrainSuiteResult {
     meta: {
       model: o.model, batch: o.batch, seq: o.seq, steps: o.steps, optim: o.optim, seed: o.seed,
       helios: "f32: f32 storage and compute. matmul16: f16 matmul operands (weights cast once per step), f32 accumulation, f32 master weights, LayerNorm, attention and loss; dynamic loss scaling from 1024",
+      // own file, shipped seed or empty: what the first step's pipeline compiles started from
+      pipelineCacheSource: deviceInfo(B)?.pipelineCacheSource ?? null,
       timestamp: new Date().toISOString(),
     },
     helios, torch, parity: par,

@@ -49,6 +49,22 @@ pub fn u32_array(v: Unknown<'_>, what: &str) -> HeliosResult<Uint32Array> {
     })
 }
 
+/// A string, and nothing else.
+pub fn text(v: Unknown<'_>, what: &str) -> HeliosResult<String> {
+    if !matches!(v.get_type(), Ok(ValueType::String)) {
+        return Err(expected(what, "a string", &v));
+    }
+    String::from_unknown(v).map_err(|e| HeliosError::invalid_argument(format!("{what}: {}", e.reason)))
+}
+
+/// A file-system path: not empty, no NUL byte (the OS would cut the path there).
+pub fn path(s: String, what: &str) -> HeliosResult<std::path::PathBuf> {
+    if s.is_empty() || s.contains('\0') {
+        return Err(HeliosError::invalid_argument(format!("{what} {s:?} is not a path (empty or with a NUL byte)")));
+    }
+    Ok(s.into())
+}
+
 /// An options object converted by napi (`#[napi(object)]`); `undefined` and `null` read as
 /// absent, and napi's message (which names the bad field) follows the argument's name.
 pub fn opt_object<T: FromNapiValue>(v: Option<Unknown<'_>>, what: &str) -> HeliosResult<Option<T>> {

@@ -6,7 +6,7 @@ use napi::bindgen_prelude::{Either, FnArgs, Function, JsObjectValue, Object, Unk
 use napi::{Env, JsGlobal};
 use napi_derive::napi;
 
-use crate::api::args::opt_object;
+use crate::api::args::{opt_object, path};
 use crate::api::guard;
 use crate::api::types::{device_info, DeviceInfo, InitOptions};
 use crate::error::{ErrorCode, HeliosError, HeliosResult};
@@ -21,15 +21,19 @@ pub fn init_device(env: Env, opts: Option<Unknown<'_>>) -> napi::Result<DeviceIn
     guard("initDevice", || {
         let opts: Option<InitOptions> = opt_object(opts, "opts")?;
         watch_exit(&env)?;
-        let opts = opts.map(|o| RtInit {
-            device: o.device.map(|d| match d {
-                Either::A(i) => i.to_string(),
-                Either::B(s) => s,
-            }),
-            validation: o.validation,
-            shareable: o.shareable.unwrap_or(false),
-        });
-        let (info, caps, flags) = global::init(&opts.unwrap_or_default())?;
+        let opts = match opts {
+            None => RtInit::default(),
+            Some(o) => RtInit {
+                device: o.device.map(|d| match d {
+                    Either::A(i) => i.to_string(),
+                    Either::B(s) => s,
+                }),
+                validation: o.validation,
+                shareable: o.shareable.unwrap_or(false),
+                pipeline_seed_dir: o.pipeline_seed_dir.map(|d| path(d, "opts.pipelineSeedDir")).transpose()?,
+            },
+        };
+        let (info, caps, flags) = global::init(&opts)?;
         Ok(device_info(info, caps, flags))
     })
 }

@@ -3,7 +3,7 @@
 use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
-use crate::api::args::{num, object, u32_array};
+use crate::api::args::{num, object, path, text, u32_array};
 use crate::api::guard;
 use crate::api::types::{PipelineLayout, PipelineStatistic};
 use crate::caps::{Access, PipelineLayoutDesc};
@@ -59,5 +59,19 @@ pub fn pipeline_statistics(handle: Unknown<'_>) -> napi::Result<Vec<PipelineStat
         let handle = num(handle, "handle")?;
         let stats = global::pipeline_statistics(handle)?;
         Ok(stats.into_iter().map(|(name, value)| PipelineStatistic { name, value }).collect())
+    })
+}
+
+/// Writes the device's pipeline cache (vkGetPipelineCacheData, HELIOSPC-wrapped) as a seed in
+/// `dir` (created if missing), named `<vendorID>-<deviceID>-<pipelineCacheUUID>.bin` from the
+/// data's own Vulkan header; returns the file's path. Run it after the kernels a job needs were
+/// compiled (`helios warmup --export-pipeline-seed=DIR`); ship the file in the package's
+/// `data/pipeline-cache`, where a machine with the same GPU model and driver build starts from it.
+#[napi(ts_args_type = "dir: string")]
+pub fn export_pipeline_seed(dir: Unknown<'_>) -> napi::Result<String, ErrorCode> {
+    guard("exportPipelineSeed", || {
+        let dir = path(text(dir, "dir")?, "dir")?;
+        let file = global::with(|rt| rt.export_pipeline_seed(&dir))?;
+        Ok(file.to_string_lossy().into_owned())
     })
 }

@@ -16,6 +16,10 @@ pub struct InitOptions {
     /// VK_KHR_external_memory_fd and VK_KHR_external_semaphore_fd (the distributed layer sets it;
     /// `DeviceInfo.shareable` says whether it took).
     pub shareable: Option<bool>,
+    /// Directory of shipped pipeline-cache seeds (`<vendorID>-<deviceID>-<pipelineCacheUUID>.bin`),
+    /// read when the device has no usable cache file of its own (`HELIOS_PIPELINE_SEED=0`: never).
+    /// The package passes its `data/pipeline-cache`.
+    pub pipeline_seed_dir: Option<String>,
 }
 
 #[napi(object, js_name = "CoopMatShape")]
@@ -90,6 +94,10 @@ pub struct DeviceInfo {
     /// interop (distributed training) needs both.
     pub shareable: bool,
     pub shareable_timelines: bool,
+    /// Where the driver's pipeline cache started from at initDevice: this device's own cache
+    /// file, a seed shipped for its GPU model and driver build (data/pipeline-cache), or empty.
+    #[napi(ts_type = "'own' | 'seed' | 'empty'")]
+    pub pipeline_cache_source: String,
 }
 
 #[napi(object)]
@@ -219,6 +227,7 @@ pub fn device_info(info: AdapterInfo, caps: DeviceCaps, flags: DeviceFlags) -> D
         robustness: flags.robustness.as_str().to_string(),
         shareable: flags.shareable,
         shareable_timelines: flags.shareable_timelines,
+        pipeline_cache_source: flags.pipeline_cache_source.as_str().to_string(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The on-disk VkPipelineCache: one file per device UUID + driver version, wrapped in our
 //! own header (magic, version, length, FNV-1a checksum) so a truncated or corrupt file is
-//! detected and ignored (with a warning) instead of being handed to the driver.
+//! detected and ignored (with a warning, pipeline_seed.rs) instead of being handed to the
+//! driver. Shipped seeds (pipeline_seed.rs) use the same wrapper.
 //!
 //! The cache directory is not trusted (issue 24 item 7): files are read only when they are
 //! regular files (a FIFO would block, /dev/zero never ends), never through a symlink, and only up
@@ -11,7 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,7 +22,8 @@ pub const MAX_PIPELINE_CACHE_BYTES: u64 = 1 << 30;
 
 const MAGIC: &[u8; 8] = b"HELIOSPC";
 const VERSION: u32 = 1;
-const HEADER: usize = 8 + 4 + 8 + 8;
+/// Bytes of our wrapper ahead of the payload.
+pub const HEADER: usize = 8 + 4 + 8 + 8;
 
 fn fnv1a(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -106,6 +108,11 @@ fn temp_name(target: &Path) -> PathBuf {
 /// Writes `bytes` to `path` through a fresh temp file (O_CREAT | O_EXCL | O_NOFOLLOW, 0600) and a
 /// rename, creating the parent directory; a reader sees the old file or the whole new one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, 0o600)
+}
+
+/// `write_atomic` with the file's permission bits (set on the open file, whatever the umask).
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -117,6 +124,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.write_all(bytes)?;
         std::fs::rename(&tmp, path)
     })();
@@ -124,25 +132,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
-}
-
-/// Reads the cache payload; a missing file is silent, an unusable one warns on stderr.
-pub fn load(path: &Path) -> Vec<u8> {
-    let bytes = match read_regular(path, MAX_PIPELINE_CACHE_BYTES + HEADER as u64) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => {
-            eprintln!("helios: ignoring pipeline cache {} ({e})", path.display());
-            return Vec::new();
-        }
-    };
-    match decode(&bytes) {
-        Ok(p) => p.to_vec(),
-        Err(why) => {
-            eprintln!("helios: ignoring corrupt pipeline cache {} ({why})", path.display());
-            Vec::new()
-        }
-    }
 }
 
 /// Writes atomically (see `write_atomic`); failures only warn.
@@ -176,9 +165,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("helios-cache-test-{}", std::process::id()));
         let path = file_path(&dir, &[1; 16], 42);
         save(&path, b"hello");
-        assert_eq!(load(&path), b"hello");
+        let read = || read_regular(&path, 1 << 20).unwrap();
+        assert_eq!(decode(&read()).unwrap(), b"hello");
         std::fs::write(&path, b"HELIOSPC not really").unwrap();
-        assert!(load(&path).is_empty());
+        assert!(decode(&read()).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -2,7 +2,7 @@
 //! the open batch, and the deferred-free machinery. Creation and teardown live here.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +22,7 @@ use crate::runtime::resources::Resources;
 use crate::runtime::ring::Ring;
 use crate::runtime::timeline::Point;
 use crate::runtime::tracker::Tracker;
+use crate::runtime::pipeline_seed::{self, CacheKey, CacheSource};
 use crate::runtime::{cache_file, pipelines};
 use crate::vk::adapter::{self, AdapterInfo};
 use crate::vk::device::Device;
@@ -37,6 +38,8 @@ pub struct InitOptions {
     pub validation: Option<bool>,
     /// Create the device able to share buffers and timelines with CUDA (distributed training).
     pub shareable: bool,
+    /// Where shipped pipeline-cache seeds are (the package's data/pipeline-cache).
+    pub pipeline_seed_dir: Option<PathBuf>,
 }
 
 pub struct PipelineCacheState {
@@ -44,6 +47,7 @@ pub struct PipelineCacheState {
     pub path: Option<PathBuf>,
     pub dirty: bool,
     pub last_save: Instant,
+    pub source: CacheSource,
 }
 
 /// Everything the runtime owns. Field order matters for Drop: `alloc` before `dev`.
@@ -125,7 +129,7 @@ impl Runtime {
         command::end(&dev, head_cmd)?;
         let transfer = Lane::new(&dev, dev.transfer_family, dev.transfer_queue, dev.transfer_sem)?;
         let ring_buf = memory::create_buffer(&dev, &mut alloc, cfg.staging_bytes, Placement::Staging)?;
-        let cache = open_cache(&dev, &cfg);
+        let cache = open_cache(&dev, &cfg, opts.pipeline_seed_dir.as_deref());
         Ok(Runtime {
             alloc,
             buffers: HandleTable::new(Kind::Buffer, epoch),
@@ -236,6 +240,14 @@ impl Runtime {
         self.cache.last_save = Instant::now();
     }
 
+    /// Writes the pipeline cache's current data as a seed in `dir` (see `pipeline_seed`).
+    pub fn export_pipeline_seed(&self, dir: &Path) -> HeliosResult<PathBuf> {
+        if self.cache.raw == vk::PipelineCache::null() {
+            return Err(HeliosError::internal("the device has no pipeline cache (vkCreatePipelineCache failed)"));
+        }
+        pipeline_seed::export(dir, &pipeline::cache_data(&self.dev, self.cache.raw))
+    }
+
     /// Rejects a value that was never submitted (waiting for it would hang).
     pub fn check_submitted(&self, value: u64) -> HeliosResult<()> {
         if value > self.compute.submitted {
@@ -323,11 +335,21 @@ impl Drop for Runtime {
     }
 }
 
-fn open_cache(dev: &Device, cfg: &Config) -> PipelineCacheState {
+/// The device's own cache file if usable, else the shipped seed for its GPU model and driver
+/// build (unless HELIOS_PIPELINE_SEED=0), else an empty cache.
+fn open_cache(dev: &Device, cfg: &Config, seed_dir: Option<&Path>) -> PipelineCacheState {
     let path = cfg
         .cache_dir
         .as_ref()
         .map(|d| cache_file::file_path(d, &dev.adapter.uuid, dev.adapter.driver_version_raw));
-    let initial = path.as_deref().map(cache_file::load).unwrap_or_default();
-    PipelineCacheState { raw: pipeline::create_cache(dev, &initial), path, dirty: false, last_save: Instant::now() }
+    let key = CacheKey {
+        vendor_id: dev.adapter.info.vendor_id,
+        device_id: dev.adapter.info.device_id,
+        uuid: dev.adapter.pipeline_cache_uuid,
+    };
+    let seed_dir = seed_dir.filter(|_| cfg.pipeline_seed);
+    let (initial, source) = pipeline_seed::initial_data(path.as_deref(), seed_dir, &key);
+    let (raw, taken) = pipeline::create_cache(dev, &initial);
+    let source = if taken { source } else { CacheSource::Empty };
+    PipelineCacheState { raw, path, dirty: false, last_save: Instant::now(), source }
 }

@@ -95,6 +95,7 @@ pub struct DeviceFlags {
     pub robustness: crate::config::Robustness,
     pub shareable: bool,
     pub shareable_timelines: bool,
+    pub pipeline_cache_source: crate::runtime::pipeline_seed::CacheSource,
 }
 
 fn flags(rt: &Runtime) -> DeviceFlags {
@@ -107,6 +108,7 @@ fn flags(rt: &Runtime) -> DeviceFlags {
         robustness: rt.dev.enabled.robustness,
         shareable: rt.dev.sharing.is_some(),
         shareable_timelines: rt.dev.sharing.as_ref().is_some_and(|s| s.timelines()),
+        pipeline_cache_source: rt.cache.source,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod global;
 pub mod handles;
 pub mod lane;
 pub mod parallel;
+pub mod pipeline_seed;
 pub mod pipelines;
 pub mod pool;
 pub mod profile;

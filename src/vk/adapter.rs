@@ -59,6 +59,8 @@ pub struct Adapter {
     pub coop_shapes: Vec<CoopMatShape>,
     pub driver_version_raw: u32,
     pub uuid: [u8; 16],
+    /// VkPhysicalDeviceProperties::pipelineCacheUUID: changes with the driver build.
+    pub pipeline_cache_uuid: [u8; 16],
 }
 
 impl Adapter {
@@ -197,6 +199,7 @@ fn probe(instance: &Instance, pd: vk::PhysicalDevice) -> HeliosResult<Adapter> {
         coop_shapes: Vec::new(),
         driver_version_raw: props.driver_version,
         uuid: p11.device_uuid,
+        pipeline_cache_uuid: props.pipeline_cache_uuid,
     };
     adapter.coop_shapes = coop_shapes(instance, &adapter);
     Ok(adapter)

@@ -168,16 +168,20 @@ pub fn destroy(device: &Device, p: Pipeline) {
     }
 }
 
-/// Creates a VkPipelineCache seeded with `initial` (already validated by our header).
-pub fn create_cache(device: &Device, initial: &[u8]) -> vk::PipelineCache {
+/// Creates a VkPipelineCache seeded with `initial` (already validated by our header and its
+/// Vulkan header checked against the device); the flag says whether `initial` was taken.
+pub fn create_cache(device: &Device, initial: &[u8]) -> (vk::PipelineCache, bool) {
     let info = vk::PipelineCacheCreateInfo::default().initial_data(initial);
     // SAFETY: the driver validates its own header inside `initial` and ignores mismatches.
-    let cache = unsafe { device.raw.create_pipeline_cache(&info, None) };
-    cache.unwrap_or_else(|_| {
-        let empty = vk::PipelineCacheCreateInfo::default();
-        // SAFETY: empty cache; on failure we run without a cache.
-        unsafe { device.raw.create_pipeline_cache(&empty, None) }.unwrap_or(vk::PipelineCache::null())
-    })
+    match unsafe { device.raw.create_pipeline_cache(&info, None) } {
+        Ok(cache) => (cache, !initial.is_empty()),
+        Err(_) => {
+            let empty = vk::PipelineCacheCreateInfo::default();
+            // SAFETY: empty cache; on failure we run without a cache.
+            let cache = unsafe { device.raw.create_pipeline_cache(&empty, None) }.unwrap_or(vk::PipelineCache::null());
+            (cache, false)
+        }
+    }
 }
 
 pub fn cache_data(device: &Device, cache: vk::PipelineCache) -> Vec<u8> {

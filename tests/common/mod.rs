@@ -29,7 +29,7 @@ pub fn session_with(env: &[(&str, &str)]) -> Session {
         std::env::set_var(k, v);
     }
     std::env::set_var("HELIOS_CACHE_DIR", std::env::temp_dir().join("helios-test-cache"));
-    let init = global::init(&InitOptions { device: None, validation: Some(true), shareable: false });
+    let init = global::init(&InitOptions { device: None, validation: Some(true), shareable: false, ..Default::default() });
     for (k, _) in env {
         std::env::remove_var(k);
     }

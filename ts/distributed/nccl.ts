@@ -6,6 +6,7 @@
 // (`allocBucket`); other tensors go through a shared staging buffer (one copy each way).
 import type { Dtype, TensorData } from "../types.js";
 import { loadAddon } from "../native-load.js";
+import { openDevice } from "../device.js";
 import { DistError } from "./errors.js";
 import type { DistEnv } from "./env.js";
 import { registerTransport, type CollectiveBackend, type ReduceOp, type Transport, type TransportContext } from "./transport.js";
@@ -38,7 +39,7 @@ function sharing(call: string, b: CollectiveBackend): SharingBackend {
 function prepare(env: DistEnv): void {
   const n = loadAddon();
   const uuid = n.distDeviceUuid(env.localRank);
-  const info = n.initDevice({ device: `uuid:${uuid}`, shareable: true });
+  const info = openDevice(n, { device: `uuid:${uuid}`, shareable: true });
   if (info.deviceUuid !== uuid) {
     throw new DistError("ERR_HELIOS_DIST_STATE", "initDistributed", `the device is already open on ${info.deviceName} (${info.deviceUuid}), not CUDA device ${env.localRank} (${uuid}): call initDistributed() before creating the HeliosBackend`);
   }

@@ -19,6 +19,8 @@ export interface DeviceInfo {
   maxSharedMemoryBytes: number;
   hasAsyncTransfer?: boolean;
   hasPushDescriptors?: boolean;
+  /** Where the driver's pipeline cache started from: the device's own file, a shipped seed, or empty (native addon). */
+  pipelineCacheSource?: "own" | "seed" | "empty";
   [key: string]: unknown;
 }
 
@@ -40,7 +42,7 @@ export interface PoolStats {
 export type Groups = [number, number?, number?];
 
 export interface Runtime {
-  initDevice(opts?: { device?: number | string; validation?: boolean }): DeviceInfo;
+  initDevice(opts?: { device?: number | string; validation?: boolean; shareable?: boolean; pipelineSeedDir?: string }): DeviceInfo;
   getDeviceInfo(): DeviceInfo;
   destroy(): void;
   leaseBuffer(byteLength: number): number;
@@ -64,6 +66,8 @@ export interface Runtime {
    */
   compileKernels?(descs: string[], threads?: number): number[];
   kernelSpirv?(desc: string | object): Uint32Array;
+  /** Writes the pipeline cache as a seed in a directory (ts/device.ts exportPipelineSeed); the mock has none. */
+  exportPipelineSeed?(dir: string): string;
   /** Captured batches (issue 2); optional so runtimes without them (the test mock) still bind. */
   captureBatch?(): number;
   replayBatch?(graph: number): number;

@@ -28,10 +28,16 @@ const MAX_EVENTS = 20000;
 export class StartupTrace {
   readonly phases = new Map<Phase, { count: number; ms: number; maxMs: number }>();
   readonly events: TraceEvent[] = [];
+  /** Where the driver's pipeline cache started from at initDevice (DeviceInfo.pipelineCacheSource). */
+  pipelineCacheSource: string | null = null;
   private readonly t0: number;
 
   constructor(private readonly clock: () => number = () => performance.now()) {
     this.t0 = clock();
+  }
+
+  setPipelineCacheSource(source: string): void {
+    this.pipelineCacheSource = source;
   }
 
   now(): number {
@@ -62,10 +68,11 @@ export class StartupTrace {
   table(): string {
     const rows = [...this.phases].map(([ph, p]) =>
       `  ${ph.padEnd(13)} ${String(p.count).padStart(6)} × ${(p.ms / 1000).toFixed(3).padStart(9)} s  (longest ${p.maxMs.toFixed(1)} ms)  ${PHASES[ph]}`);
-    return ["helios startup trace (phase, count, total, longest):", ...rows].join("\n") + "\n";
+    const source = this.pipelineCacheSource === null ? [] : [`  pipeline cache started from: ${this.pipelineCacheSource} (own file, shipped seed or empty)`];
+    return ["helios startup trace (phase, count, total, longest):", ...rows, ...source].join("\n") + "\n";
   }
 
-  toJSON(): { phases: Record<string, { count: number; ms: number; maxMs: number }>; events: TraceEvent[] } {
-    return { phases: Object.fromEntries(this.phases), events: this.events };
+  toJSON(): { phases: Record<string, { count: number; ms: number; maxMs: number }>; events: TraceEvent[]; pipelineCacheSource: string | null } {
+    return { phases: Object.fromEntries(this.phases), events: this.events, pipelineCacheSource: this.pipelineCacheSource };
   }
 }
