@@ -100,6 +100,27 @@ test("coopmat epilogue on accumulator fragments (full blocks) and staged (edge b
   run(["cm_128x256x16_w2x2"], [{ name: "f16acc16", dtype: "f16", accF16: true }], epi.slice(0, 1));
 });
 
+// The trainer's linear layers (HeliosBackend.linear): f16 outputs with an f32 bias (qkv, fc), f32
+// outputs of f16 operands with an f32 bias and residual (the projections), on the small tile and
+// the tiles the shipped H200 data picks for GPT-2's plain products (whole blocks: the epilogue on
+// the accumulator fragment; edge blocks: staged).
+test("coopmat linear epilogues: f16 out with an f32 bias, f32 out with an f32 residual", () => {
+  const cases: CheckCase[] = [
+    { name: "f16out_bias32_edge", problem: { m: 70, n: 80, k: 40, epilogue: { bias: true, biasDtype: "f32" } }, full: true },
+    { name: "f16out_bias32_whole", problem: { m: 128, n: 256, k: 64, epilogue: { bias: true, biasDtype: "f32" } }, full: true },
+    { name: "f32out_bias_res_edge", problem: { m: 70, n: 80, k: 40, outDtype: "f32", epilogue: { bias: true, residual: true } }, full: true },
+    { name: "f32out_bias_res_whole", problem: { m: 128, n: 256, k: 64, outDtype: "f32", epilogue: { bias: true, residual: true } }, full: true },
+  ];
+  const rows = run(["cm_64x64x32_w2x2", "cm_128x256x32_w2x4_v128_s1_kpr_b2", "cm_128x256x32_w2x4_v128_s1_kpr_a2", "cm_128x128x32_w2x2_v128_s1_kpa"], [{ name: "f16", dtype: "f16" }], cases);
+  assert.ok(rows.filter((r) => !r.skipped).length >= 12, rows.map((r) => `${r.variant}/${r.case}: ${r.skipped ?? "ran"}`).join("; "));
+  // f32 accumulators rounded once: f16 output rounding (~2e-4) at most, far under the 1e-2 gate
+  for (const r of rows) if (!r.skipped) assert.ok(r.relErr !== null && r.relErr < (r.case.startsWith("f16") ? 1e-3 : 1e-5), `${r.variant} ${r.case}: ${r.relErr}`);
+  // an f32 bias beside an f16 output is its own kernel (the name says so)
+  const caps = { ...new InterpRuntime().info };
+  assert.match(planMatmul({ m: 64, n: 64, k: 64, dtype: "f16", epilogue: { bias: true, biasDtype: "f32" } }, caps, { variant: "cm_64x64x32_w2x2" }).steps[0].desc.name, /_biasf32$/);
+  assert.match(planMatmul({ m: 64, n: 64, k: 64, dtype: "f16", outDtype: "f32", epilogue: { bias: true } }, caps, { variant: "cm_64x64x32_w2x2" }).steps[0].desc.name, /_bias$/);
+});
+
 // 128-bit staging (coopmat-stage.ts). 136×264×88 puts both operands on u32x4 chunks with edge
 // tiles in M, N and K (the last k-tile is part zeros); 130×260×72 only A (N % 8 = 4: B falls back
 // to 64-bit chunks); 17×33×65 neither. f16 results are held to 1e-3, well under the 1e-2 gate

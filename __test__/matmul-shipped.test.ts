@@ -26,10 +26,10 @@ function device(major: number) {
   return rt;
 }
 
-/** A random f32 problem and a candidate variant that is not its default. */
-function problemWithAlternative(rt: InterpRuntime): { problem: MatmulProblem; variant: string } {
+/** A random problem (f32 unless said) and a candidate variant that is not its default. */
+function problemWithAlternative(rt: InterpRuntime, dtype: MatmulProblem["dtype"] = "f32"): { problem: MatmulProblem; variant: string } {
   for (;;) {
-    const problem: MatmulProblem = { m: rng.int(8, 90), n: rng.int(8, 90), k: rng.int(8, 90), dtype: "f32" };
+    const problem: MatmulProblem = { m: rng.int(8, 90), n: rng.int(8, 90), k: rng.int(8, 90), dtype };
     const p = normalize(problem), caps = capsOf(rt.info);
     const dflt = defaultVariant(p, caps).name;
     const alt = candidateVariants(p, caps).find((v) => v.name !== dflt);
@@ -85,6 +85,30 @@ test("a stale shipped variant is passed over; the cache wins over shipped data",
   const file = shippedFile({ [key]: record(variant, new Date().toISOString()) });
   const r = chooseMatmul(rt, problem, { config: config(file, dir), tune: false });
   assert.deepEqual([r.source, r.plan.variant], ["cache", dflt]);
+});
+
+test("an epilogue class without an entry takes its plain class's winner (same output dtype, else the inputs'); its own entry wins", () => {
+  const rt = device(rng.int(400, 700));
+  const { problem, variant } = problemWithAlternative(rt, "f16");
+  const epi: MatmulProblem = { ...problem, epilogue: { bias: true, biasDtype: "f32", residual: true } };
+  const plainKey = tuneKey(rt.info, normalize(problem));
+  const file = shippedFile({ [plainKey]: record(variant, new Date().toISOString()) });
+  const r = chooseMatmul(rt, epi, { config: config(file), tune: false });
+  assert.deepEqual([r.source, r.plan.variant, rt.dispatches], ["plain", variant, 0]);
+  assert.ok(r.plan.problem.epilogue.bias && r.plan.problem.epilogue.residual, "planned with the epilogue");
+  // an f32 output (the trainer's projections) falls back to the f16 product's class
+  const wide = chooseMatmul(rt, { ...epi, outDtype: "f32" }, { config: config(file), tune: false });
+  assert.deepEqual([wide.source, wide.plan.variant, wide.plan.problem.outDtype], ["plain", variant, "f32"]);
+  // from the cache too; an entry of the epilogue class itself comes first
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const dflt = defaultVariant(normalize(epi), capsOf(rt.info)).name;
+  writeFileSync(join(dir, CACHE_FILE), JSON.stringify({ [plainKey]: record(variant, "2000-01-01T00:00:00Z") }));
+  assert.deepEqual(chooseMatmul(rt, epi, { config: config(shippedFile({}), dir), tune: false }).source, "plain");
+  const own = shippedFile({ [tuneKey(rt.info, normalize(epi))]: record(dflt, new Date().toISOString()), [plainKey]: record(variant, new Date().toISOString()) });
+  const r2 = chooseMatmul(rt, epi, { config: config(own), tune: false });
+  assert.deepEqual([r2.source, r2.plan.variant], ["shipped", dflt]);
+  // no entry for either class: the default
+  assert.equal(chooseMatmul(rt, epi, { config: config(shippedFile({})), tune: false }).source, "default");
 });
 
 test("tuning-export merges cache files: new classes added, newer tunings replace older ones", () => {

@@ -90,6 +90,13 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/layernorm_bwd_dx4/${tag}`, needs: n, build: () => layerNormBwdDx4Kernel(d, d, v4, sg) });
       for (const log of [false, true]) v.push({ id: `backend/softmax_rows4/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRows4Kernel(d, log, v4, sg) });
     }
+    // f32 rows written as f16 (the trainer's LayerNorm into a matmul operand)
+    if (d === "f32") {
+      const n = [...needs("f16"), "subgroup" as const];
+      v.push({ id: "backend/layernorm_fwd/f32_out_f16", needs: needs("f16"), build: () => layerNormFwdKernel(d, d, "f16") });
+      v.push({ id: "backend/layernorm_fwd_cached/f32_16_sg_out_f16", needs: n, build: () => layerNormFwdCachedKernel(d, d, 16, true, "f16") });
+      v.push({ id: "backend/layernorm_fwd4/f32_4_sg_out_f16", needs: n, build: () => layerNormFwd4Kernel(d, d, 4, true, "f16") });
+    }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });
     v.push({ id: `backend/xent_rows/${d}`, needs: needs(d), build: () => xentRowsKernel(d) });

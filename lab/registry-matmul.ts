@@ -31,6 +31,10 @@ function problems(): MatmulProblem[] {
   out.push({ m: 64, n: 64, k: 8, dtype: "f16" });
   out.push({ m: 256, n: 256, k: 256, dtype: "f16", transB: true });
   out.push({ m: 256, n: 256, k: 4096, dtype: "bf16", outDtype: "f32", transA: true });
+  // the trainer's linear layers (HeliosBackend.linear): f16 out with an f32 bias (qkv, fc; edge
+  // tiles), f32 out with f32 bias and residual (the projections; whole tiles)
+  out.push({ m: 100, n: 96, k: 64, dtype: "f16", epilogue: { bias: true, biasDtype: "f32" } });
+  out.push({ m: 256, n: 256, k: 256, dtype: "f16", outDtype: "f32", epilogue: { bias: true, residual: true } });
   return out;
 }
 

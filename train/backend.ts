@@ -22,6 +22,15 @@ export type TrainBackend = Required_<
 > & {
   /** Needed only for 16-bit matmul operands (GPTOptions.matmul16). */
   castDtype?(a: TensorData, dtype: Dtype): TensorData;
+  /**
+   * HeliosBackend: y = x·Wᵀ + bias (+ residual) written as outDtype, bias and residual in the
+   * matmul epilogue (W [out, in], or [in, out] with inOut). Used under matmul16 when `fusedLinear`.
+   */
+  linear?(x: TensorData, W: TensorData, bias: TensorData | null, opts?: { inOut?: boolean; residual?: TensorData | null; outDtype?: Dtype }): TensorData;
+  /** HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the matmul16 layers through linear() and f16 LayerNorm outputs. */
+  readonly fusedLinear?: boolean;
+  /** layerNorm writing `opts.outDtype` (HeliosBackend; asked for only where `fusedLinear`). */
+  layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts?: { outDtype?: Dtype }): TensorData;
   releaseGpuTensor?(t: TensorData): void;
   /** Computes pending (lazily fused) tensors now, so the buffers they read can go back early. */
   evaluate?(...ts: TensorData[]): void;

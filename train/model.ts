@@ -89,6 +89,14 @@ const DEFAULT_HEAD_CHUNK_BYTES = 2000 * 2 ** 20;
 
 export class GPT {
   readonly matmul16: boolean;
+  /**
+   * matmul16 on a backend whose `fusedLinear` is on (HELIOS_TRAIN_FUSED_LINEAR): each linear layer
+   * is one product with its bias (and, for the projections, the residual) in the matmul epilogue
+   * (TrainBackend.linear), the qkv and MLP pre-activation f written in f16 by their products, and
+   * LayerNorm writing its f16 matmul operand itself. Off: the products, then elementwise passes
+   * for bias, residual and the f16 casts.
+   */
+  readonly fused: boolean;
   readonly headChunkBytes: number;
   /** Attention on the qkv projection's rows (TrainBackend.attnHeadLayout "fused"), or null: head transposes. */
   readonly heads: AttentionLayout | null;
@@ -107,6 +115,7 @@ export class GPT {
     if (!(this.headChunkBytes > 0)) throw new Error(`GPTOptions.headChunkBytes = ${o.headChunkBytes}: expected > 0`);
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
     this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
+    this.fused = this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
   }
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
@@ -215,6 +224,35 @@ export class GPT {
     return c;
   }
 
+  /** LayerNorm of x as a matmul operand, kept in s (fused: written in f16 by the LayerNorm kernel). */
+  private normOperand(s: Scope, x: TensorData, w: TensorData, b: TensorData): TensorData {
+    if (this.fused) return s.keep(this.B.layerNorm(x, w, b, LN_EPS, { outDtype: "f16" }));
+    return this.operand(s, s.keep(this.B.layerNorm(x, w, b, LN_EPS)), true);
+  }
+
+  /**
+   * (fused) x Wᵀ + b (+ residual) as one product, written as `dtype` and kept in s: bias and
+   * residual are added to the f32 accumulator in the matmul epilogue and rounded once.
+   */
+  private linearEpi(s: Scope, x: TensorData, W: TensorData, b: TensorData, dtype: "f16" | "f32", residual: TensorData | null = null): TensorData {
+    const t = this.halfT.get(W);
+    const lin = this.B.linear!.bind(this.B);
+    return s.keep(t ? lin(x, t, b, { inOut: true, outDtype: dtype, residual }) : lin(x, this.weight(W), b, { outDtype: dtype, residual }));
+  }
+
+  /**
+   * x + (y Wᵀ + b), dropout on the projection when `drop` has it: the residual in the epilogue
+   * (fused, no dropout), else the product and one fused elementwise kernel. Returns the sum and the mask.
+   */
+  private project(s: Scope, y: TensorData, W: TensorData, b: TensorData, x: TensorData, drop: Dropout | null, N: number) {
+    if (this.fused && !(drop && drop.p > 0)) return { out: this.linearEpi(s, y, W, b, "f32", x), mask: null };
+    const a = this.linear(s, y, W, b);
+    const mask = this.mask(s, drop, N);
+    const out = this.residual(s, x, a, mask);
+    s.drop(a);
+    return { out, mask };
+  }
+
   /** y = x W^T + b with W stored [out, in]; x is already the matmul operand (see operand()). */
   private linear(s: Scope, x: TensorData, W: TensorData, b: TensorData): TensorData {
     const xw = this.timesWT(x, W);
@@ -254,27 +292,23 @@ export class GPT {
     for (let l = 0; l < this.cfg.layers; l++) {
       const w = block(p, l);
       const s = new Scope(this.B);
-      const h1 = this.operand(s, s.keep(this.B.layerNorm(x, w.ln1w, w.ln1b, LN_EPS)), true);
-      const qkv = this.linear(s, h1, w.qkvW, w.qkvB);
-      // Under matmul16 attention runs on f16 Q, K, V (the bias add and the cast are one fused
-      // kernel): the tensor-core flash forward, and the f16 copies the backward reads anyway.
-      const qkvA = this.matmul16 ? s.keep(this.B.castDtype!(qkv, "f16")) : qkv;
+      const h1 = this.normOperand(s, x, w.ln1w, w.ln1b);
+      // Under matmul16 attention runs on f16 Q, K, V: the tensor-core flash forward, and the f16
+      // copies the backward reads anyway. Fused, the product writes them with the bias added;
+      // otherwise the bias add and the cast are one fused kernel after it.
+      const qkv = this.fused ? this.linearEpi(s, h1, w.qkvW, w.qkvB, "f16") : this.linear(s, h1, w.qkvW, w.qkvB);
+      const qkvA = this.matmul16 && qkv.dtype !== "f16" ? s.keep(this.B.castDtype!(qkv, "f16")) : qkv;
       const { Q, K, V, O, lse, y } = this.heads ? this.attendRows(s, qkv, qkvA, T, scale) : this.attendHeads(s, qkv, qkvA, nb, T, scale);
-      const a = this.linear(s, y, w.projW, w.projB);
-      const m1 = this.mask(s, drop, N);
-      const x1 = this.residual(s, x, a, m1);
-      s.drop(a);
-      const h2 = this.operand(s, s.keep(this.B.layerNorm(x1, w.ln2w, w.ln2b, LN_EPS)), true);
-      const f = this.linear(s, h2, w.fcW, w.fcB);
+      const { out: x1, mask: m1 } = this.project(s, y, w.projW, w.projB, x, drop, N);
+      const h2 = this.normOperand(s, x1, w.ln2w, w.ln2b);
+      // f (kept for GELU's backward) is f16 when fused, as is g = gelu(f), the next product's operand
+      const f = this.fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f16") : this.linear(s, h2, w.fcW, w.fcB);
       const g = this.operand(s, s.keep(this.B.gelu(f)), true);
-      const mo = this.linear(s, g, w.mlpW, w.mlpB);
-      const m2 = this.mask(s, drop, N);
-      const x2 = this.residual(s, x1, mo, m2);
-      s.drop(mo);
+      const { out: x2, mask: m2 } = this.project(s, g, w.mlpW, w.mlpB, x1, drop, N);
       blocks.push({ x, h1, Q, K, V, O, lse, y, x1, h2, f, g, m1, m2, scope: s });
       x = x2;
     }
-    const hf = this.operand(top, top.keep(this.B.layerNorm(x, get(p, "transformer.ln_f.weight"), get(p, "transformer.ln_f.bias"), LN_EPS)), true);
+    const hf = this.normOperand(top, x, get(p, "transformer.ln_f.weight"), get(p, "transformer.ln_f.bias"));
     const wte = this.weight(get(p, "transformer.wte.weight"));
     const rows = this.headRows(N);
     if (rows >= N) {

@@ -476,7 +476,10 @@ export class HeliosBackend implements Backend {
 
   embedding(w: TensorData, idx: TensorData): TensorData { return NN.embedding(this.E, w, idx); }
   embeddingBackward(idx: TensorData, g: TensorData, vocab: number): TensorData { return NN.embeddingBackward(this.E, idx, g, vocab); }
-  layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number): TensorData { return NN.layerNorm(this.E, x, w, b, eps); }
+  /** `opts.outDtype` (Helios extension): the output's dtype, x's by default (f16: a matmul operand written directly). */
+  layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts: { outDtype?: Dtype } = {}): TensorData {
+    return NN.layerNorm(this.E, x, w, b, eps, opts.outDtype);
+  }
   layerNormBackward(x: TensorData, w: TensorData, g: TensorData, eps: number) { return NN.layerNormBackward(this.E, x, w, g, eps); }
   crossEntropy(logits: TensorData, targets: TensorData): TensorData {
     checkBindable("crossEntropy", "logits", logits.shape, logits.dtype, this.maxBind);
@@ -494,6 +497,29 @@ export class HeliosBackend implements Backend {
   matmulTransposed(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, this.mmGuard("matmulTransposed", a, b, false, true), a, b, false, true); }
   /** a^T @ b with a stored [..., K, M]. */
   matmulTransposedA(a: TensorData, b: TensorData): TensorData { return MM.matmul(this.E, this.mmGuard("matmulTransposedA", a, b, true, false), a, b, true, false); }
+  /**
+   * Helios extension: a linear layer, y = x·Wᵀ + bias (+ opts.residual) for x [M, K] and W [N, K]
+   * (nn.Linear's layout; [K, N] with opts.inOut), written as opts.outDtype (x's dtype or f32).
+   * Bias and residual are added in the matmul kernel's epilogue, to the f32 accumulator, with one
+   * rounding at the store; where the kernels cannot take the dtypes, by one fused elementwise
+   * kernel after the product (MM.linear).
+   */
+  linear(x: TensorData, W: TensorData, bias: TensorData | null, opts: MM.LinearOptions = {}): TensorData {
+    const op = "linear";
+    if (this.maxBind !== Infinity && x.shape.length === 2 && W.shape.length === 2) {
+      checkBindable(op, "x", x.shape, x.dtype, this.maxBind);
+      checkBindable(op, "W", W.shape, W.dtype, this.maxBind);
+      checkBindable(op, "output", [x.shape[0], opts.inOut ? W.shape[1] : W.shape[0]], opts.outDtype ?? x.dtype, this.maxBind);
+    }
+    return MM.linear(this.E, op, x, W, bias, opts);
+  }
+  /**
+   * Whether the trainer's matmul16 layers use linear() and 16-bit LayerNorm outputs
+   * (HELIOS_TRAIN_FUSED_LINEAR); off restores the separate bias, residual and cast passes.
+   */
+  get fusedLinear(): boolean {
+    return this.E.config.trainFusedLinear;
+  }
   /** The binding-size guard of the matmul family; returns `op` for the call it wraps. */
   private mmGuard(op: string, a: TensorData, b: TensorData, ta: boolean, tb: boolean): string {
     if (this.maxBind === Infinity || a.shape.length < 2 || b.shape.length < 2) return op;

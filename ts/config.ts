@@ -55,6 +55,13 @@ export interface HeliosConfig {
    * adamwStepMulti (up to 7 tensors per dispatch); off: one dispatch per tensor for each.
    */
   readonly multiTensorAdamw: boolean;
+  /**
+   * HELIOS_TRAIN_FUSED_LINEAR: the trainer's matmul16 layers. On (default): bias (and the residual
+   * of the projections) in the matmul epilogue (HeliosBackend.linear), f16 qkv and MLP
+   * pre-activation written by their matmuls, LayerNorm writing its f16 matmul operand; off: the
+   * products, then elementwise passes for bias, residual and the f16 casts (the A/B control).
+   */
+  readonly trainFusedLinear: boolean;
 }
 
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
@@ -68,6 +75,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   matmulPrepack: "auto",
   compileThreads: 0,
   multiTensorAdamw: true,
+  trainFusedLinear: true,
 });
 
 type Env = Record<string, string | undefined>;
@@ -128,6 +136,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     matmulPrepack: prepackMode(env),
     compileThreads: positiveInt(env, "HELIOS_COMPILE_THREADS", DEFAULT_CONFIG.compileThreads, 256),
     multiTensorAdamw: flag(env, "HELIOS_MULTI_TENSOR_ADAMW", DEFAULT_CONFIG.multiTensorAdamw),
+    trainFusedLinear: flag(env, "HELIOS_TRAIN_FUSED_LINEAR", DEFAULT_CONFIG.trainFusedLinear),
   });
 }
 

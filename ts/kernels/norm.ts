@@ -1,8 +1,9 @@
 // LayerNorm over the last axis.
 //
-// layernorm_fwd: bindings x, w, b (read), out (write). Push {dim, eps}. One workgroup per row:
-//   mean, then the centered variance (two passes over the row: no catastrophic cancellation),
-//   then out = (x - mean) * rstd * w + b. Dispatch gridRows(rows).
+// layernorm_fwd: bindings x, w, b (read), out (write; x's dtype, or another: `_out_<dtype>`).
+//   Push {dim, eps}. One workgroup per row: mean, then the centered variance (two passes over the
+//   row: no catastrophic cancellation), then out = (x - mean) * rstd * w + b, computed in f32 and
+//   rounded once to out's dtype. Dispatch gridRows(rows).
 // layernorm_bwd_dx: bindings x, w, g (read), dx (write). Push {dim, eps}. One workgroup per
 //   row: recomputes mean/rstd, sums dy = g*w and dy*xhat, writes
 //   dx = rstd * (dy - (sum(dy) + xhat * sum(dy*xhat)) / dim).
@@ -30,12 +31,17 @@ function rowStats(k: KernelBuilder, x: Buffer, base: Expr, t: Expr, dim: Expr, e
   return { sh, mean, rstd };
 }
 
-export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
-  const k = kernel(`layernorm_fwd_${dtype}`, { workgroup: [ROW_WG] });
+/** The name suffix of a forward kernel whose output dtype is not its input's. */
+export function lnOutTag(dtype: Dtype, outDtype: Dtype): string {
+  return storageOf(outDtype) === storageOf(dtype) ? "" : `_out_${storageOf(outDtype)}`;
+}
+
+export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype, outDtype: Dtype = dtype): KernelDesc {
+  const k = kernel(`layernorm_fwd_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const b = k.buffer("b", storageOf(wDtype), "read");
-  const out = k.buffer("out", storageOf(dtype), "write");
+  const out = k.buffer("out", storageOf(outDtype), "write");
   const pc = k.push(LN_PUSH);
   const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
@@ -43,7 +49,7 @@ export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
   const { mean, rstd } = rowStats(k, x, base, t, pc.dim, pc.eps);
   k.for(t, pc.dim, (j) => {
     const xh = toF32(x.load(base.add(j))).sub(mean).mul(rstd);
-    out.store(base.add(j), fromF32(xh.mul(toF32(w.load(j))).add(toF32(b.load(j))), dtype));
+    out.store(base.add(j), fromF32(xh.mul(toF32(w.load(j))).add(toF32(b.load(j))), outDtype));
   }, { step: ROW_WG });
   return k.finish();
 }
@@ -149,12 +155,12 @@ export function layerNormBwdDwDbPartKernel(dtype: Dtype): KernelDesc {
  * layernorm_fwd_cached: layernorm_fwd's contract for rows of at most ROW_WG * vpt
  * elements, reading x once into registers (mean and centered variance from registers).
  */
-export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: number, sg = false): KernelDesc {
-  const k = kernel(`layernorm_fwd_c${vpt}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: number, sg = false, outDtype: Dtype = dtype): KernelDesc {
+  const k = kernel(`layernorm_fwd_c${vpt}${sg ? "_sg" : ""}_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const b = k.buffer("b", storageOf(wDtype), "read");
-  const out = k.buffer("out", storageOf(dtype), "write");
+  const out = k.buffer("out", storageOf(outDtype), "write");
   const pc = k.push(LN_PUSH);
   const sh = k.shared("partial", f32, ROW_WG);
   const row = rowIndex(k, pc.rows);
@@ -174,7 +180,7 @@ export function layerNormFwdCachedKernel(dtype: Dtype, wDtype: Dtype, vpt: numbe
   const rstd = k.let(rsqrt(variance.add(pc.eps)), "rstd");
   cols.forEach((c, r) => {
     k.if(c.lt(pc.dim), () => {
-      out.store(base.add(c), fromF32(cen[r].mul(rstd).mul(toF32(w.load(c))).add(toF32(b.load(c))), dtype));
+      out.store(base.add(c), fromF32(cen[r].mul(rstd).mul(toF32(w.load(c))).add(toF32(b.load(c))), outDtype));
     });
   });
   return k.finish();

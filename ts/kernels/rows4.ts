@@ -2,7 +2,8 @@
 // (softmax / logSoftmax, layerNorm forward and layerNorm backward's dx over the last axis).
 //
 // softmax_rows4 / logsoftmax_rows4: bindings x (read), out (write). Push SOFTMAX_ROWS_PUSH
-//   {rows, dim}. layernorm_fwd4: bindings x, w, b (read), out (write). Push LN_PUSH
+//   {rows, dim}. layernorm_fwd4: bindings x, w, b (read), out (write; x's dtype or another, as
+//   layernorm_fwd). Push LN_PUSH
 //   {rows, dim, eps}. layernorm_bwd_dx4: bindings x, w, g (read), dx, stats (write f32 [rows, 2]:
 //   mean, rstd), push LN_PUSH: layernorm_bwd_dx's contract with x and g read once.
 //   All need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
@@ -18,7 +19,7 @@ import { exp, f32, kernel, lit, log, max, min, rsqrt, select, vecOf, type Buffer
 import type { Dtype } from "../types.js";
 import { ROW_WG, rowIndex, storageOf, wgReduce, wgReduceSg } from "./common.js";
 import { SOFTMAX_ROWS_PUSH } from "./reduce.js";
-import { LN_PUSH } from "./norm.js";
+import { LN_PUSH, lnOutTag } from "./norm.js";
 
 /** Vectors per thread for a row of `dim` elements, or 0 when the 4-wide kernels do not apply. */
 export function rows4Vpt(dim: number): number {
@@ -81,12 +82,12 @@ export function softmaxRows4Kernel(dtype: Dtype, logOut: boolean, v4: number, sg
   return k.finish();
 }
 
-export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean): KernelDesc {
-  const k = kernel(`layernorm_fwd4_v${v4}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, outDtype: Dtype = dtype): KernelDesc {
+  const k = kernel(`layernorm_fwd4_v${v4}${sg ? "_sg" : ""}_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const b = k.buffer("b", storageOf(wDtype), "read");
-  const out = k.buffer("out", storageOf(dtype), "write");
+  const out = k.buffer("out", storageOf(outDtype), "write");
   const pc = k.push(LN_PUSH);
   const { base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
   const dimF = k.let(pc.dim.cast(f32), "dimf");
@@ -96,11 +97,11 @@ export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg:
   const cen = vals.map((v) => k.let(v.sub(mv), "c"));
   const localSq = tree(cen.map((c, r) => select(valid[r], hsum(c.mul(c)), lit(f32, 0))), (p, q) => p.add(q));
   const rstd = k.let(rsqrt(red(localSq, "add").div(dimF).add(pc.eps)), "rstd");
-  const wv = w.as(storageOf(wDtype), 4), bv = b.as(storageOf(wDtype), 4), ov = out.as(storageOf(dtype), 4);
+  const wv = w.as(storageOf(wDtype), 4), bv = b.as(storageOf(wDtype), 4), ov = out.as(storageOf(outDtype), 4);
   cols.forEach((c, r) => {
     k.if(valid[r], () => {
       const y = cen[r].mul(rstd).mul(wv.load(c).cast("f32x4")).add(bv.load(c).cast("f32x4"));
-      ov.store(base4.add(c), y.cast(`${storageOf(dtype)}x4` as "f32x4"));
+      ov.store(base4.add(c), y.cast(`${storageOf(outDtype)}x4` as "f32x4"));
     });
   });
   return k.finish();

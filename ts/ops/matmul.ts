@@ -5,7 +5,7 @@
 import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
-import { contiguousStrides, fail, matmulGeometry, size } from "../shape.js";
+import { contiguousStrides, fail, fmt, matmulGeometry, sameShape, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
 import { chooseMatmul, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
 import type { MatmulRuntime } from "../kernels/matmul/device.js";
@@ -218,7 +218,7 @@ export function planned(
 ): boolean {
   const problem = plannerProblem(A, B, out, g, transA, transB, broadcastB, extra);
   if (!problem) return false;
-  recordPlan(E, op, A, B, out, problem);
+  recordPlan(E, op, { A, B }, out, problem);
   return true;
 }
 
@@ -249,15 +249,27 @@ function countProduct(E: Engine, kind: "coop" | "presplit" | "simt"): void {
   if (kind === "presplit") c.presplit++;
 }
 
+/** The tensors a plan reads: the operands, and the epilogue's bias and residual when it has them. */
+interface PlanInputs {
+  A: TensorData;
+  B: TensorData;
+  bias?: TensorData | null;
+  residual?: TensorData | null;
+}
+
 /** Records the chosen plan's steps for `problem` over these operands. */
-function recordPlan(E: Engine, op: string, A: TensorData, B: TensorData, out: HeliosTensor, problem: MatmulProblem): void {
+function recordPlan(E: Engine, op: string, inputs: PlanInputs, out: HeliosTensor, problem: MatmulProblem): void {
   const plan = choosePlan(E, problem);
   countProduct(E, plan.spec.kind);
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
-  E.withInputs(op, [A, B], ([la, lb]) => {
+  const { A, B, bias, residual } = inputs;
+  const epi = [bias, residual].filter((t): t is TensorData => !!t);
+  E.withInputs(op, [A, B, ...epi], ([la, lb, ...le]) => {
     const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][]).map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
     try {
       const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, ...Object.fromEntries(scratch) };
+      if (bias) roles.bias = le[0];
+      if (residual) roles.residual = le[bias ? 1 : 0];
       plan.steps.forEach((s, i) => {
         const bufs = s.bindings.map((r) => roles[r] ?? null);
         E.dispatch(pipes[i], bufs, s.groups, s.pushFields, s.pushValues, [out]);
@@ -296,7 +308,7 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
   const problem = plainA && (plainB || sb === 0) ? plannerProblem(A, B, out, g, transA, transB, g.batch > 1 && !plainB) : null;
   if (problem) {
     const use = prepackedB(E, B, problem, (flipped, bytes, uses) => packedLayoutPays(E, flipped, bytes, uses));
-    recordPlan(E, op, A, use.B, out, use.transB === transB ? problem : { ...problem, transB: use.transB });
+    recordPlan(E, op, { A, B: use.B }, out, use.transB === transB ? problem : { ...problem, transB: use.transB });
     for (const t of temps) E.release(t);
     return out;
   }
@@ -310,4 +322,82 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
   for (const t of temps) E.release(t);
   void contiguousStrides;
   return out;
+}
+
+export interface LinearOptions {
+  /** W stored [in, out] (y = x·W + bias) instead of nn.Linear's [out, in] (y = x·Wᵀ + bias). */
+  inOut?: boolean;
+  /** Added last: [M, N] in the output dtype. */
+  residual?: TensorData | null;
+  /** The output dtype: x's and W's (the default) or f32. */
+  outDtype?: Dtype;
+}
+
+/**
+ * y = x·Wᵀ + bias (+ residual) for x [M, K] and W [N, K] ([K, N] with inOut), written as
+ * `outDtype`. Through the matmul planner (x and W of one float dtype, the residual in the output
+ * dtype) the bias and residual are the kernel's epilogue: added to the f32 accumulator, rounded
+ * once at the store. Otherwise the product, then one fused elementwise kernel for the sums
+ * (computed in f32; the product rounded to its own dtype first, as matmul writes it).
+ */
+export function linear(E: Engine, op: string, x: TensorData, W: TensorData, bias: TensorData | null, o: LinearOptions = {}): HeliosTensor {
+  const { M, N, K, outDtype } = checkLinear(op, x, W, bias, o);
+  const residual = o.residual ?? null;
+  const out = E.alloc([M, N], outDtype);
+  if (M * N === 0) return out;
+  const problem = K > 0 ? linearProblem(x, W, bias, residual, out, o.inOut ?? false, { m: M, n: N, k: K }) : null;
+  if (problem) {
+    recordPlan(E, op, { A: x, B: W, bias, residual }, out, problem);
+    return out;
+  }
+  E.release(out);
+  const xw = matmul(E, op, x, W, false, !o.inOut);
+  const parts: HeliosTensor[] = [xw];
+  let y = xw;
+  if (bias) parts.push((y = E.binary(op, y, bias, "add", [], residual ? "f32" : outDtype)));
+  if (residual) parts.push((y = E.binary(op, y, residual, "add", [], outDtype)));
+  if (y.dtype !== outDtype) parts.push((y = E.unary(op, y, "copy", [], outDtype)));
+  // a 16-bit result is stored now (as castDtype does): a pending one would skip its rounding
+  if (outDtype === "f16") E.materialize(y);
+  for (const t of parts) if (t !== y) E.release(t);
+  return y;
+}
+
+function checkLinear(op: string, x: TensorData, W: TensorData, bias: TensorData | null, o: LinearOptions) {
+  const float = (t: TensorData, what: string) => {
+    if (t.dtype === "i32") fail(op, `${what} must be a floating-point tensor, got i32`);
+  };
+  float(x, "x");
+  float(W, "W");
+  if (x.shape.length !== 2) fail(op, `x must be [M, K], got ${fmt(x.shape)}`);
+  if (W.shape.length !== 2) fail(op, `W must be 2-D, got ${fmt(W.shape)}`);
+  const [M, K] = x.shape;
+  const [N, kW] = o.inOut ? [W.shape[1], W.shape[0]] : W.shape;
+  if (kW !== K) fail(op, `x ${fmt(x.shape)} and W ${fmt(W.shape)} (${o.inOut ? "[in, out]" : "[out, in]"}) disagree on K`);
+  if (bias) {
+    float(bias, "bias");
+    if (bias.shape.length !== 1 || bias.shape[0] !== N) fail(op, `bias ${fmt(bias.shape)} must be [${N}]`);
+  }
+  const outDtype = o.outDtype ?? promote(x.dtype, W.dtype);
+  if (outDtype === "i32") fail(op, "outDtype must be a floating-point dtype");
+  const r = o.residual;
+  if (r) {
+    if (!sameShape(r.shape, [M, N])) fail(op, `residual ${fmt(r.shape)} must be [${M}, ${N}]`);
+    if (r.dtype !== outDtype) fail(op, `residual dtype ${r.dtype} must be the output dtype ${outDtype}`);
+  }
+  return { M, N, K, outDtype };
+}
+
+/** The planner's problem with bias and residual in the epilogue, or null when it cannot take them. */
+function linearProblem(
+  x: TensorData, W: TensorData, bias: TensorData | null, residual: TensorData | null, out: TensorData, inOut: boolean,
+  g: { m: number; n: number; k: number },
+): MatmulProblem | null {
+  const problem = plannerProblem(x, W, out, { ...g, batch: 1 }, false, !inOut, false);
+  if (!problem) return null;
+  // f64 tensors are stored as f32: the storage dtype is what the kernel reads
+  const biasDtype = bias ? plannerDtype(bias.dtype, bias.dtype) : null;
+  if (bias && !biasDtype) return null;
+  if (residual && plannerDtype(residual.dtype, residual.dtype) !== problem.outDtype) return null;
+  return { ...problem, epilogue: { bias: !!bias, biasDtype: biasDtype ?? undefined, residual: !!residual } };
 }

@@ -26,21 +26,24 @@ function checkLn(op: string, x: TensorData, w: TensorData, b: TensorData | null)
   return dim;
 }
 
-export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData, eps: number): HeliosTensor {
+/** LayerNorm over the last axis, written as `outDtype` (default x's: f16 writes a matmul operand without a cast pass). */
+export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData, eps: number, outDtype: Dtype = x.dtype): HeliosTensor {
   const dim = checkLn("layerNorm", x, w, b);
-  const out = E.alloc(x.shape, x.dtype);
+  if (outDtype === "i32") fail("layerNorm", "outDtype must be a floating-point dtype");
+  const out = E.alloc(x.shape, outDtype);
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
   const sg = E.subgroups;
   const v4 = rows4Vpt(dim);
+  const to = outDtype === x.dtype ? {} : { out: outDtype };
   if (v4 > 0) {
-    run(E, "layerNorm", { ln4: x.dtype, w: w.dtype, v4, sg }, () => layerNormFwd4Kernel(x.dtype, w.dtype, v4, sg),
+    run(E, "layerNorm", { ln4: x.dtype, w: w.dtype, v4, sg, ...to }, () => layerNormFwd4Kernel(x.dtype, w.dtype, v4, sg, outDtype),
       LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
     return out;
   }
   const vpt = cachedVpt(dim);
-  const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt, sg) : layerNormFwdKernel(x.dtype, w.dtype));
-  run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt, sg }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
+  const build = () => (vpt > 0 ? layerNormFwdCachedKernel(x.dtype, w.dtype, vpt, sg, outDtype) : layerNormFwdKernel(x.dtype, w.dtype, outDtype));
+  run(E, "layerNorm", { ln: x.dtype, w: w.dtype, vpt, sg, ...to }, build, LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
   return out;
 }
 

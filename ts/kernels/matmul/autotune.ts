@@ -10,6 +10,7 @@ import { readMatmulConfig, type MatmulConfig } from "./config.js";
 import type { MatmulDeviceInfo, MatmulRuntime } from "./device.js";
 import { MatmulFixture } from "./fixture.js";
 import { candidateVariants, planMatmul, unsupported, type MatmulCaps, type MatmulPlan } from "./plan.js";
+import { isPlainEpilogue } from "./common.js";
 import { variantByName } from "./variants.js";
 import { normalize, type MatmulProblem, type NormalizedProblem } from "./problem.js";
 import { tolerance } from "./reference.js";
@@ -105,7 +106,8 @@ export interface ChooseOptions {
 
 export type TuneStage = "compile" | "gate" | "rounds";
 
-export type ChoiceSource = "forced" | "cache" | "shipped" | "tuned" | "default";
+/** "plain": the cached or shipped winner of the problem's class without its epilogue (see chooseMatmul). */
+export type ChoiceSource = "forced" | "cache" | "shipped" | "plain" | "tuned" | "default";
 
 /** Picks the plan for `problem`: forced variant, cached winner, fresh tuning, or the default. */
 export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: ChooseOptions = {}): { plan: MatmulPlan; source: ChoiceSource; record?: TuneRecord } {
@@ -126,7 +128,19 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
   const key = tuneKey(dev, p);
   const cache = readCache(cfg.cacheDir);
   // a stale entry (variant renamed or no longer supported) is passed over: shipped, then tune again
-  const known: [TuneRecord | undefined, "cache" | "shipped"][] = opts.force ? [] : [[cache[key], "cache"], [shippedRecord(cfg.shippedFile, key), "shipped"]];
+  const known: [TuneRecord | undefined, "cache" | "shipped" | "plain"][] = opts.force ? [] : [[cache[key], "cache"], [shippedRecord(cfg.shippedFile, key), "shipped"]];
+  if (!opts.force && !isPlainEpilogue(p.epilogue)) {
+    // An epilogue class nobody tuned runs the winner of its plain class (same output dtype, else
+    // the inputs' dtype: an f32-output epilogue replaces a 16-bit product and the elementwise pass
+    // after it) with the epilogue added. Bias and residual cost every tile about the same (H200
+    // session 10: the bias 15 µs of a 284 µs product), so the plain ranking is the best guess
+    // there is; the untuned default can be far from it.
+    const plain = { ...p.epilogue, scale: 1, bias: false, act: "none" as const, residual: false };
+    for (const outDtype of new Set([p.outDtype, p.dtype])) {
+      const plainKey = tuneKey(dev, { ...p, outDtype, epilogue: plain });
+      known.push([cache[plainKey], "plain"], [shippedRecord(cfg.shippedFile, plainKey), "plain"]);
+    }
+  }
   for (const [rec, source] of known) {
     if (!rec) continue;
     try {

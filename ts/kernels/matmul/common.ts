@@ -84,7 +84,7 @@ export function finishBindings(k: KernelBuilder, p: NormalizedProblem, partials:
   const ws = k.buffer("ws", partials, "read");
   const C = k.buffer("c", p.outDtype, "write");
   const e = p.epilogue;
-  const bias = e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const bias = e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined;
   const residual = e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
   const pc = k.push(PUSH_FIELDS);
   const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
@@ -106,7 +106,7 @@ export interface EpilogueRefs {
   scale: Expr;
   bias?: Buffer;
   residual?: Buffer;
-  /** Dtype of bias/residual buffers (the output dtype). */
+  /** Dtype of the residual buffer (the output dtype; the bias buffer's is epilogue.biasDtype). */
   dtype: MatmulDtype;
 }
 
@@ -184,6 +184,8 @@ export function isPlainEpilogue(e: NormalizedProblem["epilogue"]): boolean {
 }
 
 /** The epilogue part of a kernel name; every code-changing epilogue choice appears in it. */
-export function epilogueTag(e: NormalizedProblem["epilogue"]): string {
-  return `${e.scale !== 1 ? "_scale" : ""}${e.bias ? "_bias" : ""}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+export function epilogueTag(p: NormalizedProblem): string {
+  const e = p.epilogue;
+  const bias = e.bias ? `_bias${e.biasDtype !== p.outDtype ? e.biasDtype : ""}` : "";
+  return `${e.scale !== 1 ? "_scale" : ""}${bias}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
 }

@@ -72,7 +72,7 @@ function fragment(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): Expr {
   // Aligned tiles load each column block's bias once for all sm row blocks (every block is whole,
   // so no load sits in a branch): H200 session 10, 16384×3072×768, the bias cost 15 µs of 284
   const biasOf = (b: Buffer): Expr => {
-    const load = () => b.cmLoad(o.tOut, gc0, lit("u32", 0), "row");
+    const load = () => b.cmLoad(e.biasDtype === p.outDtype ? o.tOut : coopmat("acc", e.biasDtype, CM, CM), gc0, lit("u32", 0), "row");
     return c.aligned ? (o.biasByCol[j] ??= load()) : load();
   };
   const y = k.var(tC32, v.cast(tC32), "ep");

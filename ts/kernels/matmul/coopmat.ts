@@ -167,8 +167,7 @@ export function coopTile(c: CoopConfig): { bm: number; bn: number; threads: numb
 export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): string {
   const { bm, bn } = coopTile(c);
   const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
-  const e = p.epilogue;
-  const epi = split ? "_split" : epilogueTag(e);
+  const epi = split ? "_split" : epilogueTag(p);
   const input = p.dtype === "f32" ? (c.split3 ? "f32bf16x3" : "f32tc16") : p.dtype;
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
   const pair = c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : "";
@@ -298,7 +297,7 @@ function declare(p: NormalizedProblem, c: CoopConfig, split: boolean): Kern {
   const outElem = split ? "f32" : p.outDtype;
   const C = k.buffer("c", outElem, "write");
   const e = p.epilogue;
-  const bias = !split && e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const bias = !split && e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined;
   const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
   const pc = k.push(PUSH_FIELDS);
 

@@ -53,7 +53,7 @@ export class MatmulFixture {
     this.b = makeOperand(rt, (p.broadcastB ? 1 : batch) * k * n, p.dtype, seed + 1);
     this.cBytes = Math.max(4, Math.ceil((batch * m * n * bytesOf(p.outDtype)) / 4) * 4);
     this.c = rt.createBuffer(this.cBytes);
-    if (p.epilogue.bias) this.bias = makeOperand(rt, n, p.outDtype, seed + 2);
+    if (p.epilogue.bias) this.bias = makeOperand(rt, n, p.epilogue.biasDtype, seed + 2);
     if (p.epilogue.residual) this.residual = makeOperand(rt, batch * m * n, p.outDtype, seed + 3);
   }
 

@@ -409,7 +409,7 @@ function isAligned(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" 
 
 function problemKey(p: NormalizedProblem): string {
   const e = p.epilogue;
-  return [p.dtype, p.outDtype, p.accF16, p.transA, p.transB, e.scale !== 1, e.bias, e.act, e.residual].join("|");
+  return [p.dtype, p.outDtype, p.accF16, p.transA, p.transB, e.scale !== 1, e.bias && e.biasDtype, e.act, e.residual].join("|");
 }
 
 export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanOptions = {}): MatmulPlan {

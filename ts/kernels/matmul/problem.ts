@@ -11,8 +11,13 @@ export type Activation = "none" | "relu" | "gelu" | "silu";
 export interface Epilogue {
   /** Multiplies the product before the bias. Default 1. */
   scale?: number;
-  /** A length-N vector (dtype = the output dtype) added to every row. */
+  /** A length-N vector added to every row, in the output dtype unless `biasDtype` says otherwise. */
   bias?: boolean;
+  /**
+   * The bias vector's dtype (default: the output dtype). f32 beside a 16-bit output keeps an f32
+   * master bias exact: the sum rounds once, at the store (the trainer's f16 qkv and fc outputs).
+   */
+  biasDtype?: MatmulDtype;
   act?: Activation;
   /** A batch×M×N tensor (output dtype) added last. */
   residual?: boolean;
@@ -66,6 +71,7 @@ export function normalize(p: MatmulProblem): Required<Omit<MatmulProblem, "epilo
     epilogue: {
       scale: p.epilogue?.scale ?? 1,
       bias: !!p.epilogue?.bias,
+      biasDtype: p.epilogue?.biasDtype ?? outDtype,
       act: p.epilogue?.act ?? "none",
       residual: !!p.epilogue?.residual,
     },

@@ -12,8 +12,7 @@ import type { NormalizedProblem } from "./problem.js";
 export const REDUCE_THREADS = 256;
 
 export function reduceName(p: NormalizedProblem): string {
-  const e = p.epilogue;
-  const epi = epilogueTag(e);
+  const epi = epilogueTag(p);
   return `mm_splitk_reduce_${p.outDtype}${epi}`;
 }
 

@@ -53,8 +53,7 @@ export function simtName(p: NormalizedProblem, c: SimtConfig, split: boolean): s
   const t = `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`;
   const vec = `${c.vecA ? "a4" : ""}${c.vecB ? "b4" : ""}${c.vecOut ? "c4" : ""}`;
   const v = [vec, c.aligned ? "al" : "", c.stageMid ? "sm" : ""].filter((x) => x).join("_");
-  const e = p.epilogue;
-  const epi = split ? "_split" : epilogueTag(e);
+  const epi = split ? "_split" : epilogueTag(p);
   const wg = c.threads === 128 ? "_t128" : "";
   return `mm_simt_${p.dtype}_${p.outDtype}_${c.bm}x${c.bn}x${simtBk(c)}_${c.tm}x${c.tn}${wg}_${t}${v ? "_" + v : ""}${epi}`;
 }
@@ -125,7 +124,7 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
   const B = k.buffer("b", p.dtype, "read");
   const C = k.buffer("c", split ? "f32" : p.outDtype, "write");
   const e = p.epilogue;
-  const bias = !split && e.bias ? k.buffer("bias", p.outDtype, "read") : undefined;
+  const bias = !split && e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined;
   const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
   const pc = k.push(PUSH_FIELDS);
   const bx4 = c.bm / 4 + 1; // padded f32x4 row

@@ -120,7 +120,7 @@ export function streamKTile(k: KernelBuilder, g: StreamKGeometry, t: Expr, bm: n
 }
 
 export function fixupName(p: NormalizedProblem, t: FixupTile): string {
-  return `mm_streamk_fixup_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${t.wm * t.sm * 16}x${t.wn * t.sn * 16}_w${t.wm}x${t.wn}_u${t.unit}${epilogueTag(p.epilogue)}`;
+  return `mm_streamk_fixup_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${t.wm * t.sm * 16}x${t.wn * t.sn * 16}_w${t.wm}x${t.wn}_u${t.unit}${epilogueTag(p)}`;
 }
 
 /** The tile's shape as the fixup needs it: subgroups (wm × wn), 16×16 blocks per subgroup (sm × sn), the unit. */

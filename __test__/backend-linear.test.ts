@@ -1,0 +1,161 @@
+// HeliosBackend.linear (y = x·Wᵀ + bias + residual, bias and residual in the matmul epilogue)
+// against float64 references on random data: odd sizes and edge tiles (M, N, K not multiples of
+// any tile), both weight layouts, f16 outputs with an f32 bias, f32 outputs of f16 operands with an
+// f32 residual, f32 operands; the fallback (operand dtypes the kernels cannot take) gives what the
+// product and one elementwise pass give; the epilogue costs no dispatch of its own. LayerNorm's
+// output dtype: its f16 output is its f32 output cast, bit for bit.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { makeBackend } from "./backend-helpers.js";
+import { Rng, randTensor, values, type Sample } from "./harness.js";
+import { ref, type RefTensor } from "./ref/tensor.js";
+import * as N from "./ref/nn.js";
+import { roundF16 } from "../ts/f16.js";
+import type { Dtype, TensorData } from "../ts/types.js";
+
+const B = makeBackend();
+
+// (M, K, N): one element; below one tile; past the 64 and 128 tiles on both sides; K past the
+// 16- and 8-deep k-tiles with a ragged last one; whole 64-tiles (the unchecked loads)
+const SHAPES: [number, number, number][] = [[1, 1, 1], [17, 33, 65], [37, 19, 50], [130, 70, 129], [64, 48, 64]];
+
+interface Case {
+  x: Sample; W: Sample; bias: Sample | null; residual: Sample | null;
+  inOut: boolean; outDtype: Dtype;
+}
+
+function makeCase(rng: Rng, [M, K, N]: [number, number, number], dt: Dtype, outDtype: Dtype, o: { bias?: Dtype | null; residual?: boolean; inOut?: boolean }): Case {
+  const inOut = o.inOut ?? false;
+  return {
+    x: randTensor(rng, [M, K], dt),
+    W: randTensor(rng, inOut ? [K, N] : [N, K], dt),
+    bias: o.bias ? randTensor(rng, [N], o.bias) : null,
+    residual: o.residual ? randTensor(rng, [M, N], outDtype) : null,
+    inOut, outDtype,
+  };
+}
+
+function run(c: Case): TensorData {
+  return B.linear(c.x.td, c.W.td, c.bias?.td ?? null, { inOut: c.inOut, outDtype: c.outDtype, residual: c.residual?.td });
+}
+
+/** The float64 result and Σ|x||w| + |bias| + |residual| per element (the scale of the f32 accumulation's error). */
+function reference(c: Case): { want: RefTensor; bound: Float64Array } {
+  const Wt = c.inOut ? c.W.ref : N.transpose(c.W.ref, 0, 1);
+  const prod = N.matmul(c.x.ref, Wt);
+  const abs = (t: RefTensor) => ref(t.shape, t.data.map(Math.abs));
+  const bound = N.matmul(abs(c.x.ref), abs(Wt)).data;
+  const n = prod.shape[1];
+  const want = prod.data.map((v, i) => v + (c.bias ? c.bias.ref.data[i % n] : 0) + (c.residual ? c.residual.ref.data[i] : 0));
+  bound.forEach((v, i) => (bound[i] = v + (c.bias ? Math.abs(c.bias.ref.data[i % n]) : 0) + (c.residual ? Math.abs(c.residual.ref.data[i]) : 0)));
+  return { want: ref(prod.shape, want), bound };
+}
+
+/**
+ * Within 2e-5 of the bound (f32 accumulation in any order: the SIMT kernels, and the tensor-core
+ * kernels' f32 accumulators) plus, for an f16 output, half an f16 ulp of the result (one rounding,
+ * at the store: the f32 sum never passes through f16 before the bias is added).
+ */
+function assertLinear(got: TensorData, c: Case, what: string): void {
+  const { want, bound } = reference(c);
+  assert.deepEqual([...got.shape], want.shape, `${what}: shape`);
+  assert.equal(got.dtype, c.outDtype, `${what}: dtype`);
+  const g = values(got);
+  const f16 = c.outDtype === "f16";
+  for (let i = 0; i < g.length; i++) {
+    const err = Math.abs(g[i] - want.data[i]);
+    const tol = 1e-6 + 2e-5 * bound[i] + (f16 ? Math.abs(want.data[i]) * 2 ** -11 : 0);
+    if (!(err <= tol)) assert.fail(`${what}: element ${i} is ${g[i]}, expected ${want.data[i]} (bound ${bound[i]}, tol ${tol})`);
+  }
+}
+
+function tag(c: Case, s: [number, number, number]): string {
+  return `${s.join("x")} ${c.x.td.dtype}->${c.outDtype}${c.inOut ? " [in,out]" : ""}${c.bias ? ` bias ${c.bias.td.dtype}` : ""}${c.residual ? " residual" : ""}`;
+}
+
+test("f16 operands, f16 output with an f32 bias (the trainer's qkv and fc), both weight layouts", () => {
+  const rng = new Rng(2701);
+  for (const s of SHAPES) for (const inOut of [false, true]) {
+    const c = makeCase(rng, s, "f16", "f16", { bias: "f32", inOut });
+    assertLinear(run(c), c, tag(c, s));
+  }
+});
+
+test("f16 operands, f32 output with an f32 bias and residual (the trainer's projections)", () => {
+  const rng = new Rng(2702);
+  for (const s of SHAPES) for (const inOut of [false, true]) {
+    const c = makeCase(rng, s, "f16", "f32", { bias: "f32", residual: true, inOut });
+    assertLinear(run(c), c, tag(c, s));
+  }
+});
+
+test("other combinations: no bias, an f16 bias, an f16 residual, f32 operands", () => {
+  const rng = new Rng(2703);
+  const s: [number, number, number] = [37, 19, 50];
+  const cases = [
+    makeCase(rng, s, "f16", "f16", { inOut: true }),
+    makeCase(rng, s, "f16", "f16", { bias: "f16", residual: true }),
+    makeCase(rng, s, "f16", "f32", { bias: "f16" }),
+    makeCase(rng, s, "f16", "f32", { residual: true, inOut: true }),
+    makeCase(rng, s, "f32", "f32", { bias: "f32", residual: true }),
+    makeCase(rng, [130, 70, 129], "f32", "f32", { bias: "f32", inOut: true }),
+  ];
+  for (const c of cases) assertLinear(run(c), c, tag(c, s));
+});
+
+test("the epilogue adds no dispatch: bias and residual ride in the product's kernel", () => {
+  const rng = new Rng(2704);
+  const c = makeCase(rng, [37, 19, 50], "f16", "f32", { bias: "f32", residual: true });
+  // device tensors, uploaded before counting
+  const [x, W, bias, res] = [c.x, c.W, c.bias!, c.residual!].map((t) => B.fromArray(values(t.td), t.td.shape, t.td.dtype));
+  B.syncGpu();
+  const d0 = B.stats().dispatches;
+  const y = B.linear(x, W, bias, { outDtype: "f32", residual: res });
+  B.evaluate(y);
+  assert.equal(B.stats().dispatches - d0, 1, "one product kernel");
+  assertLinear(y, c, "dispatch case");
+});
+
+test("operands the kernels cannot take together fall back to the product and one elementwise pass, same values", () => {
+  const rng = new Rng(2705);
+  const s: [number, number, number] = [17, 33, 65];
+  // f32 x with f16 W (mixed: the backend's own SIMT product), f16 and f32 outputs
+  for (const outDtype of ["f32", "f16"] as Dtype[]) {
+    const x = randTensor(rng, [17, 33], "f32"), W = randTensor(rng, [65, 33], "f16");
+    const bias = randTensor(rng, [65], "f32"), residual = outDtype === "f32" ? randTensor(rng, [17, 65], "f32") : null;
+    const y = B.linear(x.td, W.td, bias.td, { outDtype, residual: residual?.td });
+    // what the product and an elementwise sum in f32 give, cast once
+    const prod = B.matmulTransposed(x.td, W.td);
+    const sum = B.add(B.add(prod, bias.td), residual ? residual.td : B.zeros([17, 65]));
+    const want = outDtype === "f16" ? B.castDtype(sum, "f16") : sum;
+    assert.deepEqual(Array.from(values(y)), Array.from(values(want)), `fallback ${outDtype}: the product then the elementwise pass`);
+    const c: Case = { x, W, bias, residual, inOut: false, outDtype };
+    // mixed f32·f16 products accumulate in f32 and write f32: the same bound as the epilogue path
+    assertLinear(y, c, `fallback ${tag(c, s)}`);
+  }
+});
+
+test("argument checks", () => {
+  const x = B.zeros([3, 4], "f16"), W = B.zeros([5, 4], "f16");
+  assert.throws(() => B.linear(x, B.zeros([5, 3], "f16"), null), /disagree on K/);
+  assert.throws(() => B.linear(x, W, B.zeros([4])), /bias \[4\] must be \[5\]/);
+  assert.throws(() => B.linear(x, W, null, { residual: B.zeros([3, 5], "f16"), outDtype: "f32" }), /residual dtype f16 must be the output dtype f32/);
+  assert.throws(() => B.linear(x, W, null, { residual: B.zeros([5, 3], "f16") }), /residual \[5, ?3\] must be \[3, 5\]/);
+  assert.throws(() => B.linear(B.zeros([2, 3, 4], "f16"), W, null), /x must be \[M, K\]/);
+  assert.equal(B.linear(B.zeros([0, 4], "f16"), W, null).shape.join(), "0,5");
+});
+
+test("layerNorm writing f16 gives its f32 output cast to f16, bit for bit (every forward kernel)", () => {
+  const rng = new Rng(2706);
+  // dim % 4 == 0 (rows4), odd dims in one register pass (cached) and past it (three passes)
+  for (const dim of [64, 768, 33, 4099]) {
+    const x = randTensor(rng, [5, dim], "f32"), w = randTensor(rng, [dim], "f32"), b = randTensor(rng, [dim], "f32");
+    const y16 = B.layerNorm(x.td, w.td, b.td, 1e-5, { outDtype: "f16" });
+    assert.equal(y16.dtype, "f16");
+    const y32 = B.layerNorm(x.td, w.td, b.td, 1e-5);
+    assert.deepEqual(Array.from(y16.data as Uint16Array), Array.from(B.castDtype(y32, "f16").data as Uint16Array), `dim ${dim}`);
+    const want = N.layerNorm(x.ref, w.ref, b.ref, 1e-5).data.map(roundF16);
+    const got = values(y16);
+    for (let i = 0; i < got.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= 2e-3 * (1 + Math.abs(want[i])), `dim ${dim} element ${i}: ${got[i]} vs ${want[i]}`);
+  }
+});
