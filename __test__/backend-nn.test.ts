@@ -15,8 +15,9 @@ test("layerNorm forward and backward (f32, f16; odd dims)", () => {
   for (const dt of ["f32", "f16"] as Dtype[]) {
     // dims that are multiples of 4 take the 4-wide register kernel (rows4)
     for (const shape of [[1, 5], [3, 37], [2, 3, 300], [1, 4099], [1, 4], [3, 12], [2, 1028], [2, 4096], [1, 8192],
-      // 64+ rows: dw/db through row chunks (layernorm_bwd_dwdb_part), partial last chunk
-      [64, 3], [2, 65, 7], [1000, 12]]) {
+      // 64+ rows: dw/db as a column sum (layernorm_bwd_dwdb_cols): one chunk, or chunk partials
+      // folded by colsum k2 (partial last chunk; 16-byte and scalar loads)
+      [64, 3], [2, 65, 7], [1000, 12], [2, 2050, 40], [3001, 7], [4100, 64]]) {
       const dim = shape[shape.length - 1];
       const x = randTensor(rng, shape, dt, -2, 3);
       const w = randTensor(rng, [dim], dt), b = randTensor(rng, [dim], dt);

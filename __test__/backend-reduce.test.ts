@@ -1,10 +1,11 @@
 // Reductions over every axis (NumPy keepdims), softmax/logSoftmax, norms and finiteness.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { makeBackend } from "./backend-helpers.js";
+import { makeBackend, recordingBackend } from "./backend-helpers.js";
+import { planColumns } from "../ts/kernels/colsum.js";
 import { Rng, randTensor, assertClose, asF16Output, TOL, values, sampleOf } from "./harness.js";
 import * as N from "./ref/nn.js";
-import type { Dtype } from "../ts/types.js";
+import type { Dtype, TensorData } from "../ts/types.js";
 
 const B = makeBackend();
 const SHAPES = [[7], [3, 5], [2, 3, 9], [1, 4, 1], [300]];
@@ -55,9 +56,9 @@ test("softmax and logSoftmax over every axis", () => {
   assertClose(B.softmax(big.td), N.softmax(big.ref), TOL.f32, "softmax of large logits");
 });
 
-// Few output lines and a long reduced axis take the two-pass chunked path (reduce_cols_part):
+// Few output lines and a long reduced axis take the column sum (colsum, one or two passes):
 // partial last chunks, a single line, inner > 1, f16 in and out.
-test("sum and mean over a long axis with few outputs (chunked two-pass path)", () => {
+test("sum and mean over a long axis with few outputs (column-sum path)", () => {
   const rng = new Rng(22);
   for (const dt of ["f32", "f16"] as Dtype[]) {
     const tol = dt === "f16" ? { atol: 2e-2, rtol: 4e-3 } : { atol: 1e-4, rtol: 1e-4 };
@@ -69,6 +70,69 @@ test("sum and mean over a long axis with few outputs (chunked two-pass path)", (
         assertClose(got, dt === "f16" ? asF16Output(r) : r, tol, `${mean ? "mean" : "sum"} long axis ${ax} ${dt} [${shape}]`);
       }
     }
+  }
+});
+
+// The column sum (ts/kernels/colsum.ts) against float64 sums: odd widths (the scalar form: 1, 7,
+// 769, 3071), widths of whole 16-byte vectors (8 halves, 4 floats), row counts around the split
+// threshold (63 takes reduce_strided, 64+ the column sum) and past chunk boundaries, outer > 1.
+test("column sums: f16 and f32, odd and vector widths, every row count, against float64", () => {
+  const rng = new Rng(25);
+  const cases: [number[], number][] = [
+    [[65, 1], 0], [[16385, 1], 0], [[1000, 7], 0], [[16385, 7], 0], [[65, 769], 0], [[4097, 769], 0], [[65, 3071], 0], [[1000, 3071], 0],
+    [[63, 768], 0], [[64, 768], 0], [[4099, 768], 0], [[16385, 64], 0], [[3, 4001, 24], 1], [[2, 700, 9], 1], [[1, 768], 0],
+  ];
+  for (const dt of ["f16", "f32"] as Dtype[]) {
+    for (const [shape, ax] of cases) {
+      const a = randTensor(rng, shape, dt, -2, 3);
+      const r = N.sum(a.ref, ax, false, false);
+      const tol = { atol: 2e-3, rtol: 1e-4 };
+      assertClose(B.sumF32(a.td, ax), r, tol, `sumF32 ${dt} [${shape}] axis ${ax}`);
+      assertClose(B.sum(a.td, ax), dt === "f16" ? asF16Output(r) : r, dt === "f16" ? { atol: 2e-2, rtol: 2e-3 } : tol, `sum ${dt} [${shape}] axis ${ax}`);
+    }
+  }
+  const ints = sampleOf([3000, 8], Array.from({ length: 24000 }, (_, i) => ((i * 7919) % 201) - 100), "i32");
+  assert.deepEqual([...values(B.sum(ints.td, 0))], [...N.sum(ints.ref, 0).data], "i32 column sums are exact");
+});
+
+test("column sums: which kernels run (split, single pass, plain) and the plan for GPT-2's bias gradients", () => {
+  const rng = new Rng(26);
+  const kernelsOf = (shape: number[], dt: Dtype) => {
+    const r = recordingBackend();
+    const a = randTensor(rng, shape, dt);
+    assertClose(r.B.sumF32(a.td, 0), N.sum(a.ref, 0), { atol: 2e-3, rtol: 1e-4 }, `sumF32 [${shape}]`);
+    return [...r.names].sort();
+  };
+  assert.deepEqual(kernelsOf([4099, 768], "f16"), ["colsum_f16_f32_v8_tx16", "colsum_f32_f32_v4_tx16"]);
+  assert.deepEqual(kernelsOf([300, 16], "f32"), ["colsum_f32_f32_v4_tx4"]);
+  assert.deepEqual(kernelsOf([1000, 769], "f16"), ["colsum_f16_f32_v1_tx128", "colsum_f32_f32_v1_tx64"]);
+  assert.deepEqual(kernelsOf([63, 768], "f16"), ["reduce_strided_f16_f32"]);
+  assert.deepEqual(kernelsOf([70, 16384], "f32"), ["reduce_strided_f32"]);
+  // [16384, n] f16: 8 halves per thread, 16 column threads x 16 row lanes (256-byte row segments),
+  // 2-8 workgroups per SM of a 132-SM GPU, <= 64 partial rows
+  for (const n of [768, 2304, 3072]) {
+    const p = planColumns("f16", 1, 16384, n);
+    assert.equal(p.vec, 8);
+    assert.equal(p.tx, 16);
+    assert.ok(p.chunks >= 2 && p.chunks <= 64, `chunks ${p.chunks}`);
+    const groups = p.groups[0] * p.groups[1];
+    assert.ok(groups >= 2 * 132 && groups <= 8 * 132, `[16384, ${n}]: ${groups} workgroups`);
+    assert.ok(p.chunk * p.chunks >= 16384 && p.chunk * (p.chunks - 1) < 16384);
+  }
+});
+
+test("column sums and LayerNorm dw/db are identical bit for bit across runs", () => {
+  const rng = new Rng(27);
+  const bits = (t: TensorData) => Buffer.from(Float32Array.from(values(t)).buffer).toString("hex");
+  for (const dt of ["f16", "f32"] as Dtype[]) {
+    const a = randTensor(rng, [16385, 72], dt, -2, 3);
+    const first = bits(B.sumF32(a.td, 0));
+    for (let run = 0; run < 2; run++) assert.equal(bits(B.sumF32(a.td, 0)), first, `sumF32 ${dt} run ${run + 2}`);
+    const x = randTensor(rng, [4100, 64], dt), g = randTensor(rng, [4100, 64], dt), w = randTensor(rng, [64], dt);
+    const once = B.layerNormBackward(x.td, w.td, g.td, 1e-5);
+    const twice = B.layerNormBackward(x.td, w.td, g.td, 1e-5);
+    assert.equal(bits(twice.dw), bits(once.dw), `layerNorm dw ${dt}`);
+    assert.equal(bits(twice.db), bits(once.db), `layerNorm db ${dt}`);
   }
 });
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt|sass
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|colsum|runtime-ops|flash|clocks|simt|sass
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -65,6 +65,15 @@ case "$part" in
     HELIOS_PIPELINE_STATS=1 run kernel-stats 120 node dist/bench/kernel-stats.js --out="$work/kernel-stats.json"
     run ops 150 node dist/bench/ops.js --out="$work/ops.json"
     run profile-f32 100 node dist/bench/train/profile-step.js --out="$work/profile-f32.json"
+    run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
+    ;;
+  colsum)
+    # Issue 27's column sums (bias gradients, LayerNorm dw/db at [16384, 768|2304|3072], f16 and f32):
+    # the shipped plan against the kernels it replaced (lab/colsum-baseline.ts), then the plan's knobs
+    # swept, then where a matmul16 step spends its GPU time (~3 min).
+    : "${TAIL_LINES:=28}" # the whole shipped-vs-baseline table in stdout
+    run colsum 150 node dist/bench/colsum.js --out="$work/colsum.json"
+    run colsum-sweep 200 node dist/bench/colsum.js --baseline=0 --target=264,528,1056 --segment=128,256 --out="$work/colsum-sweep.json"
     run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
     ;;
   runtime-ops)
@@ -139,7 +148,7 @@ case "$part" in
     run sass-summary 30 python3 bench/sass.py summary "$work/sass" --json="$work/sass-summary.json"
     rm -rf "$__GL_SHADER_DISK_CACHE_PATH" "$HELIOS_CACHE_DIR"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|runtime-ops|flash|clocks|simt|sass" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|colsum|runtime-ops|flash|clocks|simt|sass" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"

@@ -7,11 +7,12 @@ import { planFused } from "../ts/fusion/plan.js";
 import type { Expr } from "../ts/fusion/expr.js";
 import type { Lease } from "../ts/exec/lease.js";
 import { generateFused } from "../ts/kernels/elementwise.js";
-import { reduceColsPartKernel, reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "../ts/kernels/reduce.js";
+import { colsumKernel } from "../ts/kernels/colsum.js";
+import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "../ts/kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "../ts/kernels/rows4.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
-import { layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
+import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
@@ -70,8 +71,17 @@ export function backendVariants(): KernelVariant[] {
     }
     v.push({ id: `backend/reduce_strided/${d}`, needs: needs(d), build: () => reduceStridedKernel(d) });
     v.push({ id: `backend/reduce_strided_from_f32/${d}`, needs: needs(d), build: () => reduceStridedKernel("f32", d) });
-    v.push({ id: `backend/reduce_cols_part/${d}`, needs: needs(d), build: () => reduceColsPartKernel(d) });
-    v.push({ id: `backend/layernorm_bwd_dwdb_part/${d}`, needs: needs(d), build: () => layerNormBwdDwDbPartKernel(d) });
+    // column sums: the 16-byte form (8 halves / 4 words) and the scalar form at their widest and
+    // narrowest workgroup shapes, f32 results (partials, sumF32) and the input's dtype; k2 folds
+    // LayerNorm's two partials; LayerNorm's dw/db as a column sum
+    const wide = d === "f16" ? 8 : 4;
+    for (const [vec, tx] of [[wide, 16], [wide, 1], [1, d === "f16" ? 128 : 64], [1, 1]]) {
+      for (const out of d === "f32" ? (["f32", "f16"] as Dtype[]) : (["f16", "f32"] as Dtype[])) {
+        v.push({ id: `backend/colsum/${d}_${out}_v${vec}_tx${tx}`, needs: needs(d === "f16" || out === "f16" ? "f16" : d), build: () => colsumKernel(d, out, vec, tx) });
+      }
+      v.push({ id: `backend/layernorm_bwd_dwdb_cols/${d}_v${vec}_tx${tx}`, needs: needs(d), build: () => layerNormBwdColsKernel(d, "f32", vec, tx) });
+      if (d === "f32") v.push({ id: `backend/colsum_k2/f32_v${vec}_tx${tx}`, needs: [], build: () => colsumKernel("f32", "f32", vec, tx, 2) });
+    }
     for (const log of [false, true]) {
       v.push({ id: `backend/softmax_rows/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxRowsKernel(d, log) });
       v.push({ id: `backend/softmax_strided/${log ? "log_" : ""}${d}`, needs: needs(d), build: () => softmaxStridedKernel(d, log) });
@@ -165,6 +175,8 @@ export function backendVariants(): KernelVariant[] {
     v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });
     v.push({ id: `backend/copy_strided_v128/${d}`, needs: needs(d), build: () => copyStridedV128Kernel(d) });
   }
+  // integer sums over a long axis (sum of i32 keeps i32)
+  for (const vec of [4, 1]) v.push({ id: `backend/colsum/i32_i32_v${vec}_tx16`, needs: [], build: () => colsumKernel("i32", "i32", vec, 16) });
   v.push({ id: "backend/causal_mask", needs: [], build: causalMaskKernel });
   v.push({ id: "backend/dropout_mask", needs: [], build: dropoutMaskKernel });
   for (const d of FLOATS) v.push({ id: `backend/adamw_device/${d}`, needs: needs(d), build: () => adamwDeviceKernel(d, d) });

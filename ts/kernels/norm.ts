@@ -9,10 +9,15 @@
 //   dx = rstd * (dy - (sum(dy) + xhat * sum(dy*xhat)) / dim).
 // layernorm_bwd_dwdb: bindings x, g (read), dw, db (write). Push {rows, dim, eps}. One thread
 //   per column j walks every row (recomputing that row's mean/rstd from a per-row stats
-//   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel).
-import { f32, kernel, lit, min, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+//   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel). For few rows; many rows
+//   take layernorm_bwd_dwdb_cols (below), a column sum.
+import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
+import { COLS_WG, COLSUM_PUSH, columnSums, loadVector } from "./colsum.js";
+
+/** Rows a thread of layernorm_bwd_dwdb_cols loads before adding them (two 16-byte loads each; 4 beat 1 and 2 on the H200). */
+export const LN_COLS_UNROLL = 4;
 
 export const LN_PUSH = { rows: "u32", dim: "u32", eps: "f32" } as const;
 
@@ -116,38 +121,32 @@ export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc 
   return k.finish();
 }
 
-export const LN_DWDB_PART_PUSH = { rows: "u32", dim: "u32", chunk: "u32" } as const;
-
 /**
- * layernorm_bwd_dwdb_part: layernorm_bwd_dwdb split over row chunks so many rows do not run
- * serially in dim threads. Bindings x, g, stats (read), pw, pb (write, f32 [chunks, dim]).
- * Push LN_DWDB_PART_PUSH. Grid [ceil(dim/WG), chunks]: thread (j, c) sums rows
- * [c*chunk, min(rows, (c+1)*chunk)); reduce_strided over [1, chunks, dim] finishes dw, db.
+ * layernorm_bwd_dwdb_cols: layernorm_bwd_dwdb for many rows as a column sum (ts/kernels/colsum.ts,
+ * whose header gives the workgroup shape, chunking and summation order): dw = sum over rows of
+ * g * (x - mean) * rstd, db = sum of g, with 16-byte loads of x and g where the plan has vec > 1.
+ * Bindings x, g, stats (read: [rows, 2] mean, rstd from the dx kernel), dw, db (write). Push
+ * COLSUM_PUSH with dim = rows and inner = the normalized dim; dispatch planColumns(dtype, 1, rows,
+ * dim).groups. With one chunk it writes dw and db (outDtype); with more, f32 partials
+ * [chunks, dim] that colsum (k2) folds in one dispatch.
  */
-export function layerNormBwdDwDbPartKernel(dtype: Dtype): KernelDesc {
-  const k = kernel(`layernorm_bwd_dwdb_part_${dtype}`, { workgroup: [WG] });
+export function layerNormBwdColsKernel(dtype: Dtype, outDtype: Dtype, vec: number, tx: number, unroll = LN_COLS_UNROLL): KernelDesc {
+  const k = kernel(`layernorm_bwd_dwdb_cols_${dtype}_${outDtype}_v${vec}_tx${tx}${unroll === LN_COLS_UNROLL ? "" : `_u${unroll}`}`, { workgroup: [COLS_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const g = k.buffer("g", storageOf(dtype), "read");
   const stats = k.buffer("stats", f32, "read");
-  const pw = k.buffer("pw", f32, "write");
-  const pb = k.buffer("pb", f32, "write");
-  const pc = k.push(LN_DWDB_PART_PUSH);
-  const j = k.let(k.globalId.x, "j");
-  k.if(j.ge(pc.dim), () => k.return());
-  const c = k.let(k.workgroupId.y, "c");
-  const r0 = k.let(c.mul(pc.chunk), "r0");
-  const aw = k.var(f32, 0, "aw");
-  const ab = k.var(f32, 0, "ab");
-  k.for(r0, min(pc.rows, r0.add(pc.chunk)), (r) => {
-    const idx = k.let(r.mul(pc.dim).add(j), "idx");
-    const gv = k.let(toF32(g.load(idx)), "gv");
-    const xh = toF32(x.load(idx)).sub(stats.load(r.mul(2))).mul(stats.load(r.mul(2).add(1)));
-    aw.set(aw.get().add(gv.mul(xh)));
-    ab.set(ab.get().add(gv));
+  const dw = k.buffer("dw", storageOf(outDtype), "write");
+  const db = k.buffer("db", storageOf(outDtype), "write");
+  const pc = k.push(COLSUM_PUSH);
+  const nv = k.let(vec === 1 ? pc.inner : pc.inner.shr(Math.log2(vec)), "nvl");
+  columnSums(k, { vec, tx, k: 2, outs: [dw, db], outDtype, push: pc, unroll }, (row, v) => {
+    const idx = k.let(row.mul(nv).add(v), "xi");
+    const xs = loadVector(k, x, dtype, vec, idx);
+    const gs = loadVector(k, g, dtype, vec, idx);
+    const mean = k.let(stats.load(row.mul(2)), "mean");
+    const rstd = k.let(stats.load(row.mul(2).add(1)), "rstd");
+    return [gs.map((gv, e) => gv.mul(xs[e].sub(mean).mul(rstd))), gs];
   });
-  const o = k.let(c.mul(pc.dim).add(j), "o");
-  pw.store(o, aw.get());
-  pb.store(o, ab.get());
   return k.finish();
 }
 

@@ -67,36 +67,6 @@ export function reduceStridedKernel(dtype: Dtype, outDtype: Dtype = dtype): Kern
   return k.finish();
 }
 
-export const REDUCE_COLS_PART_PUSH = { lines: "u32", dim: "u32", inner: "u32", chunk: "u32", chunks: "u32" } as const;
-
-/**
- * reduce_cols_part: first pass of a strided reduction with few output lines and a long
- * reduced axis (bias gradients: sum over axis 0 of [rows, n]), where one thread per line
- * would walk the whole axis serially. Bindings x (read), part (write, f32). Push
- * REDUCE_COLS_PART_PUSH. Grid [ceil(lines/WG), chunks]: thread (line i, chunk c) sums
- * x[(o*dim + j)*inner + ii] for j in [c*chunk, min(dim, (c+1)*chunk)) into
- * part[(o*chunks + c)*inner + ii]; reduce_strided over [outer, chunks, inner] finishes.
- */
-export function reduceColsPartKernel(dtype: Dtype): KernelDesc {
-  const k = kernel(`reduce_cols_part_${dtype}`, { workgroup: [WG] });
-  const x = k.buffer("x", storageOf(dtype), "read");
-  const part = k.buffer("part", f32, "write");
-  const pc = k.push(REDUCE_COLS_PART_PUSH);
-  const i = k.let(k.globalId.x, "i");
-  k.if(i.ge(pc.lines), () => k.return());
-  const c = k.let(k.workgroupId.y, "c");
-  const o = k.let(i.div(pc.inner), "o");
-  const ii = k.let(i.rem(pc.inner), "ii");
-  const base = k.let(o.mul(pc.dim).mul(pc.inner).add(ii), "base");
-  const j0 = k.let(c.mul(pc.chunk), "j0");
-  const acc = k.var(f32, 0, "acc");
-  k.for(j0, min(pc.dim, j0.add(pc.chunk)), (j) => {
-    acc.set(acc.get().add(toF32(x.load(base.add(j.mul(pc.inner))))));
-  });
-  part.store(o.mul(pc.chunks).add(c).mul(pc.inner).add(ii), acc.get());
-  return k.finish();
-}
-
 export const SOFTMAX_ROWS_PUSH = { rows: "u32", dim: "u32" } as const;
 
 export function softmaxRowsKernel(dtype: Dtype, logOut: boolean): KernelDesc {

@@ -4,13 +4,14 @@ import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { checkIndices, hostIndices } from "./indices.js";
 import { fail, fmt, size } from "../shape.js";
-import { gridRows, grid1d, WG } from "../kernels/common.js";
-import { LN_PUSH, LN_DWDB_PUSH, LN_DWDB_PART_PUSH, layerNormBwdDwDbPartKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { gridRows, grid1d } from "../kernels/common.js";
+import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
+import { LN_PUSH, LN_DWDB_PUSH, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
-import { stridedSum } from "./reduce.js";
+import { foldPartials } from "./reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
   if (t.dtype === "i32") fail(op, `${what} must be a floating-point tensor, got i32 ${fmt(t.shape)}`);
@@ -70,18 +71,15 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
     run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
       { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
   } else {
-    // many rows: chunks of rows in parallel, then one thread per column folds the chunk partials
-    const colGroups = Math.ceil(dim / WG);
-    const chunks = Math.min(256, Math.ceil(rows / 32), Math.max(1, Math.floor(65536 / colGroups)));
-    const chunk = Math.ceil(rows / chunks);
-    const used = Math.ceil(rows / chunk);
-    const pw = E.alloc([used, dim], "f32"), pb = E.alloc([used, dim], "f32");
-    run(E, op, { lnDwDbPart: x.dtype }, () => layerNormBwdDwDbPartKernel(x.dtype), LN_DWDB_PART_PUSH,
-      { rows, dim, chunk }, [x, g, stats], [pw, pb], [colGroups, used, 1]);
-    stridedSum(E, op, pw, 1, used, dim, 1, dw);
-    stridedSum(E, op, pb, 1, used, dim, 1, db);
-    E.release(pw);
-    E.release(pb);
+    // many rows: a column sum of (g * xhat, g) over the rows (ts/kernels/colsum.ts), chunk partials
+    // of both folded by one colsum
+    const p = planColumns(x.dtype, 1, rows, dim);
+    const one = p.chunks === 1;
+    const outs = one ? [dw, db] : [E.alloc([1, p.chunks, dim], "f32"), E.alloc([1, p.chunks, dim], "f32")];
+    const outDtype = outs[0].dtype;
+    run(E, op, { lnCols: x.dtype, out: outDtype, vec: p.vec, tx: p.tx }, () => layerNormBwdColsKernel(x.dtype, outDtype, p.vec, p.tx),
+      COLSUM_PUSH, { dim: rows, inner: dim, chunk: p.chunk, chunks: p.chunks, scale: 1 }, [x, g, stats], outs, p.groups);
+    if (!one) foldPartials(E, op, outs, 1, dim, 1, [dw, db]);
   }
   E.release(stats);
   return { dx, dw, db };

@@ -3,9 +3,10 @@ import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { normalizeAxis, reducedShape, size, splitAxis, fail } from "../shape.js";
-import { gridRows, grid1d, WG } from "../kernels/common.js";
+import { gridRows, grid1d } from "../kernels/common.js";
+import { COLSUM_PUSH, colsumKernel, planColumns, type ColumnPlan } from "../kernels/colsum.js";
 import {
-  REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, REDUCE_COLS_PART_PUSH, reduceColsPartKernel, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
+  REDUCE_ROWS_PUSH, REDUCE_STRIDED_PUSH, SOFTMAX_ROWS_PUSH, SOFTMAX_STRIDED_PUSH,
   reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, cachedVpt, type ReduceFn,
 } from "../kernels/reduce.js";
 import { softmaxRows4Kernel, rows4Vpt } from "../kernels/rows4.js";
@@ -65,15 +66,16 @@ export function sum(E: Engine, op: string, a: TensorData, axis: number | undefin
   return out;
 }
 
-/** Output lines below which a long reduced axis is split into chunks (two passes). */
+/** Output lines below which a long reduced axis is summed as columns (colsum, two passes). */
 const FEW_LINES = 16384;
-/** Reduced-axis length from which the two-pass split pays off. */
+/** Reduced-axis length from which the column sum pays off. */
 const SPLIT_DIM = 64;
 
 /**
  * out[o, i] = scale * sum_j a[o, j, i]. With few output lines and a long axis (bias gradients)
- * the axis is cut into chunks summed in parallel (reduce_cols_part) before one thread per line
- * folds the chunk partials; otherwise one thread per line walks the axis.
+ * the axis is summed as columns (ts/kernels/colsum.ts): 16-byte loads, chunks of rows summed in
+ * parallel into f32 partials, then one colsum over the partials; otherwise one thread per line
+ * walks the axis.
  */
 export function stridedSum(
   E: Engine, op: string, a: TensorData, outer: number, dim: number, inner: number, scale: number, out: HeliosTensor,
@@ -84,15 +86,43 @@ export function stridedSum(
       REDUCE_STRIDED_PUSH, { outer, dim, inner, scale }, [a], [out], grid1d(lines));
     return;
   }
-  const chunks = Math.min(256, Math.ceil(dim / 32), Math.max(1, Math.floor(65536 / Math.ceil(lines / WG))));
-  const chunk = Math.ceil(dim / chunks);
-  const used = Math.ceil(dim / chunk);
-  const part = E.alloc([outer, used, inner], "f32");
-  run(E, op, { reduceColsPart: a.dtype }, () => reduceColsPartKernel(a.dtype), REDUCE_COLS_PART_PUSH,
-    { lines, dim, inner, chunk, chunks: used }, [a], [part], [Math.ceil(lines / WG), used, 1]);
-  run(E, op, { reduceStrided: "f32", out: out.dtype }, () => reduceStridedKernel("f32", out.dtype),
-    REDUCE_STRIDED_PUSH, { outer, dim: used, inner, scale }, [part], [out], grid1d(lines));
-  E.release(part);
+  columnSum(E, op, [a], outer, dim, inner, scale, [out]);
+}
+
+/**
+ * K (1 or 2) column sums of same-shaped [outer, dim, inner] sources in one plan: one colsum when
+ * the plan has one chunk, else chunk partials then one colsum folding them (both sums in one
+ * dispatch each).
+ */
+export function columnSum(
+  E: Engine, op: string, srcs: TensorData[], outer: number, dim: number, inner: number, scale: number, outs: HeliosTensor[],
+): void {
+  const k = srcs.length as 1 | 2;
+  const dtype = srcs[0].dtype, outDtype = outs[0].dtype;
+  const p = planColumns(dtype, outer, dim, inner);
+  if (p.chunks === 1) {
+    colsum(E, op, dtype, outDtype, k, p, { dim, inner, chunk: p.chunk, chunks: 1, scale }, srcs, outs);
+    return;
+  }
+  const parts = srcs.map(() => E.alloc([outer, p.chunks, inner], "f32"));
+  colsum(E, op, dtype, "f32", k, p, { dim, inner, chunk: p.chunk, chunks: p.chunks, scale: 1 }, srcs, parts);
+  foldPartials(E, op, parts, outer, inner, scale, outs);
+}
+
+/** outs = scale * the sums over axis 1 of f32 partials [outer, chunks, inner], in one colsum. */
+export function foldPartials(E: Engine, op: string, parts: HeliosTensor[], outer: number, inner: number, scale: number, outs: HeliosTensor[]): void {
+  const chunks = parts[0].shape[1];
+  const q = planColumns("f32", outer, chunks, inner, { maxChunks: 1 });
+  colsum(E, op, "f32", outs[0].dtype, parts.length as 1 | 2, q, { dim: chunks, inner, chunk: chunks, chunks: 1, scale }, parts, outs);
+  for (const t of parts) E.release(t);
+}
+
+function colsum(
+  E: Engine, op: string, dtype: Dtype, outDtype: Dtype, k: 1 | 2, p: ColumnPlan, push: Record<string, number>,
+  srcs: TensorData[], outs: HeliosTensor[],
+): void {
+  run(E, op, { colsum: dtype, out: outDtype, vec: p.vec, tx: p.tx, k }, () => colsumKernel(dtype, outDtype, p.vec, p.tx, k),
+    COLSUM_PUSH, push, srcs, outs, p.groups);
 }
 
 export function sumOfSquares(E: Engine, a: TensorData): HeliosTensor {

@@ -1,0 +1,242 @@
+// bench/colsum: GPU time of a training step's column sums (issue 27) — bias gradients, the sum over
+// axis 0 of dy [rows, n] (f16 data summed into f32 under matmul16: sumF32; f32 data: sum), and
+// LayerNorm's dw/db over [rows, n] — as the shipped plan runs them (ts/kernels/colsum.ts: planColumns,
+// colsum, layernorm_bwd_dwdb_cols, the same launches ts/ops/reduce.ts and ts/ops/nn.ts record) and as
+// the kernels they replaced ran them (lab/colsum-baseline.ts). Every variant's result is checked
+// against a float64 sum first, and the shipped bias-gradient launches against HeliosBackend's own
+// result bit for bit (what is timed is what ships).
+//
+//   node dist/bench/colsum.js [--rows=16384] [--cols=768,2304,3072] [--dtypes=f16,f32] [--ops=bias,ln]
+//     [--iters=50] [--warm-ms=500] [--baseline=1] [--out=FILE]
+//   sweeps (comma lists; each combination is a variant beside the shipped one):
+//     [--target=1024] [--max-chunks=64] [--segment=128] [--unroll=4] [--ln-unroll=2]
+//
+// Protocol: a variant's launches are recorded `iters` times into one profiled batch (dispatches of
+// one iteration depend on each other; iterations overlap only where the hazard tracker allows). Per
+// case, the variants take turns: --warm-ms of all of them (idle SM clocks otherwise,
+// bench/profiling.ts), then 3 rounds of one batch each; µs = GPU busy time of a batch (union of the
+// dispatches' stamp intervals) / iters, median of the 3; per-kernel µs are mean stamp durations. GB/s = bytes the first pass must read (x, and g + stats for LayerNorm) / µs.
+import { writeFileSync } from "node:fs";
+import { runtime } from "../ts/device.js";
+import { HeliosBackend } from "../ts/backend.js";
+import type { Dtype } from "../ts/types.js";
+import { fromF16Array, toF16Array } from "../ts/f16.js";
+import { packPush } from "../ts/kernels/common.js";
+import { COLSUM_PUSH, COLS_UNROLL, COLUMN_TUNING, colsumKernel, planColumns, type ColumnTuning } from "../ts/kernels/colsum.js";
+import { LN_COLS_UNROLL, layerNormBwdColsKernel } from "../ts/kernels/norm.js";
+import { baselineLayerNormDwDb, baselineStridedSum, type Launch, type Scratch } from "../lab/colsum-baseline.js";
+import { busyNs, warmFor, type ProfileEntry } from "./profiling.js";
+import { median } from "./stats.js";
+
+const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
+const list = (k: string, d: string) => arg(k, d).split(",").filter(Boolean);
+const nums = (k: string, d: number) => list(k, String(d)).map(Number);
+const ROWS = Number(arg("rows", "16384"));
+const COLS = nums("cols", 0).filter((c) => c > 0).length ? nums("cols", 0) : [768, 2304, 3072];
+const DTYPES = list("dtypes", "f16,f32") as Dtype[];
+const OPS = list("ops", "bias,ln");
+const ITERS = Number(arg("iters", "50"));
+const WARM_MS = Number(arg("warm-ms", "500"));
+const BASELINE = arg("baseline", "1") !== "0";
+const OUT = arg("out", "");
+
+interface Variant { name: string; tune: Partial<ColumnTuning>; unroll: number; lnUnroll: number; shipped: boolean }
+const shippedVariant: Variant = { name: "shipped", tune: {}, unroll: COLS_UNROLL, lnUnroll: LN_COLS_UNROLL, shipped: true };
+function sweepVariants(): Variant[] {
+  const swept = ["target", "max-chunks", "segment", "unroll", "ln-unroll"].some((k) => process.argv.some((a) => a.startsWith(`--${k}=`)));
+  if (!swept) return [];
+  const out: Variant[] = [];
+  for (const targetGroups of nums("target", COLUMN_TUNING.targetGroups)) for (const maxChunks of nums("max-chunks", COLUMN_TUNING.maxChunks))
+    for (const segmentBytes of nums("segment", COLUMN_TUNING.segmentBytes)) for (const unroll of nums("unroll", COLS_UNROLL)) for (const lnUnroll of nums("ln-unroll", LN_COLS_UNROLL)) {
+      const name = `t${targetGroups}_c${maxChunks}_s${segmentBytes}_u${unroll}_lu${lnUnroll}`;
+      out.push({ name, tune: { targetGroups, maxChunks, segmentBytes }, unroll, lnUnroll, shipped: false });
+    }
+  return out;
+}
+
+/** The launches ts/ops/reduce.ts columnSum records for sum over axis 0 of [rows, n] (K = 1). */
+function shippedSum(dtype: Dtype, outDtype: Dtype, rows: number, n: number, v: Variant): { launches: Launch[]; scratch: Scratch[] } {
+  const p = planColumns(dtype, 1, rows, n, v.tune);
+  const first = (out: string, chunks: number, od: Dtype): Launch => ({
+    desc: colsumKernel(dtype, od, p.vec, p.tx, 1, v.unroll), spec: COLSUM_PUSH,
+    push: { dim: rows, inner: n, chunk: p.chunk, chunks, scale: 1 }, groups: p.groups, bufs: ["x", out],
+  });
+  if (p.chunks === 1) return { scratch: [], launches: [first("out", 1, outDtype)] };
+  const q = planColumns("f32", 1, p.chunks, n, { ...v.tune, maxChunks: 1 });
+  return {
+    scratch: [{ name: "part", elems: p.chunks * n }],
+    launches: [first("part", p.chunks, "f32"), {
+      desc: colsumKernel("f32", outDtype, q.vec, q.tx, 1, v.unroll), spec: COLSUM_PUSH,
+      push: { dim: p.chunks, inner: n, chunk: p.chunks, chunks: 1, scale: 1 }, groups: q.groups, bufs: ["part", "out"],
+    }],
+  };
+}
+
+/** The launches ts/ops/nn.ts layerNormBackward records for dw, db over `rows` >= 64. */
+function shippedLayerNorm(dtype: Dtype, wDtype: Dtype, rows: number, n: number, v: Variant): { launches: Launch[]; scratch: Scratch[] } {
+  const p = planColumns(dtype, 1, rows, n, v.tune);
+  const one = p.chunks === 1;
+  const cols: Launch = {
+    desc: layerNormBwdColsKernel(dtype, one ? wDtype : "f32", p.vec, p.tx, v.lnUnroll), spec: COLSUM_PUSH,
+    push: { dim: rows, inner: n, chunk: p.chunk, chunks: p.chunks, scale: 1 }, groups: p.groups, bufs: ["x", "g", "stats", one ? "dw" : "pw", one ? "db" : "pb"],
+  };
+  if (one) return { scratch: [], launches: [cols] };
+  const q = planColumns("f32", 1, p.chunks, n, { ...v.tune, maxChunks: 1 });
+  return {
+    scratch: [{ name: "pw", elems: p.chunks * n }, { name: "pb", elems: p.chunks * n }],
+    launches: [cols, {
+      desc: colsumKernel("f32", wDtype, q.vec, q.tx, 2, v.unroll), spec: COLSUM_PUSH,
+      push: { dim: p.chunks, inner: n, chunk: p.chunks, chunks: 1, scale: 1 }, groups: q.groups, bufs: ["pw", "pb", "dw", "db"],
+    }],
+  };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const rt: any = runtime();
+const info = rt.initDevice({});
+let seed = 2463534242;
+const rnd = () => {
+  seed ^= seed << 13;
+  seed ^= seed >>> 17;
+  seed ^= seed << 5;
+  return (seed >>> 0) / 2 ** 32;
+};
+
+/** Device buffer holding `vals` stored as `dtype`; returns the handle and the stored values. */
+function upload(vals: Float64Array, dtype: Dtype): { h: number; stored: Float64Array } {
+  const data = dtype === "f16" ? toF16Array(vals) : Float32Array.from(vals);
+  const h = rt.leaseBuffer(data.byteLength);
+  rt.uploadBuffer(h, data);
+  return { h, stored: Float64Array.from(dtype === "f16" ? fromF16Array(data as Uint16Array) : (data as Float32Array)) };
+}
+const readF32 = (h: number, n: number) => new Float32Array(rt.readBuffer(h, 0, n * 4));
+
+interface Prepared { run: (profile: boolean, iters: number) => ProfileEntry[]; release: () => void }
+
+/** Compiles `launches` over `bufs` (scratch leased here); `run` records them `iters` times in one batch. */
+function prepare(launches: Launch[], scratch: Scratch[], bufs: Map<string, number>): Prepared {
+  const leased = scratch.map((s) => [s.name, rt.leaseBuffer(s.elems * 4)] as const);
+  const all = new Map([...bufs, ...leased]);
+  const compiled = launches.map((l) => ({
+    pipe: rt.compileKernel(JSON.stringify(l.desc)), handles: l.bufs.map((b) => all.get(b) as number), groups: l.groups, push: packPush(l.spec, l.push),
+  }));
+  return {
+    run: (profile, iters) => {
+      rt.beginBatch({ profile });
+      for (let i = 0; i < iters; i++) for (const c of compiled) rt.recordDispatch(c.pipe, c.handles, c.groups, c.push);
+      const v = rt.submitBatch();
+      rt.waitTimeline(v);
+      return profile ? rt.batchProfile(v) : [];
+    },
+    release: () => leased.forEach(([, h]) => rt.releaseBuffer(h)),
+  };
+}
+
+/**
+ * Times prepared variants in turns: a warm-up cycling through all of them for --warm-ms, then 3
+ * rounds in which each runs one profiled batch (a clock or memory state that drifts during the
+ * rounds shifts every variant alike). Per variant: median µs per call, per-kernel µs.
+ */
+function timeInTurns(vs: Prepared[]): { us: number; kernels: Record<string, number> }[] {
+  warmFor(WARM_MS, () => vs.forEach((v) => v.run(false, ITERS)));
+  const reps = vs.map(() => [] as ProfileEntry[][]);
+  for (let round = 0; round < 3; round++) vs.forEach((v, i) => reps[i].push(v.run(true, ITERS)));
+  return reps.map((r) => {
+    const spans = r.map((b) => busyNs(b) / 1e3 / ITERS);
+    const kernels: Record<string, number> = {};
+    for (const e of r[spans.indexOf(median(spans))]) kernels[e.label] = (kernels[e.label] ?? 0) + e.gpuNs / 1e3 / ITERS;
+    return { us: median(spans), kernels };
+  });
+}
+
+interface Row { op: string; dtype: string; n: number; variant: string; us: number; gbps: number; err: number; kernels: Record<string, number> }
+const rows: Row[] = [];
+
+function relErr(got: Float32Array | Float64Array, ref: Float64Array): number {
+  let worst = 0, scale = 1e-30;
+  for (let i = 0; i < ref.length; i++) {
+    worst = Math.max(worst, Math.abs(got[i] - ref[i]));
+    scale = Math.max(scale, Math.abs(ref[i]));
+  }
+  return worst / scale;
+}
+
+function benchBias(dtype: Dtype, n: number, variants: Variant[], B: HeliosBackend): void {
+  const x = upload(Float64Array.from({ length: ROWS * n }, () => rnd() * 5 - 2), dtype);
+  const ref = new Float64Array(n);
+  for (let r = 0; r < ROWS; r++) for (let c = 0; c < n; c++) ref[c] += x.stored[r * n + c];
+  const out = rt.leaseBuffer(n * 4);
+  const bufs = new Map([["x", x.h], ["out", out]]);
+  // the product's result, from the same stored values (sumF32: f32 out for either dtype)
+  const host = dtype === "f16" ? toF16Array(x.stored) : Float32Array.from(x.stored);
+  const product = new Float32Array(B.sumF32({ shape: [ROWS, n], dtype, data: host }, 0).data as Float32Array);
+  const bytes = ROWS * n * (dtype === "f16" ? 2 : 4);
+  const all: [string, { launches: Launch[]; scratch: Scratch[] }, boolean][] = variants.map((v) => [v.name, shippedSum(dtype, "f32", ROWS, n, v), v.shipped]);
+  if (BASELINE) all.push(["baseline", baselineStridedSum(dtype, "f32", 1, ROWS, n, "x", "out", "s"), false]);
+  const prepared = all.map(([name, l, shipped]) => {
+    const p = prepare(l.launches, l.scratch, bufs);
+    rt.fillBuffer(out, 0x7fc00000);
+    p.run(false, 1);
+    const got = readF32(out, n);
+    const err = relErr(got, ref);
+    if (!(err < 1e-4)) throw new Error(`bias ${dtype} n=${n} ${name}: relative error ${err}`);
+    if (shipped && got.some((g, i) => g !== product[i])) throw new Error(`bias ${dtype} n=${n}: the bench's launches differ from HeliosBackend.sumF32's result`);
+    return { name, p, err };
+  });
+  timeInTurns(prepared.map((v) => v.p)).forEach((t, i) => {
+    rows.push({ op: "bias grad (sum axis 0, f32 out)", dtype, n, variant: prepared[i].name, us: t.us, gbps: bytes / (t.us * 1e3), err: prepared[i].err, kernels: t.kernels });
+  });
+  prepared.forEach((v) => v.p.release());
+  rt.releaseBuffer(out);
+  rt.releaseBuffer(x.h);
+}
+
+function benchLayerNorm(dtype: Dtype, n: number, variants: Variant[]): void {
+  const wDtype: Dtype = "f32";
+  const x = upload(Float64Array.from({ length: ROWS * n }, () => rnd() * 6 - 3), dtype);
+  const g = upload(Float64Array.from({ length: ROWS * n }, () => rnd() * 2 - 1), dtype);
+  const st = upload(Float64Array.from({ length: ROWS * 2 }, (_, i) => (i % 2 ? 0.5 + rnd() : rnd() - 0.5)), "f32");
+  const refW = new Float64Array(n), refB = new Float64Array(n);
+  for (let r = 0; r < ROWS; r++) {
+    const mean = st.stored[2 * r], rstd = st.stored[2 * r + 1];
+    for (let c = 0; c < n; c++) {
+      const gv = g.stored[r * n + c];
+      refW[c] += gv * (x.stored[r * n + c] - mean) * rstd;
+      refB[c] += gv;
+    }
+  }
+  const dw = rt.leaseBuffer(n * 4), db = rt.leaseBuffer(n * 4);
+  const bufs = new Map([["x", x.h], ["g", g.h], ["stats", st.h], ["dw", dw], ["db", db]]);
+  const bytes = 2 * ROWS * n * (dtype === "f16" ? 2 : 4) + ROWS * 8;
+  const all: [string, { launches: Launch[]; scratch: Scratch[] }][] = variants.map((v) => [v.name, shippedLayerNorm(dtype, wDtype, ROWS, n, v)]);
+  if (BASELINE) all.push(["baseline", baselineLayerNormDwDb(dtype, wDtype, ROWS, n)]);
+  const prepared = all.map(([name, l]) => {
+    const p = prepare(l.launches, l.scratch, bufs);
+    rt.fillBuffer(dw, 0x7fc00000);
+    rt.fillBuffer(db, 0x7fc00000);
+    p.run(false, 1);
+    const err = Math.max(relErr(readF32(dw, n), refW), relErr(readF32(db, n), refB));
+    if (!(err < 1e-4)) throw new Error(`layerNorm dw/db ${dtype} n=${n} ${name}: relative error ${err}`);
+    return { name, p, err };
+  });
+  timeInTurns(prepared.map((v) => v.p)).forEach((t, i) => {
+    rows.push({ op: "layerNorm dw+db", dtype, n, variant: prepared[i].name, us: t.us, gbps: bytes / (t.us * 1e3), err: prepared[i].err, kernels: t.kernels });
+  });
+  prepared.forEach((v) => v.p.release());
+  for (const h of [dw, db, x.h, g.h, st.h]) rt.releaseBuffer(h);
+}
+
+const variants = [shippedVariant, ...sweepVariants()];
+const B = new HeliosBackend({ runtime: rt });
+for (const op of OPS) for (const dtype of DTYPES) for (const n of COLS) {
+  if (op === "bias") benchBias(dtype, n, variants, B);
+  else if (op === "ln") benchLayerNorm(dtype, n, variants);
+  else throw new Error(`--ops: unknown ${op} (bias, ln)`);
+}
+console.log(`device: ${info.deviceName}; rows ${ROWS}; ${ITERS} iters x 3 batches, median; µs = GPU busy time per call`);
+console.log(["op".padEnd(32), "dtype", "n".padStart(5), "variant".padEnd(28), "µs".padStart(8), "GB/s".padStart(7), "  kernels (µs)"].join(" "));
+for (const r of rows) {
+  const ks = Object.entries(r.kernels).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ");
+  console.log([r.op.padEnd(32), r.dtype.padEnd(5), String(r.n).padStart(5), r.variant.padEnd(28), r.us.toFixed(1).padStart(8), r.gbps.toFixed(0).padStart(7), `  ${ks}`].join(" "));
+}
+if (OUT) writeFileSync(OUT, JSON.stringify({ device: info.deviceName, driver: info.driverName ?? null, rows: ROWS, iters: ITERS, results: rows }, null, 1));
