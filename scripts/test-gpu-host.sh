@@ -40,6 +40,8 @@ while read -r name rc secs; do
     grep -E "error:|message:|expected:|actual:" "$LOGS/$name.tap" | head -8 | sed 's/^/    /'
   fi
 done < "$LOGS/all.txt"
+# every skip with its reason: a skip must say why this host cannot run the test, never hide a failure
+grep -H "# SKIP" "$LOGS"/*.tap 2>/dev/null | sed -E 's#^.*/([^/]+)\.tap:#  skipped in \1:#' | head -20
 echo "slowest files:"
 sort -k3 -rn "$LOGS/all.txt" | head -8 | awk '{printf "  %-40s %6.1f s\n", $1, $3}'
 echo "gpu-suite: ${#files[@]} files, $pass passed, $fail failed; $tests tests reported, $tfail failing, $skipped skipped"
