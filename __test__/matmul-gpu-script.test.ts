@@ -70,14 +70,20 @@ test("matmul-gpu --phase=fused: only the fused-epilogue comparison", { timeout: 
 test("matmul-gpu --phase=fused: the product alone may need scratch the fused plan does not", { timeout: 600_000 }, async () => {
   // H200 session 14: the tuner gave the plain f16→f32 product a stream-K tile (a workspace) and the
   // fused one a tile without; the plain product was recorded with the fused plan's buffers, failed,
-  // and left its batch open for every row after it. Here the cache says the same with split-K.
+  // and left its batch open for every row after it. Here the cache says the same with split-K for
+  // the plain class and a tile without scratch for the fused one (an epilogue class with no entry
+  // of its own would take the plain class's winner, scratch and all).
   const out = mkdtempSync(join(tmpdir(), "helios-mm-gpu-"));
   const cacheDir = join(out, "cache");
   mkdirSync(cacheDir, { recursive: true });
   const rt = new InterpRuntime();
   const plain = normalize({ m: 32, n: 32, k: 32, dtype: "f16", outDtype: "f32" });
-  const record = { variant: "simt_64x64_4x4_sk2", ms: 1, tunedShape: "32x32x32", at: "test", candidates: [] };
-  writeFileSync(join(cacheDir, CACHE_FILE), JSON.stringify({ [tuneKey(rt.info, plain)]: record }));
+  const fusedP = normalize({ m: 32, n: 32, k: 32, dtype: "f16", outDtype: "f32", epilogue: { bias: true, act: "gelu" } });
+  const record = (variant: string) => ({ variant, ms: 1, tunedShape: "32x32x32", at: "test", candidates: [] });
+  writeFileSync(join(cacheDir, CACHE_FILE), JSON.stringify({
+    [tuneKey(rt.info, plain)]: record("simt_64x64_4x4_sk2"),
+    [tuneKey(rt.info, fusedP)]: record("simt_64x64_4x4"),
+  }));
   process.env.HELIOS_CACHE_DIR = cacheDir;
   delete process.env.HELIOS_AUTOTUNE;
   try {
