@@ -28,6 +28,7 @@ test("invalid HELIOS_* values are coded errors naming the variable and the accep
   rejects(() => readConfig({ HELIOS_ATTN_BWD: "fast" }), "HELIOS_ATTN_BWD", "fast", /one of auto, cm, dense, flash/);
   rejects(() => readConfig({ HELIOS_MATMUL_PREPACK: "2" }), "HELIOS_MATMUL_PREPACK", "2", /0 or 1/);
   rejects(() => readConfig({ HELIOS_MULTI_TENSOR_ADAMW: "fast" }), "HELIOS_MULTI_TENSOR_ADAMW", "fast", /0 or 1/);
+  rejects(() => readConfig({ HELIOS_MULTI_TENSOR_CAST: "2" }), "HELIOS_MULTI_TENSOR_CAST", "2", /0 or 1/);
   rejects(() => readMatmulConfig({ HELIOS_AUTOTUNE: "-1" }), "HELIOS_AUTOTUNE", "-1", /0 or 1/);
   rejects(() => readMatmulConfig({ HELIOS_MATMUL_STORE: "fast" }), "HELIOS_MATMUL_STORE", "fast", /wide, coopmat or staged4/);
   // valid values, unset and empty still read as before
@@ -36,6 +37,8 @@ test("invalid HELIOS_* values are coded errors naming the variable and the accep
   assert.equal(readConfig({ HELIOS_FUSION: "off" }).fusion, false);
   assert.equal(readConfig({}).multiTensorAdamw, true);
   assert.equal(readConfig({ HELIOS_MULTI_TENSOR_ADAMW: "0" }).multiTensorAdamw, false);
+  assert.equal(readConfig({}).multiTensorCast, true);
+  assert.equal(readConfig({ HELIOS_MULTI_TENSOR_CAST: "0" }).multiTensorCast, false);
 });
 
 const dir = mkdtempSync(join(tmpdir(), "helios-ts-cache-"));

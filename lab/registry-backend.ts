@@ -18,7 +18,9 @@ import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKe
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
 import { adamwKernel } from "../ts/kernels/optim.js";
 import { adamwDeviceKernel, dropoutMaskAtKernel } from "../ts/kernels/step.js";
-import { ADAMW_MULTI_MAX, SUMSQ_MULTI_MAX, adamwMultiKernel, sumsqMultiKernel } from "../ts/kernels/multi-tensor.js";
+import {
+  ADAMW_MULTI_MAX, CAST_T_MULTI_MAX, SUMSQ_MULTI_MAX, adamwMultiKernel, castTransposeMultiKernel, sumsqMultiKernel,
+} from "../ts/kernels/multi-tensor.js";
 import { matmulKernel } from "../ts/kernels/matmul.js";
 import { presplitKernel } from "../ts/kernels/matmul/presplit.js";
 import { flashFwdKernel, flashFwdVec4Kernel, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel } from "../ts/kernels/attention.js";
@@ -191,6 +193,11 @@ export function backendVariants(): KernelVariant[] {
     for (const ts of types as { p: Dtype; g: Dtype }[][]) {
       v.push({ id: `backend/${adamwMultiKernel(ts, hyper).name}`, needs: ts.some((t) => t.p === "f16" || t.g === "f16") ? ["f16"] : [], build: () => adamwMultiKernel(ts, hyper) });
     }
+  }
+  // the trainer's f16 weight copies (one and the most matrices per dispatch), mixed inputs, f32 copies
+  for (const [ds, out] of [[["f32"], "f16"], [Array<Dtype>(CAST_T_MULTI_MAX).fill("f32"), "f16"], [mixed, "f32"]] as [Dtype[], Dtype][]) {
+    const name = castTransposeMultiKernel(ds, out).name;
+    v.push({ id: `backend/${name}`, needs: ds.includes("f16") || out === "f16" ? ["f16"] : [], build: () => castTransposeMultiKernel(ds, out) });
   }
   return v;
 }

@@ -23,6 +23,11 @@ export type TrainBackend = Required_<
   /** Needed only for 16-bit matmul operands (GPTOptions.matmul16). */
   castDtype?(a: TensorData, dtype: Dtype): TensorData;
   /**
+   * HeliosBackend: castDtype(W, dtype) and its transpose for every matrix W, in a few dispatches
+   * (the matmul16 weight copies of a step); without it, castDtype and transpose per matrix.
+   */
+  castTransposeMulti?(ws: TensorData[], dtype: Dtype): { cast: TensorData; transposed: TensorData }[];
+  /**
    * HeliosBackend: y = x·Wᵀ + bias (+ residual) written as outDtype, bias and residual in the
    * matmul epilogue (W [out, in], or [in, out] with inOut). Used under matmul16 when `fusedLinear`.
    */

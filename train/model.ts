@@ -150,17 +150,25 @@ export class GPT {
     return top.keep(this.B.castDtype!(s.keep(t), "f32"));
   }
 
-  /** Casts every matrix to f16 once per step (after the previous update), plus its transpose. */
+  /**
+   * Casts every matrix to f16 once per step (after the previous update), plus its transpose: all
+   * of them in a few dispatches where the backend has castTransposeMulti. Inside a captured step
+   * these are recorded dispatches, so each replay copies the weights AdamW has just updated.
+   */
   private castWeights(p: Params, top: Scope): void {
     this.half.clear();
     this.halfT.clear();
     if (!this.matmul16) return;
-    for (const [name, W] of p) {
-      if (W.shape.length !== 2 || name.endsWith("wpe.weight")) continue;
-      const h = top.keep(this.B.castDtype!(W, "f16"));
-      this.half.set(W, h);
-      this.halfT.set(W, top.keep(this.B.transpose(h, 0, 1)));
-    }
+    const mats = [...p].filter(([name, W]) => W.shape.length === 2 && !name.endsWith("wpe.weight")).map(([, W]) => W);
+    const B = this.B;
+    const pairs = B.castTransposeMulti ? B.castTransposeMulti(mats, "f16") : mats.map((W) => {
+      const cast = B.castDtype!(W, "f16");
+      return { cast, transposed: B.transpose(cast, 0, 1) };
+    });
+    mats.forEach((W, i) => {
+      this.half.set(W, top.keep(pairs[i].cast));
+      this.halfT.set(W, top.keep(pairs[i].transposed));
+    });
   }
 
   /** x · Wᵀ for W stored [out, in]: an NN product on the transposed f16 copy under matmul16. */

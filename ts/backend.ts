@@ -27,6 +27,7 @@ import { WG, storageBytes } from "./kernels/common.js";
 
 export type { CapturedBatch } from "./exec/capture.js";
 export type { AdamwTensors, AdamwStepScalars } from "./ops/optim.js";
+export type { CastPair } from "./ops/layout.js";
 
 export interface HeliosBackendOptions {
   /** Overrides for the HELIOS_* environment (tests use this to compare fusion on/off). */
@@ -418,6 +419,21 @@ export class HeliosBackend implements Backend {
     return out;
   }
   castDtype(a: TensorData, dtype: Dtype): TensorData { return L.castDtype(this.E, a, dtype); }
+  /**
+   * Helios extension: for each 2-D tensor W, castDtype(W, dtype) and its transpose as new tensors,
+   * bit for bit those two ops, for up to 10 tensors per dispatch (HELIOS_MULTI_TENSOR_CAST; off:
+   * the two ops per tensor). The trainer's per-step f16 weight copies under matmul16.
+   */
+  castTransposeMulti(ws: TensorData[], dtype: Dtype): L.CastPair[] {
+    const op = "castTransposeMulti";
+    if (this.maxBind !== Infinity && Array.isArray(ws)) {
+      ws.forEach((w, i) => {
+        checkBindable(op, `tensor ${i}`, w.shape, w.dtype, this.maxBind);
+        checkBindable(op, `tensor ${i}'s copy`, w.shape, dtype, this.maxBind);
+      });
+    }
+    return L.castTransposeMulti(this.E, ws, dtype);
+  }
 
   private sameShape(op: string, x: TensorData, g: TensorData): null {
     if (!sameShape(x.shape, g.shape)) fail(op, `input ${fmt(x.shape)} and gradOutput ${fmt(g.shape)} must have the same shape`);

@@ -56,6 +56,12 @@ export interface HeliosConfig {
    */
   readonly multiTensorAdamw: boolean;
   /**
+   * HELIOS_MULTI_TENSOR_CAST: castTransposeMulti (the trainer's per-step f16 weight copies under
+   * matmul16). On (default): each matrix's f16 copy and f16 transposed copy, for up to 10 matrices
+   * per dispatch (cast_transpose_multi); off: castDtype and transpose per matrix, two dispatches each.
+   */
+  readonly multiTensorCast: boolean;
+  /**
    * HELIOS_TRAIN_FUSED_LINEAR: the trainer's matmul16 layers. On (default): bias (and the residual
    * of the projections) in the matmul epilogue (HeliosBackend.linear), f16 qkv and MLP
    * pre-activation written by their matmuls, LayerNorm writing its f16 matmul operand; off: the
@@ -75,6 +81,7 @@ export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   matmulPrepack: "auto",
   compileThreads: 0,
   multiTensorAdamw: true,
+  multiTensorCast: true,
   trainFusedLinear: true,
 });
 
@@ -136,6 +143,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
     matmulPrepack: prepackMode(env),
     compileThreads: positiveInt(env, "HELIOS_COMPILE_THREADS", DEFAULT_CONFIG.compileThreads, 256),
     multiTensorAdamw: flag(env, "HELIOS_MULTI_TENSOR_ADAMW", DEFAULT_CONFIG.multiTensorAdamw),
+    multiTensorCast: flag(env, "HELIOS_MULTI_TENSOR_CAST", DEFAULT_CONFIG.multiTensorCast),
     trainFusedLinear: flag(env, "HELIOS_TRAIN_FUSED_LINEAR", DEFAULT_CONFIG.trainFusedLinear),
   });
 }

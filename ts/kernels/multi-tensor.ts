@@ -23,6 +23,18 @@
 //   adamw and adamw_device); the device form returns at once when skip != 0 (the non-finite
 //   guard). Tensor j owns ceil(n_j / ADAMW_BLOCK) workgroups of WG threads, each thread every
 //   WG-th element of the workgroup's block (up to 16). Dispatch gridRows(blocks), blocks = sum of those.
+// cast_transpose_multi: bindings x0..x{G-1} (read, any float dtype), then c0..c{G-1} and
+//   t0..t{G-1} (write, the target dtype). Push {blocks, r0, k0, ..., r{G-1}, k{G-1}}: x_j is
+//   [r_j, k_j] row-major; c_j = x_j in the target dtype, t_j [k_j, r_j] its transpose. Each
+//   element's f32 value is converted by `cast` (OpFConvert: round to nearest even for f16), the
+//   instruction of castDtype's fused kernel, for c_j and again, from the same f32 value, for t_j:
+//   c_j and t_j equal castDtype(x_j) and transpose(castDtype(x_j)) bit for bit (the transpose
+//   copies raw bits; converting one value twice gives the same bits). Tensor j is cut into CT x CT
+//   tiles (row-major over the tile grid); it owns ceil(tiles_j / CAST_T_TILES) workgroups of WG =
+//   CT x 8 threads, each CAST_T_TILES consecutive tiles. A tile is read row-coalesced (each thread
+//   CT / 8 rows of one column), its c_j rows written in place and its f32 values staged in shared
+//   memory (rows padded to CT + 1: the column reads hit distinct banks), then written to t_j
+//   row-coalesced after a barrier. Dispatch gridRows(blocks), blocks = sum of those.
 import { f32, kernel, lit, min, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, fromF32, rowIndex, storageOf, toF32, wgReduce, type PushSpec } from "./common.js";
@@ -34,6 +46,11 @@ export const SUMSQ_MULTI_MAX = 29;
 export const ADAMW_MULTI_MAX = 7;
 /** Elements per adamw_multi workgroup (16 per thread). */
 export const ADAMW_BLOCK = 16 * WG;
+/** Tensors per cast_transpose_multi dispatch: 3 bindings each within 32; 1 + 2G push words. */
+export const CAST_T_MULTI_MAX = 10;
+/** cast_transpose_multi's tile edge and tiles per workgroup. */
+export const CAST_T_TILE = 32;
+export const CAST_T_TILES = 4;
 
 export function sumsqMultiPush(count: number): PushSpec {
   const spec: PushSpec = { rows: "u32", len: "u32", outBase: "u32" };
@@ -134,6 +151,65 @@ export function adamwMultiKernel(types: { p: Dtype; g: Dtype }[], hyper: HyperSo
         b.m.store(i, r.m);
         b.v.store(i, r.v);
       }, { step: WG });
+    });
+  });
+  return k.finish();
+}
+
+export function castTransposeMultiPush(count: number): PushSpec {
+  const spec: PushSpec = { blocks: "u32" };
+  for (let j = 0; j < count; j++) {
+    spec[`r${j}`] = "u32";
+    spec[`k${j}`] = "u32";
+  }
+  return spec;
+}
+
+/** `dtypes[j]`: tensor j's dtype; `out`: the copies' dtype. */
+export function castTransposeMultiKernel(dtypes: Dtype[], out: Dtype): KernelDesc {
+  const G = dtypes.length;
+  if (G < 1 || G > CAST_T_MULTI_MAX) throw new Error(`helios: internal error: cast_transpose_multi over ${G} tensors`);
+  const CT = CAST_T_TILE, ROWS = WG / CT;
+  const k = kernel(`cast_transpose_multi${G}_${dtypeTag(dtypes)}_${out}`, { workgroup: [WG] });
+  const xs = dtypes.map((d, j) => k.buffer(`x${j}`, storageOf(d), "read"));
+  const cs = dtypes.map((_, j) => k.buffer(`c${j}`, storageOf(out), "write"));
+  const ts = dtypes.map((_, j) => k.buffer(`t${j}`, storageOf(out), "write"));
+  const pc = k.push(castTransposeMultiPush(G));
+  const sh = k.shared("tile", f32, CT * (CT + 1));
+  const w = rowIndex(k, pc.blocks);
+  const lane = k.let(k.localIndex, "lane");
+  const tx = k.let(lane.rem(CT), "tx"), ty = k.let(lane.div(CT), "ty");
+  const across = (n: Expr) => n.add(CT - 1).div(CT);
+  const tilesX = dtypes.map((_, j) => k.let(across(pc[`k${j}`]), "tilesx"));
+  const tiles = dtypes.map((_, j) => k.let(across(pc[`r${j}`]).mul(tilesX[j]), "tiles"));
+  ranges(k, tiles, lit(u32, CAST_T_TILES)).forEach(({ start, end }, j) => {
+    const rows = pc[`r${j}`], cols = pc[`k${j}`];
+    k.if(w.ge(start).and(w.lt(end)), () => {
+      const first = k.let(w.sub(start).mul(CAST_T_TILES), "first");
+      k.for(first, min(tiles[j], first.add(CAST_T_TILES)), (tile) => {
+        const row0 = k.let(tile.div(tilesX[j]).mul(CT), "row0");
+        const col0 = k.let(tile.rem(tilesX[j]).mul(CT), "col0");
+        const col = k.let(col0.add(tx), "col");
+        for (let q = 0; q < CT; q += ROWS) {
+          const row = k.let(row0.add(ty).add(q), "row");
+          k.if(row.lt(rows).and(col.lt(cols)), () => {
+            const at = k.let(row.mul(cols).add(col), "at");
+            const x = k.let(toF32(xs[j].load(at)), "x");
+            cs[j].store(at, fromF32(x, out));
+            sh.store(ty.add(q).mul(CT + 1).add(tx), x);
+          });
+        }
+        k.barrier();
+        // t_j row col0 + ty + q is x_j's column; its elements row0 + tx are x_j's rows
+        const trow = k.let(row0.add(tx), "trow");
+        for (let q = 0; q < CT; q += ROWS) {
+          const tcol = k.let(col0.add(ty).add(q), "tcol");
+          k.if(tcol.lt(cols).and(trow.lt(rows)), () => {
+            ts[j].store(tcol.mul(rows).add(trow), fromF32(sh.load(tx.mul(CT + 1).add(ty).add(q)), out));
+          });
+        }
+        k.barrier();
+      });
     });
   });
   return k.finish();

@@ -4,8 +4,11 @@ import { type Engine, run } from "../engine.js";
 import { HeliosTensor } from "../tensor.js";
 import { broadcastStrides, checkSlice, contiguousStrides, fail, fmt, normalizeAxis, size } from "../shape.js";
 import { collapse } from "../fusion/plan.js";
-import { grid1d } from "../kernels/common.js";
+import { grid1d, gridRows } from "../kernels/common.js";
 import { COPY_PUSH, COPY_RANK, copyStridedKernel, copyStridedV128Kernel } from "../kernels/copy.js";
+import {
+  CAST_T_MULTI_MAX, CAST_T_TILE, CAST_T_TILES, castTransposeMultiKernel, castTransposeMultiPush,
+} from "../kernels/multi-tensor.js";
 
 /**
  * dst[dstBase + c.t] = src[srcBase + c.s] for every coordinate c of `dims`. Dims that
@@ -173,4 +176,49 @@ export function castDtype(E: Engine, a: TensorData, dtype: Dtype): TensorData {
   // source alive (Alpha casts activations to f16 to halve their memory).
   if (dtype === "f16") E.materialize(out);
   return out;
+}
+
+/** A matrix in another dtype and its transpose in that dtype (castTransposeMulti). */
+export interface CastPair {
+  cast: TensorData;
+  transposed: TensorData;
+}
+
+/**
+ * For each 2-D tensor W [r, k]: W as `dtype` and its transpose [k, r] as `dtype`, new tensors
+ * equal bit for bit to castDtype(W, dtype) and transpose(castDtype(W, dtype), 0, 1) (the
+ * trainer's per-step f16 weight copies). HELIOS_MULTI_TENSOR_CAST (default on): both copies of up
+ * to CAST_T_MULTI_MAX tensors per cast_transpose_multi dispatch; off: those two ops per tensor.
+ */
+export function castTransposeMulti(E: Engine, ws: TensorData[], dtype: Dtype): CastPair[] {
+  const op = "castTransposeMulti";
+  if (!Array.isArray(ws)) fail(op, "expects an array of tensors");
+  if (dtype === "i32") fail(op, "dtype must be a floating-point dtype, got i32");
+  ws.forEach((w, i) => {
+    if (w.shape.length !== 2) fail(op, `tensor ${i}: expects a 2-D tensor, got ${fmt(w.shape)}`);
+    if (w.dtype === "i32") fail(op, `tensor ${i}: expects a floating-point tensor, got i32`);
+  });
+  if (!E.config.multiTensorCast) {
+    return ws.map((w) => {
+      const cast = w.dtype === dtype ? clone(E, w) : castDtype(E, w, dtype);
+      return { cast, transposed: transpose(E, cast, 0, 1) };
+    });
+  }
+  const pairs = ws.map((w) => ({ cast: E.alloc(w.shape, dtype, op), transposed: E.alloc([w.shape[1], w.shape[0]], dtype, op) }));
+  const live = ws.map((w, i) => ({ w, p: pairs[i] })).filter(({ w }) => size(w.shape) > 0);
+  for (let at = 0; at < live.length; at += CAST_T_MULTI_MAX) {
+    const group = live.slice(at, at + CAST_T_MULTI_MAX);
+    const dtypes = group.map(({ w }) => w.dtype);
+    const push: Record<string, number> = { blocks: 0 };
+    group.forEach(({ w }, j) => {
+      const [r, k] = w.shape;
+      push[`r${j}`] = r;
+      push[`k${j}`] = k;
+      push.blocks += Math.ceil((Math.ceil(r / CAST_T_TILE) * Math.ceil(k / CAST_T_TILE)) / CAST_T_TILES);
+    });
+    run(E, op, { castTransposeMulti: dtypes, out: dtype }, () => castTransposeMultiKernel(dtypes, dtype),
+      castTransposeMultiPush(group.length), push, group.map(({ w }) => w),
+      [...group.map(({ p }) => p.cast), ...group.map(({ p }) => p.transposed)], gridRows(push.blocks));
+  }
+  return pairs;
 }
