@@ -6,10 +6,18 @@
 // against a float64 sum first, and the shipped bias-gradient launches against HeliosBackend's own
 // result bit for bit (what is timed is what ships).
 //
-//   node dist/bench/colsum.js [--rows=16384] [--cols=768,2304,3072] [--dtypes=f16,f32] [--ops=bias,ln]
+//   node dist/bench/colsum.js [--rows=16384] [--cols=768,2304,3072] [--dtypes=f16,f32] [--ops=bias,ln[,lnbwd]]
 //     [--iters=50] [--warm-ms=500] [--baseline=1] [--out=FILE]
 //   sweeps (comma lists; each combination is a variant beside the shipped one):
 //     [--target=1024] [--max-chunks=64] [--segment=128] [--unroll=4] [--ln-unroll=2]
+//   --ops=lnbwd: LayerNorm backward whole (dx, dw, db from x, w, g; w f32 as in the trainer): the
+//     separate passes (layernorm_bwd_dx4, then layernorm_bwd_dwdb_cols + colsum k2, as ts/ops/nn.ts
+//     records them with the fused pass off) against the fused pass (ts/kernels/layernorm-bwd.ts: dx
+//     and the dw/db partials in one pass, then colsum k2), shipped knobs and a sweep of them:
+//     [--ln-partials=64,128,256] [--ln-slots=1,2,4] [--ln-prefetch=0,1]. Each variant's dx must equal
+//     the separate passes' bit for bit (column dx=sep) and dw/db the float64 sums within 1e-4 of
+//     their largest; the shipped fused launches must equal HeliosBackend.layerNormBackward's results
+//     bit for bit. GB/s = x and g read once + dx written / µs.
 //
 // Protocol: a variant's launches are recorded `iters` times into one profiled batch (dispatches of
 // one iteration depend on each other; iterations overlap only where the hazard tracker allows). Per
@@ -23,7 +31,10 @@ import type { Dtype } from "../ts/types.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
 import { packPush } from "../ts/kernels/common.js";
 import { COLSUM_PUSH, COLS_UNROLL, COLUMN_TUNING, colsumKernel, planColumns, type ColumnTuning } from "../ts/kernels/colsum.js";
-import { LN_COLS_UNROLL, layerNormBwdColsKernel } from "../ts/kernels/norm.js";
+import { LN_COLS_UNROLL, LN_PUSH, layerNormBwdColsKernel, layerNormBwdDxKernel } from "../ts/kernels/norm.js";
+import { layerNormBwdDx4Kernel, rows4Vpt } from "../ts/kernels/rows4.js";
+import { LN_BWD_FUSED_PUSH, LN_BWD_TUNING, layerNormBwdFusedKernel, planLayerNormBwd, type LnBwdTuning } from "../ts/kernels/layernorm-bwd.js";
+import { gridRows } from "../ts/kernels/common.js";
 import { baselineLayerNormDwDb, baselineStridedSum, type Launch, type Scratch } from "../lab/colsum-baseline.js";
 import { busyNs, warmFor, type ProfileEntry } from "./profiling.js";
 import { median } from "./stats.js";
@@ -226,12 +237,118 @@ function benchLayerNorm(dtype: Dtype, n: number, variants: Variant[]): void {
   for (const h of [dw, db, x.h, g.h, st.h]) rt.releaseBuffer(h);
 }
 
+const LN_EPS = 1e-5;
+
+/** The separate passes ts/ops/nn.ts records for layerNormBackward with the fused pass off (rows >= 64). */
+function separateLnBwd(dtype: Dtype, wDtype: Dtype, rows: number, n: number, sg: boolean): { launches: Launch[]; scratch: Scratch[] } {
+  const v4 = rows4Vpt(n);
+  const dx: Launch = {
+    desc: v4 > 0 ? layerNormBwdDx4Kernel(dtype, wDtype, v4, sg) : layerNormBwdDxKernel(dtype, wDtype), spec: LN_PUSH,
+    push: { rows, dim: n, eps: LN_EPS }, groups: gridRows(rows), bufs: ["x", "w", "g", "dx", "stats"],
+  };
+  const cols = shippedLayerNorm(dtype, wDtype, rows, n, shippedVariant);
+  return { launches: [dx, ...cols.launches], scratch: [{ name: "stats", elems: rows * 2 }, ...cols.scratch] };
+}
+
+/** The fused pass and its fold, as ts/ops/nn.ts records them under `tune`. */
+function fusedLnBwd(dtype: Dtype, wDtype: Dtype, rows: number, n: number, sg: boolean, tune: LnBwdTuning): { launches: Launch[]; scratch: Scratch[] } {
+  const p = planLayerNormBwd(rows, n, rt.getDeviceInfo(), tune);
+  if (!p) throw new Error(`layerNorm backward [${rows}, ${n}]: the fused pass does not apply`);
+  const one = p.groups === 1;
+  const main: Launch = {
+    desc: layerNormBwdFusedKernel(dtype, wDtype, one ? wDtype : "f32", p.v4, p.slots, sg, p.prefetch), spec: LN_BWD_FUSED_PUSH,
+    push: { rows, dim: n, eps: LN_EPS, rowsPerGroup: p.rowsPerGroup }, groups: [p.groups, 1, 1], bufs: ["x", "w", "g", "dx", one ? "dw" : "pw", one ? "db" : "pb"],
+  };
+  if (one) return { launches: [main], scratch: [] };
+  const q = planColumns("f32", 1, p.groups, n, { maxChunks: 1 });
+  return {
+    scratch: [{ name: "pw", elems: p.groups * n }, { name: "pb", elems: p.groups * n }],
+    launches: [main, {
+      desc: colsumKernel("f32", wDtype, q.vec, q.tx, 2), spec: COLSUM_PUSH,
+      push: { dim: p.groups, inner: n, chunk: p.groups, chunks: 1, scale: 1 }, groups: q.groups, bufs: ["pw", "pb", "dw", "db"],
+    }],
+  };
+}
+
+/** separate, fused (shipped knobs), then every swept combination of --ln-partials/--ln-slots/--ln-prefetch. */
+function lnBwdVariants(): { name: string; tune: LnBwdTuning | null }[] {
+  const out: { name: string; tune: LnBwdTuning | null }[] = [{ name: "separate", tune: null }, { name: "fused", tune: { ...LN_BWD_TUNING } }];
+  if (!["ln-partials", "ln-slots", "ln-prefetch"].some((k) => process.argv.some((a) => a.startsWith(`--${k}=`)))) return out;
+  for (const partials of nums("ln-partials", LN_BWD_TUNING.partials)) for (const slots of nums("ln-slots", LN_BWD_TUNING.slots))
+    for (const pf of nums("ln-prefetch", LN_BWD_TUNING.prefetch ? 1 : 0)) {
+      out.push({ name: `fused_p${partials}_s${slots}${pf ? "_pf" : ""}`, tune: { fused: true, partials, slots, prefetch: pf !== 0 } });
+    }
+  return out;
+}
+
+function benchLnBwd(dtype: Dtype, n: number, B: HeliosBackend): void {
+  const wDtype: Dtype = "f32";
+  const sg = (rt.getDeviceInfo().subgroupSize ?? 0) >= 4;
+  const x = upload(Float64Array.from({ length: ROWS * n }, () => rnd() * 6 - 3), dtype);
+  const g = upload(Float64Array.from({ length: ROWS * n }, () => rnd() * 2 - 1), dtype);
+  const w = upload(Float64Array.from({ length: n }, () => 0.5 + rnd()), wDtype);
+  const refW = new Float64Array(n), refB = new Float64Array(n), refDx = new Float64Array(ROWS * n);
+  for (let r = 0; r < ROWS; r++) {
+    const o = r * n;
+    let mean = 0, v = 0, s1 = 0, s2 = 0;
+    for (let c = 0; c < n; c++) mean += x.stored[o + c];
+    mean /= n;
+    for (let c = 0; c < n; c++) v += (x.stored[o + c] - mean) ** 2;
+    const rstd = 1 / Math.sqrt(v / n + LN_EPS);
+    for (let c = 0; c < n; c++) {
+      const xh = (x.stored[o + c] - mean) * rstd, gv = g.stored[o + c], dy = gv * w.stored[c];
+      refW[c] += gv * xh;
+      refB[c] += gv;
+      s1 += dy;
+      s2 += dy * xh;
+    }
+    for (let c = 0; c < n; c++) refDx[o + c] = rstd * (g.stored[o + c] * w.stored[c] - (s1 + (x.stored[o + c] - mean) * rstd * s2) / n);
+  }
+  const bytes = ROWS * n * (dtype === "f16" ? 2 : 4);
+  const dx = rt.leaseBuffer(bytes), dw = rt.leaseBuffer(n * 4), db = rt.leaseBuffer(n * 4);
+  const bufs = new Map([["x", x.h], ["w", w.h], ["g", g.h], ["dx", dx], ["dw", dw], ["db", db]]);
+  const hex = (h: number, len: number) => Buffer.from(rt.readBuffer(h, 0, len)).toString("hex");
+  const dxValues = () => {
+    const raw = rt.readBuffer(dx, 0, bytes);
+    return dtype === "f16" ? Float64Array.from(fromF16Array(new Uint16Array(raw))) : new Float32Array(raw);
+  };
+  // what HeliosBackend ships for this shape (the fused pass unless the plan declines it)
+  const host = (s: Float64Array) => ({ shape: [ROWS, n], dtype, data: dtype === "f16" ? toF16Array(s) : Float32Array.from(s) });
+  const product = B.layerNormBackward(host(x.stored), { shape: [n], dtype: wDtype, data: Float32Array.from(w.stored) }, host(g.stored), LN_EPS);
+  const productHex = [product.dx, product.dw, product.db].map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("hex"));
+  let sepDx = "";
+  const prepared = lnBwdVariants().map(({ name, tune }) => {
+    const l = tune ? fusedLnBwd(dtype, wDtype, ROWS, n, sg, tune) : separateLnBwd(dtype, wDtype, ROWS, n, sg);
+    const p = prepare(l.launches, l.scratch, bufs);
+    for (const h of [dx, dw, db]) rt.fillBuffer(h, 0x7fc00000);
+    p.run(false, 1);
+    const err = Math.max(relErr(readF32(dw, n), refW), relErr(readF32(db, n), refB));
+    if (!(err < 1e-4)) throw new Error(`layerNorm backward ${dtype} n=${n} ${name}: dw/db relative error ${err}`);
+    const dxErr = relErr(dxValues(), refDx);
+    if (!(dxErr < (dtype === "f16" ? 1e-2 : 1e-4))) throw new Error(`layerNorm backward ${dtype} n=${n} ${name}: dx relative error ${dxErr}`);
+    const dxHex = hex(dx, bytes);
+    if (!tune) sepDx = dxHex;
+    const same = dxHex === sepDx;
+    if (!same) console.error(`WARNING: layerNorm backward ${dtype} n=${n} ${name}: dx differs from the separate passes' bits`);
+    if (name === "fused" && (dxHex !== productHex[0] || hex(dw, n * 4) !== productHex[1] || hex(db, n * 4) !== productHex[2])) {
+      throw new Error(`layerNorm backward ${dtype} n=${n}: the bench's fused launches differ from HeliosBackend.layerNormBackward's results`);
+    }
+    return { name: `${name}${same ? "" : " (dx!=sep)"}`, p, err: Math.max(err, dxErr) };
+  });
+  timeInTurns(prepared.map((v) => v.p)).forEach((t, i) => {
+    rows.push({ op: "layerNorm bwd dx+dw+db", dtype, n, variant: prepared[i].name, us: t.us, gbps: (3 * bytes) / (t.us * 1e3), err: prepared[i].err, kernels: t.kernels });
+  });
+  prepared.forEach((v) => v.p.release());
+  for (const h of [dx, dw, db, x.h, g.h, w.h]) rt.releaseBuffer(h);
+}
+
 const variants = [shippedVariant, ...sweepVariants()];
 const B = new HeliosBackend({ runtime: rt });
 for (const op of OPS) for (const dtype of DTYPES) for (const n of COLS) {
   if (op === "bias") benchBias(dtype, n, variants, B);
   else if (op === "ln") benchLayerNorm(dtype, n, variants);
-  else throw new Error(`--ops: unknown ${op} (bias, ln)`);
+  else if (op === "lnbwd") benchLnBwd(dtype, n, B);
+  else throw new Error(`--ops: unknown ${op} (bias, ln, lnbwd)`);
 }
 console.log(`device: ${info.deviceName}; rows ${ROWS}; ${ITERS} iters x 3 batches, median; µs = GPU busy time per call`);
 console.log(["op".padEnd(32), "dtype", "n".padStart(5), "variant".padEnd(28), "µs".padStart(8), "GB/s".padStart(7), "  kernels (µs)"].join(" "));

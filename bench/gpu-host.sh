@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the NVIDIA GPU host: builds nothing, checks, times, writes one tarball.
-#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|colsum|runtime-ops|flash|clocks|simt|sass
+#   source .gpu/enter.sh; bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|colsum|lnbwd|runtime-ops|flash|clocks|simt|sass
 # Needs dist/ (tsc) and native/ (release addon) carried from the build machine.
 # Results: $OUT/<part>.tgz (JSON + logs), a short table at the end of stdout.
 set -uo pipefail
@@ -76,6 +76,16 @@ case "$part" in
     run colsum-sweep 200 node dist/bench/colsum.js --baseline=0 --target=264,528,1056 --segment=128,256 --out="$work/colsum-sweep.json"
     run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
     ;;
+  lnbwd)
+    # Issue 27's fused LayerNorm backward (ts/kernels/layernorm-bwd.ts): the separate passes against
+    # the fused one (dx + dw + db, f32 as the trainer runs it, f16 too) at [16384, 768 | 2048 | 3072],
+    # the fused plan's knobs at 768, then matmul16 step profiles with each (~4 min).
+    : "${TAIL_LINES:=40}"
+    run lnbwd 150 node dist/bench/colsum.js --ops=lnbwd --dtypes=f32,f16 --cols=768,2048,3072 --out="$work/lnbwd.json"
+    run lnbwd-sweep 200 node dist/bench/colsum.js --ops=lnbwd --dtypes=f32 --cols=768 --ln-partials=64,128,256,512 --ln-slots=1,2,4 --ln-prefetch=0,1 --out="$work/lnbwd-sweep.json"
+    run profile-m16-separate 100 node dist/bench/train/profile-step.js --matmul16 --ln-bwd=separate --out="$work/profile-m16-separate.json"
+    run profile-m16-fused 100 node dist/bench/train/profile-step.js --matmul16 --ln-bwd=fused --out="$work/profile-m16-fused.json"
+    ;;
   runtime-ops)
     # Transfers with per-phase read traces, streaming launch shapes, ops, a matmul16 step profile.
     HELIOS_TRACE_READS=1 run dispatch 200 node dist/bench/dispatch.js --out="$work/dispatch.json"
@@ -148,7 +158,7 @@ case "$part" in
     run sass-summary 30 python3 bench/sass.py summary "$work/sass" --json="$work/sass-summary.json"
     rm -rf "$__GL_SHADER_DISK_CACHE_PATH" "$HELIOS_CACHE_DIR"
     ;;
-  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|colsum|runtime-ops|flash|clocks|simt|sass" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu-host.sh core|matmul|matmul128|matmul-ab|train|ops-train|matmul-train|probe|colsum|lnbwd|runtime-ops|flash|clocks|simt|sass" >&2; exit 2 ;;
 esac
 # Weights, batches and checkpoints stay behind: only logs and JSON come back.
 tar czf "$dest/$part.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="cache" -C /tmp "helios-$part"

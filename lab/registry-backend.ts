@@ -10,6 +10,7 @@ import { generateFused } from "../ts/kernels/elementwise.js";
 import { colsumKernel } from "../ts/kernels/colsum.js";
 import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStridedKernel, softmaxRowsCachedKernel, type ReduceFn } from "../ts/kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "../ts/kernels/rows4.js";
+import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
@@ -100,6 +101,11 @@ export function backendVariants(): KernelVariant[] {
       const tag = `${d}_${v4}${sg ? "_sg" : ""}`;
       v.push({ id: `backend/layernorm_fwd4/${tag}`, needs: n, build: () => layerNormFwd4Kernel(d, d, v4, sg) });
       v.push({ id: `backend/layernorm_bwd_dx4/${tag}`, needs: n, build: () => layerNormBwdDx4Kernel(d, d, v4, sg) });
+      // the fused dx + dw/db partials (f32, or dw/db in w's dtype from one workgroup): 1 and 4 slots, prefetch on and off
+      for (const [slots, pf] of [[1, true], [4, true], [4, false]] as const) {
+        v.push({ id: `backend/layernorm_bwd4_dwdb/${tag}_s${slots}${pf ? "_pf" : ""}`, needs: n, build: () => layerNormBwdFusedKernel(d, d, "f32", v4, slots, sg, pf) });
+      }
+      if (d === "f16") v.push({ id: `backend/layernorm_bwd4_dwdb/${tag}_s1_pf_f16`, needs: n, build: () => layerNormBwdFusedKernel(d, d, d, v4, 1, sg, true) });
       for (const log of [false, true]) v.push({ id: `backend/softmax_rows4/${log ? "log_" : ""}${tag}`, needs: n, build: () => softmaxRows4Kernel(d, log, v4, sg) });
     }
     // f32 rows written as f16 (the trainer's LayerNorm into a matmul operand)

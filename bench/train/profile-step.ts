@@ -5,6 +5,7 @@
 //
 //   node dist/bench/train/profile-step.js [--matmul16] [--batch=16] [--seq=1024] [--layers=12]
 //     [--dim=768] [--heads=12] [--vocab=50304] [--head-chunk-mib=N] [--top=30] [--out=perf/train-profile.json]
+//     [--ln-bwd=fused|separate]  (LayerNorm backward's A/B, lab/layernorm-bwd.ts; default: what ships)
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { HeliosBackend } from "../../ts/backend.js";
@@ -25,6 +26,12 @@ const cfg: GPTConfig = {
   vocab: opt("vocab", 50304), blockSize: opt("seq", 1024), layers: opt("layers", 12), heads: opt("heads", 12), dim: opt("dim", 768), dropout: 0,
 };
 const Bsz = opt("batch", 16), T = opt("seq", 1024), top = opt("top", 30);
+const lnBwd = argv.find((a) => a.startsWith("--ln-bwd="))?.slice(9);
+if (lnBwd !== undefined) {
+  if (lnBwd !== "fused" && lnBwd !== "separate") throw new Error(`--ln-bwd=${lnBwd}: expected fused or separate`);
+  // imported only when asked for: lab/ does not ship
+  (await import("../../lab/layernorm-bwd.js")).useLayerNormBwd(lnBwd);
+}
 
 const P = new ProfilingRuntime(runtime());
 const B = asTrainBackend(new HeliosBackend({ runtime: P.rt }));
@@ -53,7 +60,7 @@ const labels = rows.map((x) => x.label);
 const sequence = batches.flat().map((p) => [labels.indexOf(p.label), +(p.gpuNs / 1e6).toFixed(4)]);
 
 mkdirSync(path.dirname(path.resolve(outPath)), { recursive: true });
-writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, headChunkBytes, warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
+writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, headChunkBytes, lnBwd: lnBwd ?? "shipped", warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
 console.log(`${matmul16 ? "matmul16" : "f32"} step: host ${r.ms.toFixed(1)} ms (warm steps ${warm.map((x) => x.toFixed(0)).join("/")}), ` +
   `GPU span ${sm.spanMs.toFixed(1)} ms, kernel sum ${sm.sumMs.toFixed(1)} ms, ${sm.dispatches} dispatches`);
 console.log(`${"kernel".padEnd(48)} ${"ms".padStart(8)} ${"%".padStart(6)} ${"n".padStart(5)}`);

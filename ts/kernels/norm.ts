@@ -10,7 +10,8 @@
 // layernorm_bwd_dwdb: bindings x, g (read), dw, db (write). Push {rows, dim, eps}. One thread
 //   per column j walks every row (recomputing that row's mean/rstd from a per-row stats
 //   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel). For few rows; many rows
-//   take layernorm_bwd_dwdb_cols (below), a column sum.
+//   take layernorm_bwd_dwdb_cols (below), a column sum. Rows with dim % 4 == 0 up to 4096 take
+//   neither: layernorm_bwd4_dwdb (layernorm-bwd.ts) sums dw/db partials in the dx pass.
 import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";

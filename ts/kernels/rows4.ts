@@ -55,10 +55,12 @@ function loadRow(k: KernelBuilder, x: Buffer, dtype: Dtype, rows: Expr, dim: Exp
   return { row, t, base4, cols, valid, vals, red };
 }
 
-const hsum = (v: Expr) => v.x.add(v.y).add(v.z.add(v.w));
+// hsum, splat and tree are shared with layernorm_bwd4_dwdb (layernorm-bwd.ts), whose dx must
+// round exactly as layernorm_bwd_dx4's
+export const hsum = (v: Expr) => v.x.add(v.y).add(v.z.add(v.w));
 const hmax = (v: Expr) => max(max(v.x, v.y), max(v.z, v.w));
-const splat = (s: Expr) => vecOf("f32x4", s);
-const tree = (xs: Expr[], f: (a: Expr, b: Expr) => Expr) => xs.reduce(f);
+export const splat = (s: Expr) => vecOf("f32x4", s);
+export const tree = (xs: Expr[], f: (a: Expr, b: Expr) => Expr) => xs.reduce(f);
 
 export function softmaxRows4Kernel(dtype: Dtype, logOut: boolean, v4: number, sg: boolean): KernelDesc {
   const k = kernel(`${logOut ? "logsoftmax" : "softmax"}_rows4_v${v4}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });

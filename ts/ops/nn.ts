@@ -11,6 +11,7 @@ import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kerne
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
+import { LN_BWD_FUSED_PUSH, layerNormBwdFusedKernel, planLayerNormBwd } from "../kernels/layernorm-bwd.js";
 import { foldPartials } from "./reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
@@ -58,6 +59,18 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
   const db = E.alloc(w.shape, w.dtype);
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return { dx, dw: E.filled(w.shape, w.dtype, 0), db: E.filled(w.shape, w.dtype, 0) };
+  const fused = planLayerNormBwd(rows, dim, E.device);
+  if (fused) {
+    // dx and the dw/db partials in one pass over x and g (ts/kernels/layernorm-bwd.ts), folded by one colsum
+    const { v4, slots, rowsPerGroup, groups, prefetch } = fused;
+    const one = groups === 1;
+    const parts = one ? [dw, db] : [E.alloc([1, groups, dim], "f32"), E.alloc([1, groups, dim], "f32")];
+    const part = parts[0].dtype, sg = E.subgroups;
+    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch }, () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch),
+      LN_BWD_FUSED_PUSH, { rows, dim, eps, rowsPerGroup }, [x, w, g], [dx, ...parts], [groups, 1, 1]);
+    if (!one) foldPartials(E, op, parts, 1, dim, 1, [dw, db]);
+    return { dx, dw, db };
+  }
   const stats = E.alloc([rows, 2], "f32");
   const v4 = rows4Vpt(dim), sg = E.subgroups;
   if (v4 > 0) {
