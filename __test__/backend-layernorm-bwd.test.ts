@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { HeliosBackend } from "../ts/backend.js";
 import { makeBackend, recordingBackend, testRuntime } from "./backend-helpers.js";
-import { Rng, randTensor, assertClose, type Tol } from "./harness.js";
+import { Rng, randTensor, assertClose, values, type Tol } from "./harness.js";
 import * as N from "./ref/nn.js";
 import type { Dtype, TensorData } from "../ts/types.js";
 import { LN_BWD_FUSED_MAX_DIM, LN_BWD_TUNING, planLayerNormBwd } from "../ts/kernels/layernorm-bwd.js";
@@ -71,7 +71,18 @@ test("the fused pass runs where the plan says, the separate kernels elsewhere", 
   assert.deepEqual(kernels(65, LN_BWD_FUSED_MAX_DIM + 4), ["layernorm_bwd_dwdb_cols_f32_f32_v4_tx16", "layernorm_bwd_dx4_v8_f32"]);
 });
 
-test("fused dx is the separate passes' dx bit for bit under every plan knob (subgroups and the shared-memory tree); dw/db agree within f32 rounding", () => {
+// dx: the fused kernel repeats dx4's expressions, and on lavapipe the two agree bit for bit; NVIDIA's
+// compiler contracts the two kernels' arithmetic differently (H200: up to 2 f32 ulps apart), so the
+// check is a few ulps of the separate passes' dx, plus the float64 reference.
+const ULPS: Record<string, number> = { f32: 2 ** -20, f16: 2 ** -9 };
+function assertUlpsClose(a: TensorData, b: TensorData, rel: number, what: string): void {
+  const x = values(a), y = values(b);
+  let worst = 0;
+  for (let i = 0; i < y.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / (Math.abs(y[i]) + 2 ** -24));
+  assert.ok(worst <= rel, `${what}: fused and separate dx differ by ${worst} relative (allowed ${rel})`);
+}
+
+test("fused dx is the separate passes' dx to a few ulps under every plan knob (subgroups and the shared-memory tree); dx, dw, db match float64", () => {
   const rng = new Rng(2703);
   const knobs = [{}, { slots: 1 }, { slots: 2, prefetch: false }, { partials: 7 }, { partials: 1, slots: 4 }, { partials: 1000, slots: 1, prefetch: false }];
   const cases: [number, number, Dtype][] = [[65, 768, "f32"], [1000, 64, "f32"], [63, 4, "f32"], [130, 1028, "f32"], [33, 2048, "f32"], [9, 4096, "f32"], [1000, 768, "f16"], [77, 2052, "f16"]];
@@ -79,12 +90,12 @@ test("fused dx is the separate passes' dx bit for bit under every plan knob (sub
     for (const [rows, dim, dt] of cases) {
       const { x, w, g } = sample(rng, rows, dim, dt);
       const sep = withLayerNormBwd("separate", () => be.layerNormBackward(x.td, w.td, g.td, EPS));
-      const sepDx = raw(sep.dx);
       const r = N.layerNormBackward(x.ref, w.ref, g.ref, EPS);
       for (const tune of knobs) {
         const what = `${label} ${dt} [${rows}, ${dim}] ${JSON.stringify(tune)}`;
         const fused = withLayerNormBwd("fused", () => be.layerNormBackward(x.td, w.td, g.td, EPS), tune);
-        assert.equal(raw(fused.dx), sepDx, `dx ${what}`);
+        assertUlpsClose(fused.dx, sep.dx, ULPS[dt], `dx ${what}`);
+        assertClose(fused.dx, r.dx, TOLS[dt], `dx vs float64 ${what}`);
         assertClose(fused.dw, r.dw, TOLS[dt], `dw ${what}`);
         assertClose(fused.db, r.db, TOLS[dt], `db ${what}`);
       }

@@ -11,8 +11,10 @@
 //   lane come from the subgroup builtins). Within a slot, thread t does exactly what thread t of
 //   layernorm_bwd_dx4's one-row workgroup does — the same vectors t, t + ROW_WG, ..., the same
 //   expressions, the same reductions (subgroup reduce, then the slot's subgroup partials summed
-//   in order; or the shared-memory tree) — so dx is that kernel's bit for bit. Only the order in
-//   which the reductions are issued differs (sum x and sum dy share one round of barriers).
+//   in order; or the shared-memory tree) — so dx is that kernel's bit for bit on lavapipe; NVIDIA's
+//   compiler contracts the two kernels' arithmetic differently (H200: dx up to 2 f32 ulps apart).
+//   Only the order in which the reductions are issued differs (sum x and sum dy share one round of
+//   barriers).
 //   Each thread also keeps running f32x4 sums of g * xhat and g for its vectors over its slot's
 //   rows (rows q*rowsPerGroup + slot + S*i in sequence); at the end slots 1..S-1 hand theirs to
 //   slot 0 through shared memory, which adds them in slot order and writes partial row q.
