@@ -1,13 +1,13 @@
 // bench/colsum: GPU time of a training step's column sums (issue 27) — bias gradients, the sum over
 // axis 0 of dy [rows, n] (f16 data summed into f32 under matmul16: sumF32; f32 data: sum), and
 // LayerNorm's dw/db over [rows, n] — as the shipped plan runs them (ts/kernels/colsum.ts: planColumns,
-// colsum, layernorm_bwd_dwdb_cols, the same launches ts/ops/reduce.ts and ts/ops/nn.ts record) and as
-// the kernels they replaced ran them (lab/colsum-baseline.ts). Every variant's result is checked
+// colsum, layernorm_bwd_dwdb_cols, the same launches ts/ops/reduce.ts and ts/ops/nn.ts record; the
+// kernels they replaced are in git history before 5a881fd, their times in bench/RESULTS.md). Every variant's result is checked
 // against a float64 sum first, and the shipped bias-gradient launches against HeliosBackend's own
 // result bit for bit (what is timed is what ships).
 //
 //   node dist/bench/colsum.js [--rows=16384] [--cols=768,2304,3072] [--dtypes=f16,f32] [--ops=bias,ln[,lnbwd]]
-//     [--iters=50] [--warm-ms=500] [--baseline=1] [--out=FILE]
+//     [--iters=50] [--warm-ms=500] [--out=FILE]
 //   sweeps (comma lists; each combination is a variant beside the shipped one):
 //     [--target=1024] [--max-chunks=64] [--segment=128] [--unroll=4] [--ln-unroll=2]
 //   --ops=lnbwd: LayerNorm backward whole (dx, dw, db from x, w, g; w f32 as in the trainer): the
@@ -28,14 +28,14 @@ import { writeFileSync } from "node:fs";
 import { runtime } from "../ts/device.js";
 import { HeliosBackend } from "../ts/backend.js";
 import type { Dtype } from "../ts/types.js";
+import type { KernelDesc } from "../ts/ir/index.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
-import { packPush } from "../ts/kernels/common.js";
+import { packPush, type PushSpec } from "../ts/kernels/common.js";
 import { COLSUM_PUSH, COLS_UNROLL, COLUMN_TUNING, colsumKernel, planColumns, type ColumnTuning } from "../ts/kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, layerNormBwdColsKernel, layerNormBwdDxKernel } from "../ts/kernels/norm.js";
 import { layerNormBwdDx4Kernel, rows4Vpt } from "../ts/kernels/rows4.js";
 import { LN_BWD_FUSED_PUSH, LN_BWD_TUNING, layerNormBwdFusedKernel, planLayerNormBwd, type LnBwdTuning } from "../ts/kernels/layernorm-bwd.js";
 import { gridRows } from "../ts/kernels/common.js";
-import { baselineLayerNormDwDb, baselineStridedSum, type Launch, type Scratch } from "../lab/colsum-baseline.js";
 import { busyNs, warmFor, type ProfileEntry } from "./profiling.js";
 import { median } from "./stats.js";
 
@@ -48,8 +48,18 @@ const DTYPES = list("dtypes", "f16,f32") as Dtype[];
 const OPS = list("ops", "bias,ln");
 const ITERS = Number(arg("iters", "50"));
 const WARM_MS = Number(arg("warm-ms", "500"));
-const BASELINE = arg("baseline", "1") !== "0";
 const OUT = arg("out", "");
+
+/** One dispatch: buffers by role name, in binding order. */
+interface Launch {
+  desc: KernelDesc;
+  spec: PushSpec;
+  push: Record<string, number>;
+  groups: [number, number, number];
+  bufs: string[];
+}
+/** A scratch buffer a launch list needs: role name and f32 elements. */
+interface Scratch { name: string; elems: number }
 
 interface Variant { name: string; tune: Partial<ColumnTuning>; unroll: number; lnUnroll: number; shipped: boolean }
 const shippedVariant: Variant = { name: "shipped", tune: {}, unroll: COLS_UNROLL, lnUnroll: LN_COLS_UNROLL, shipped: true };
@@ -183,7 +193,6 @@ function benchBias(dtype: Dtype, n: number, variants: Variant[], B: HeliosBacken
   const product = new Float32Array(B.sumF32({ shape: [ROWS, n], dtype, data: host }, 0).data as Float32Array);
   const bytes = ROWS * n * (dtype === "f16" ? 2 : 4);
   const all: [string, { launches: Launch[]; scratch: Scratch[] }, boolean][] = variants.map((v) => [v.name, shippedSum(dtype, "f32", ROWS, n, v), v.shipped]);
-  if (BASELINE) all.push(["baseline", baselineStridedSum(dtype, "f32", 1, ROWS, n, "x", "out", "s"), false]);
   const prepared = all.map(([name, l, shipped]) => {
     const p = prepare(l.launches, l.scratch, bufs);
     rt.fillBuffer(out, 0x7fc00000);
@@ -220,7 +229,6 @@ function benchLayerNorm(dtype: Dtype, n: number, variants: Variant[]): void {
   const bufs = new Map([["x", x.h], ["g", g.h], ["stats", st.h], ["dw", dw], ["db", db]]);
   const bytes = 2 * ROWS * n * (dtype === "f16" ? 2 : 4) + ROWS * 8;
   const all: [string, { launches: Launch[]; scratch: Scratch[] }][] = variants.map((v) => [v.name, shippedLayerNorm(dtype, wDtype, ROWS, n, v)]);
-  if (BASELINE) all.push(["baseline", baselineLayerNormDwDb(dtype, wDtype, ROWS, n)]);
   const prepared = all.map(([name, l]) => {
     const p = prepare(l.launches, l.scratch, bufs);
     rt.fillBuffer(dw, 0x7fc00000);

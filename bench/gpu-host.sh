@@ -69,11 +69,11 @@ case "$part" in
     ;;
   colsum)
     # Issue 27's column sums (bias gradients, LayerNorm dw/db at [16384, 768|2304|3072], f16 and f32):
-    # the shipped plan against the kernels it replaced (lab/colsum-baseline.ts), then the plan's knobs
-    # swept, then where a matmul16 step spends its GPU time (~3 min).
-    : "${TAIL_LINES:=28}" # the whole shipped-vs-baseline table in stdout
+    # the shipped plan, then the plan's knobs swept, then where a matmul16 step spends its GPU time
+    # (~3 min; the kernels the plan replaced are in RESULTS, Session 20's column-sum section).
+    : "${TAIL_LINES:=28}" # the whole table in stdout
     run colsum 150 node dist/bench/colsum.js --out="$work/colsum.json"
-    run colsum-sweep 200 node dist/bench/colsum.js --baseline=0 --target=264,528,1056 --segment=128,256 --out="$work/colsum-sweep.json"
+    run colsum-sweep 200 node dist/bench/colsum.js --target=264,528,1056 --segment=128,256 --out="$work/colsum-sweep.json"
     run profile-m16 100 node dist/bench/train/profile-step.js --matmul16 --out="$work/profile-m16.json"
     ;;
   lnbwd)
