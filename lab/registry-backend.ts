@@ -13,6 +13,7 @@ import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "
 import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
+import { DKDV_CANDIDATES, dkdvKernel } from "./flash-bwd-variants.js";
 import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
@@ -178,6 +179,16 @@ export function backendVariants(): KernelVariant[] {
     const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
     v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
     v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
+  }
+  // the dK/dV candidates bench/flash-bwd races (lab/flash-bwd-variants.ts): both layouts, soft-capped, the shared P/dS path
+  for (const c of DKDV_CANDIDATES.filter((x) => x.shape)) {
+    const opts = [
+      ...[16, 64].flatMap((D) => (["bhtd", "rows"] as const).map((layout) => ({ D, ...(layout === "rows" ? { layout } : {}) }))),
+      { D: 64, softCap: true, layout: "rows" as const }, { D: 32, pShared: true },
+    ];
+    for (const bv of opts) {
+      v.push({ id: `backend/flash_bwd_dkdv_cm/${dkdvKernel(c, bv).name.replace(/^flash_bwd_dkdv_cm_f16_/, "")}`, needs: ["coopmat", "f16", "subgroup"], build: () => dkdvKernel(c, bv) });
+    }
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) {
     v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });

@@ -31,6 +31,8 @@
 // Layout "rows" (names end _rows; attention.ts HeadLayout, push FA_ROWS_PUSH): q, k, v, dO and
 // dq, dk, dv in the rows of [B*T, ...] tensors, lse [BH, T], di [B*T, H] (attn_rowdot over dO and O
 // rows of H D); split: each tensor's [hi | lo] halves are as long as the tensor.
+// Candidate dK/dV kernels built from the same pieces (not shipped; bench/flash-bwd --variants races
+// them): attention-cm-bwd-kv.ts.
 import {
   coopmat, exp2, f16, f32, fma, kernel, lit,
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
@@ -46,7 +48,7 @@ import {
 export const FLASH_BWD_CM_ROWS = 64;
 const NSG = 4;
 const THREADS = 32 * NSG;
-const LOG2E = Math.LOG2E;
+export const LOG2E = Math.LOG2E;
 
 export interface FlashBwdCmVariant {
   readonly D: number;
@@ -89,8 +91,11 @@ function suffix(v: FlashBwdCmVariant): string {
   return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
 
-interface Common {
+/** What a backward kernel's pieces share (begin's result; attention-cm-bwd-kv.ts builds on it too). */
+export interface Common {
   k: KernelBuilder;
+  /** Invocations per workgroup (32 per subgroup). */
+  threads: number;
   split: boolean;
   el: HalfType;
   tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC16: CoopMatType;
@@ -112,23 +117,23 @@ interface Common {
 }
 
 /** The tensors a fragment or tile comes from: q, k, v (rows of ld) or dO (rows of ldo). */
-type Src = "q" | "k" | "v" | "o";
+export type Src = "q" | "k" | "v" | "o";
 
 function srcAt(c: Common, src: Src): { base: Expr; ld: Expr | number; lo: Expr | null } {
   return src === "o" ? { base: c.hr.o, ld: c.hr.ldo, lo: c.loOffO } : { base: c.hr[src], ld: c.hr.ld, lo: c.loOff };
 }
 
 /** Where di holds query t of the head whose lse is at `lseAt`: [BH, T] like lse, or [B*T, H] in the rows layout. */
-function diAt(c: Common, t: Expr, lseAt: Expr): Expr {
+export function diAt(c: Common, t: Expr, lseAt: Expr): Expr {
   const { H, hr } = c;
   return H && hr.row0 && hr.head ? hr.row0.add(t).mul(H).add(hr.head) : lseAt;
 }
 
 /** A fragment variable pair (P or dS as A operands). */
-interface VarPair { hi: Var; lo: Var | null }
+export interface VarPair { hi: Var; lo: Var | null }
 
 /** D / 16 row fragments of `buf` (A operands, tensor `src`) at row `row0`, with their low parts when split. */
-function rowFrags(c: Common, buf: Buffer, src: Src, row0: Expr, D: number, tag: string): Pair[] {
+export function rowFrags(c: Common, buf: Buffer, src: Src, row0: Expr, D: number, tag: string): Pair[] {
   const { k, tA } = c;
   const { base, ld, lo } = srcAt(c, src);
   return Array.from({ length: D / CM }, (_, d) => {
@@ -138,43 +143,50 @@ function rowFrags(c: Common, buf: Buffer, src: Src, row0: Expr, D: number, tag: 
 }
 
 /** A fragment pair of a staged tile (hi and, when split, lo tiles at the same offset). */
-function tileFrag(c: Common, t: Shared[], at: Expr, ld: number, layout: "row" | "col"): Pair {
+export function tileFrag(c: Common, t: Shared[], at: Expr, ld: number, layout: "row" | "col"): Pair {
   return { hi: t[0].cmLoad(c.tB, at, ld, layout), lo: t[1] ? t[1].cmLoad(c.tB, at, ld, layout) : null };
 }
 
-function varPair(c: Common, name: string): VarPair {
+export function varPair(c: Common, name: string): VarPair {
   const { k, tA } = c;
   return { hi: k.var(tA, k.cmFill(tA, 0), name), lo: c.split ? k.var(tA, k.cmFill(tA, 0), `${name}l`) : null };
 }
 
-const pairOf = (p: VarPair): Pair => ({ hi: p.hi.get(), lo: p.lo ? p.lo.get() : null });
+export const pairOf = (p: VarPair): Pair => ({ hi: p.hi.get(), lo: p.lo ? p.lo.get() : null });
+
+/**
+ * A workgroup's shape: subgroups, rows per block (the dispatch's x: T / rows) and f32 elements of
+ * the scratch `st` (the lane-layout probe needs 256; `pt` has 256 halves per subgroup).
+ */
+export interface BwdGroup { nsg: number; rows: number; stElems: number }
 
 /** Bindings, push constants, ids, the lane-layout probe and the LPT block order of both kernels. */
-function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
+export function begin(name: string, v: FlashBwdCmVariant, writes: string[], g: BwdGroup = { nsg: NSG, rows: FLASH_BWD_CM_ROWS, stElems: NSG * 256 }) {
   const { D } = v;
   if (D % CM !== 0 || D > 64) throw new Error(`${name}: D=${D} must be a multiple of 16, at most 64`);
   const split = !!v.split;
   const el: HalfType = split ? "bf16" : "f16";
   const tA = coopmat("a", el, CM, CM), tB = coopmat("b", el, CM, CM);
   const tC = coopmat("acc", "f32", CM, CM), tC16 = coopmat("acc", "f16", CM, CM);
-  const k = kernel(name, { workgroup: [THREADS] });
+  const threads = 32 * g.nsg;
+  const k = kernel(name, { workgroup: [threads] });
   const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
   const dO = k.buffer("do", el, "read"), L = k.buffer("lse", f32, "read"), Di = k.buffer("di", f32, "read");
   const outs = writes.map((w) => k.buffer(w, split ? f32 : f16, "write"));
   const pc = k.push(faPush(v.layout));
-  const st = k.shared("st", f32, NSG * 256);
-  const pt = k.shared("pt", el, NSG * 256);
+  const st = k.shared("st", f32, g.stElems);
+  const pt = k.shared("pt", el, g.nsg * 256);
   const tid = k.let(k.localIndex, "tid");
   const sg = k.let(k.subgroupId, "sg");
   const lane = k.let(k.subgroupInvocation, "lane");
-  const nblk = k.let(pc.T.div(FLASH_BWD_CM_ROWS), "nblk");
+  const nblk = k.let(pc.T.div(g.rows), "nblk");
   // linear workgroup id L = x + y nblk: rank L / BH (0 = the longest block), head L % BH
   const lin = k.let(k.workgroupId.x.add(k.workgroupId.y.mul(nblk)), "lin");
   const bh = k.let(lin.rem(k.numWorkgroups.y), "bh");
   const rank = k.let(lin.div(k.numWorkgroups.y), "rank");
   const hr = headRows(k, pc, bh, D, v.layout, "base");
   const stOff = k.let(sg.mul(256), "stoff");
-  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads: THREADS, forceShared: v.pShared, el });
+  const { regP, idxC } = laneLayout(k, { tA, tC, st, pt, tid, threads, forceShared: v.pShared, el });
   const c2 = k.let(v.softCap ? pc.scale.div(pc.cap) : pc.scale.mul(LOG2E), "c2");
   const capL = v.softCap ? k.let(pc.cap.mul(LOG2E), "capl") : null;
   const H = v.layout === "rows" ? rowsPush(pc).H : null;
@@ -187,7 +199,7 @@ function begin(name: string, v: FlashBwdCmVariant, writes: string[]) {
     loOff = loOffO = k.let(k.numWorkgroups.y.mul(pc.T).mul(D), "looff");
   }
   const common: Common = {
-    k, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, hr, H, st, pt, stOff, regP, idxC, c2, capL, scale: pc.scale, T: pc.T, loOff, loOffO,
+    k, threads, split, el, tA, tB, tC, tC16, tid, sg, lane, bh, rank, hr, H, st, pt, stOff, regP, idxC, c2, capL, scale: pc.scale, T: pc.T, loOff, loOffO,
   };
   return { common, Q, K, V, dO, L, Di, outs, nblk };
 }
@@ -218,7 +230,15 @@ function sAndDp(
  * P and dS of one fragment from S (log2-scaled by c2 inside), dP and the broadcast lse2 / Di, as
  * A operands `pa` (when given) and `dsa`. `s` and `dp` are clobbered.
  */
-function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | null, dsa: VarPair): void {
+export function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | null, dsa: VarPair): void {
+  c.k.if(c.regP, () => pAndDsOn(c, true, s, dp, lse2, di, pa, dsa), () => pAndDsOn(c, false, s, dp, lse2, di, pa, dsa));
+}
+
+/**
+ * pAndDs on one path: element for element in registers (`regs`, where laneLayout found the
+ * accumulator and A layouts equal) or through the subgroup's shared tiles.
+ */
+export function pAndDsOn(c: Common, regs: boolean, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | null, dsa: VarPair): void {
   const { k, tA, tC, tC16, pt, stOff } = c;
   const capL = c.capL;
   const element = (i: Expr) => {
@@ -232,35 +252,35 @@ function pAndDs(c: Common, s: Var, dp: Var, lse2: Var, di: Var, pa: VarPair | nu
     const ds = k.let(p.mul(dp.at(i).sub(di.at(i))), "ds");
     return { p, ds };
   };
-  k.if(c.regP, () => {
+  if (regs) {
     elements(k, tC, (i) => {
       const { p, ds } = element(i);
       if (pa) splitElement(k, c.el, p, pa.hi, pa.lo, i);
       splitElement(k, c.el, ds, dsa.hi, dsa.lo, i);
     });
-  }, () => {
-    elements(k, tC, (i) => {
-      const { p, ds } = element(i);
-      s.setAt(i, p);
-      dp.setAt(i, ds);
-    });
-    const viaShared = (x: Var, into: VarPair) => {
-      if (c.split) return accToOperands(k, { tC, tA, el: c.el, st: c.st, pt, off: stOff, lane: c.lane }, x.get(), into.hi, into.lo);
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      pt.cmStore(x.get().cast(tC16), stOff, CM, "row");
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      into.hi.set(pt.cmLoad(tA, stOff, CM, "row"));
-    };
-    if (pa) viaShared(s, pa);
-    viaShared(dp, dsa);
+    return;
+  }
+  elements(k, tC, (i) => {
+    const { p, ds } = element(i);
+    s.setAt(i, p);
+    dp.setAt(i, ds);
   });
+  const viaShared = (x: Var, into: VarPair) => {
+    if (c.split) return accToOperands(k, { tC, tA, el: c.el, st: c.st, pt, off: stOff, lane: c.lane }, x.get(), into.hi, into.lo);
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    pt.cmStore(x.get().cast(tC16), stOff, CM, "row");
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    into.hi.set(pt.cmLoad(tA, stOff, CM, "row"));
+  };
+  if (pa) viaShared(s, pa);
+  viaShared(dp, dsa);
 }
 
 /**
  * Multiplies every element of the accumulators by `scale` and stores them as rows of D (f16, or f32
  * when split) where tensor `src`'s rows are (dq, dk, dv mirror q, k, v).
  */
-function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, src: Src, row0: Expr, D: number): void {
+export function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, src: Src, row0: Expr, D: number): void {
   const { k, tC, tC16 } = c;
   const { base, ld } = srcAt(c, src);
   accs.forEach((a, d) => {
@@ -273,15 +293,15 @@ function storeScaled(c: Common, accs: Var[], scale: Expr | null, out: Buffer, sr
  * Register-prefetched staging of two [TR, D] tiles of (a, b) (tensors `which`) at row `row0` of the
  * head: the high parts into `hi`, and when split the low parts (at loOff) into `lo`.
  */
-function pairStager(
+export function pairStager(
   c: Common, srcs: [Buffer, Buffer], which: [Src, Src], hi: [Shared, Shared], lo: [Shared, Shared] | null, D: number, LD: number, TR: number,
 ) {
-  const { k, tid } = c;
+  const { k, tid, threads } = c;
   const at = which.map((w) => srcAt(c, w));
   const make = (low: boolean, dsts: [Shared, Shared]) => {
     const bases = at.map((a) => (low && a.lo ? a.base.add(a.lo) : a.base));
     const where = c.H ? { strided: { bases, strides: at.map((a) => a.ld as Expr) } } : { base: bases[0] };
-    return tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, ...where, D, ld: LD, rows: TR, tid, threads: THREADS });
+    return tileStager(k, { srcs: srcs.map((b) => b.as("u32", 4)), dsts, ...where, D, ld: LD, rows: TR, tid, threads });
   };
   const all = [make(false, hi), ...(lo && c.loOff ? [make(true, lo)] : [])];
   return { fetch: (row0: Expr) => all.forEach((x) => x.fetch(row0)), put: (slot: Expr) => all.forEach((x) => x.put(slot)) };
