@@ -1,4 +1,4 @@
-// The dK/dV candidates of the tensor-core flash attention backward (ts/kernels/attention-cm-bwd-kv.ts,
+// The dK/dV candidates of the tensor-core flash attention backward (lab/flash-bwd-kv.ts,
 // listed in lab/flash-bwd-variants.ts) run by the kernel interpreter against float64 gradients, as
 // attention-cm-bwd.test.ts checks the shipped kernel: causal, T a multiple of 64 (and of 128 for the
 // 8-subgroup candidate; T = 256 so its straight-line loop runs tiles through both stages too),
@@ -13,7 +13,7 @@ import * as N from "./ref/nn.js";
 import { packPush } from "../ts/kernels/common.js";
 import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
-import { flashBwdDkDvApplies, flashBwdDkDvSharedBytes } from "../ts/kernels/attention-cm-bwd-kv.js";
+import { flashBwdDkDvApplies, flashBwdDkDvSharedBytes } from "../lab/flash-bwd-kv.js";
 import { DKDV_CANDIDATES, dkdvApplies, dkdvKernel, dkdvRows, type DkDvCandidate } from "../lab/flash-bwd-variants.js";
 import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
 

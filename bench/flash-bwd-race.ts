@@ -1,5 +1,5 @@
 // bench/flash-bwd --variants: the dK/dV kernel candidates (lab/flash-bwd-variants.ts,
-// ts/kernels/attention-cm-bwd-kv.ts) against the shipped flash_bwd_dkdv_cm ("current"), f16, causal,
+// lab/flash-bwd-kv.ts) against the shipped flash_bwd_dkdv_cm ("current"), f16, causal,
 // in each layout asked for: bhtd ([BH, T, D] tensors) and rows (the trainer's packed qkv
 // [B*T, 3*H*D], B = BH / H).
 //

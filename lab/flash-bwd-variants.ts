@@ -1,5 +1,5 @@
 // Lab dK/dV kernels of the tensor-core flash attention backward (issue 27): the shipped
-// flash_bwd_dkdv_cm ("current") and the candidates of ts/kernels/attention-cm-bwd-kv.ts that
+// flash_bwd_dkdv_cm ("current") and the candidates of lab/flash-bwd-kv.ts that
 // bench/flash-bwd.ts --variants races against it. Nothing under ts/ imports this module; the
 // backend runs "current". Once the race is decided, the winner is promoted (ts/ops/attention.ts)
 // and the rest deleted, their evidence kept in bench/FLASH_NOTES.md and bench/RESULTS.md.
@@ -7,7 +7,7 @@ import type { KernelDesc } from "../ts/ir/index.js";
 import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, type FlashBwdCmVariant } from "../ts/kernels/attention-cm-bwd.js";
 import {
   flashBwdDkDvApplies, flashBwdDkDvCmSlKernel, flashBwdDkDvRows, type FlashBwdDkDvShape,
-} from "../ts/kernels/attention-cm-bwd-kv.js";
+} from "./flash-bwd-kv.js";
 
 export interface DkDvCandidate {
   readonly name: string;

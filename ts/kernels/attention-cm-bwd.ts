@@ -32,7 +32,7 @@
 // dq, dk, dv in the rows of [B*T, ...] tensors, lse [BH, T], di [B*T, H] (attn_rowdot over dO and O
 // rows of H D); split: each tensor's [hi | lo] halves are as long as the tensor.
 // Candidate dK/dV kernels built from the same pieces (not shipped; bench/flash-bwd --variants races
-// them): attention-cm-bwd-kv.ts.
+// them): lab/flash-bwd-kv.ts.
 import {
   coopmat, exp2, f16, f32, fma, kernel, lit,
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
@@ -91,7 +91,7 @@ function suffix(v: FlashBwdCmVariant): string {
   return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
 
-/** What a backward kernel's pieces share (begin's result; attention-cm-bwd-kv.ts builds on it too). */
+/** What a backward kernel's pieces share (begin's result; lab/flash-bwd-kv.ts builds on it too). */
 export interface Common {
   k: KernelBuilder;
   /** Invocations per workgroup (32 per subgroup). */

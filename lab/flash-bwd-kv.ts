@@ -36,14 +36,14 @@
 // no room under 255 for S, dP, P, dS and the prefetch (the forward's two-block form already spilled
 // at 255, bench/FLASH_NOTES.md); at D = 64 it needs K/V in shared memory, which does not fit 48 KiB
 // beside the Q/dO tiles.
-import { f32, lit, type Buffer, type Expr, type KernelDesc, type Shared, type Var } from "../ir/index.js";
-import { layoutTag } from "./attention.js";
-import { CM, causalTriangle, elements, splitMma as mma } from "./attention-cm-parts.js";
+import { f32, lit, type Buffer, type Expr, type KernelDesc, type Shared, type Var } from "../ts/ir/index.js";
+import { layoutTag } from "../ts/kernels/attention.js";
+import { CM, causalTriangle, elements, splitMma as mma } from "../ts/kernels/attention-cm-parts.js";
 import {
   LOG2E, begin, diAt, pAndDs, pAndDsOn, pairOf, pairStager, rowFrags, storeScaled, tileFrag, varPair,
   type Common, type FlashBwdCmVariant, type VarPair,
-} from "./attention-cm-bwd.js";
-import { safeTanh } from "./common.js";
+} from "../ts/kernels/attention-cm-bwd.js";
+import { safeTanh } from "../ts/kernels/common.js";
 
 /** Query rows per streamed tile. */
 const TR = 64;
