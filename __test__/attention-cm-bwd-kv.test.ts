@@ -76,8 +76,9 @@ for (const c of <Case[]>[
   { bh: 3, T: 64, D: 32, rows: { H: 3, packed: true } },
 ]) {
   for (const cand of CANDIDATES) {
-    const runs = dkdvApplies(cand, DEV, c.D, c.T);
-    test(`dK/dV candidate ${cand.name} ${JSON.stringify(c)} matches float64 gradients (interpreter)`, { skip: !runs && `T=${c.T} is not a multiple of ${dkdvRows(cand)}` }, () => check(cand, c));
+    // a candidate whose key block does not divide T has no case here (its applies() test covers it)
+    if (!dkdvApplies(cand, DEV, c.D, c.T)) continue;
+    test(`dK/dV candidate ${cand.name} ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(cand, c));
   }
 }
 
