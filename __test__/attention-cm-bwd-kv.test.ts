@@ -7,61 +7,25 @@
 // assembler when the addon is built (InterpRuntime.compileKernel).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { InterpRuntime } from "./support/interp-runtime.js";
-import { Rng, randTensor } from "./harness.js";
-import * as N from "./ref/nn.js";
-import { packPush } from "../ts/kernels/common.js";
-import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
-import { fromF16Array, toF16Array } from "../ts/f16.js";
 import { flashBwdDkDvApplies, flashBwdDkDvSharedBytes } from "../lab/flash-bwd-kv.js";
 import { DKDV_CANDIDATES, dkdvApplies, dkdvKernel, dkdvRows, type DkDvCandidate } from "../lab/flash-bwd-variants.js";
-import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
+import { bwdSetup, gradError, type BwdCase } from "./support/attn-bwd-case.js";
 
-interface Case { bh: number; T: number; D: number; pShared?: boolean; cap?: number; rows?: RowsLayout }
+type Case = BwdCase;
 
 const DEV = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
 const CANDIDATES = DKDV_CANDIDATES.filter((c) => c.shape);
 
-function upload(rt: InterpRuntime, data: ArrayBufferView): number {
-  const h = rt.createBuffer(data.byteLength);
-  rt.uploadBuffer(h, data);
-  return h;
-}
-
 function check(cand: DkDvCandidate, c: Case): void {
   const { bh, T, D } = c;
-  const rng = new Rng(419 + T + D + bh);
-  const [q, k, v, dO] = [0, 1, 2, 3].map(() => randTensor(rng, [bh, T, D], "f16"));
-  const scale = 1 / Math.sqrt(D);
-  const cap = c.cap ?? 0;
-  const fwd = N.attention(q.ref, k.ref, v.ref, scale, cap);
-  const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, cap);
-  const di = new Float32Array(bh * T);
-  for (let r = 0; r < bh * T; r++) {
-    let acc = 0;
-    for (let e = 0; e < D; e++) acc += dO.ref.data[r * D + e] * fwd.output.data[r * D + e];
-    di[r] = acc;
-  }
-  const rt = new InterpRuntime();
-  const inL = qkvIn([q.ref, k.ref, v.ref], T, c.rows);
-  const qkvBufs = inL.datas.map((d) => upload(rt, toF16Array(d)));
-  const ins = [...inL.bind.map((b) => qkvBufs[b]), upload(rt, toF16Array(oIn(dO.ref, T, c.rows)))];
-  ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, rowStatIn(di, bh, T, c.rows)));
-  const out = () => rt.createBuffer(bh * T * D * 2 * (c.rows?.packed ? 3 : 1));
+  const { rt, ins, ref, out, push, cap } = bwdSetup(419, c);
   const [dk, dv] = c.rows?.packed ? Array(2).fill(out()) : [out(), out()];
   const desc = dkdvKernel(cand, { D, pShared: c.pShared, softCap: cap > 0, ...(c.rows ? { layout: "rows" } : {}) });
-  const push = packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1, ...inL.push });
   rt.beginBatch();
   rt.recordDispatch(rt.compileKernel(JSON.stringify(desc)), [...ins, dk, dv], [T / dkdvRows(cand), bh, 1], push);
   rt.submitBatch();
-  const width = (c.rows?.H ?? 1) * D * (c.rows?.packed ? 3 : 1);
   for (const [p, name, h, want] of [[1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
-    const got = headsOut(fromF16Array(new Uint16Array(rt.readBuffer(h))), bh, T, D, c.rows, width, c.rows?.packed ? p : 0);
-    let worst = 0, scaleRef = 0;
-    for (let i = 0; i < got.length; i++) {
-      worst = Math.max(worst, Math.abs(got[i] - want.data[i]));
-      scaleRef = Math.max(scaleRef, Math.abs(want.data[i]));
-    }
+    const { got, worst, scaleRef } = gradError(rt, h, want, c, p);
     // the shipped kernel's bound (f16 P and dS operands, f16 results)
     assert.ok(worst <= 4e-3 * Math.max(1, scaleRef), `${desc.name} ${JSON.stringify(c)} ${name}: max abs error ${worst} (largest |ref| ${scaleRef})`);
     assert.ok(got.some((x) => x !== 0), `${desc.name} ${name}: all zeros`);

@@ -13,61 +13,27 @@ import * as N from "./ref/nn.js";
 import {
   FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel, type FlashBwdCmVariant,
 } from "../ts/kernels/attention-cm-bwd.js";
-import { packPush } from "../ts/kernels/common.js";
-import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
-import { fromF16Array, toF16Array } from "../ts/f16.js";
-import { headsOut, oIn, packedAttention, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
+import { fromF16Array } from "../ts/f16.js";
+import { packedAttention } from "./support/attn-layout.js";
+import { bwdSetup, gradError, type BwdCase } from "./support/attn-bwd-case.js";
 import { HeliosBackend } from "../ts/backend.js";
 import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
 
-interface Case { bh: number; T: number; D: number; pShared?: boolean; cap?: number; rows?: RowsLayout }
-
-function upload(rt: InterpRuntime, data: ArrayBufferView): number {
-  const h = rt.createBuffer(data.byteLength);
-  rt.uploadBuffer(h, data);
-  return h;
-}
+type Case = BwdCase;
 
 function check(c: Case): void {
   const { bh, T, D } = c;
-  const rng = new Rng(313 + T + D + bh);
-  const q = randTensor(rng, [bh, T, D], "f16"), k = randTensor(rng, [bh, T, D], "f16"), v = randTensor(rng, [bh, T, D], "f16");
-  const dO = randTensor(rng, [bh, T, D], "f16");
-  const scale = 1 / Math.sqrt(D);
-  const cap = c.cap ?? 0;
-  const fwd = N.attention(q.ref, k.ref, v.ref, scale, cap);
-  const ref = N.attentionBackward(q.ref, k.ref, v.ref, dO.ref, scale, cap);
-  // Di = rowsum(dO * O), as attn_rowdot makes it
-  const di = new Float32Array(bh * T);
-  for (let r = 0; r < bh * T; r++) {
-    let acc = 0;
-    for (let e = 0; e < D; e++) acc += dO.ref.data[r * D + e] * fwd.output.data[r * D + e];
-    di[r] = acc;
-  }
-  const rt = new InterpRuntime();
-  const inL = qkvIn([q.ref, k.ref, v.ref], T, c.rows);
-  const qkvBufs = inL.datas.map((d) => upload(rt, toF16Array(d)));
-  const ins = [...inL.bind.map((b) => qkvBufs[b]), upload(rt, toF16Array(oIn(dO.ref, T, c.rows)))];
-  ins.push(upload(rt, Float32Array.from(fwd.lse.data)), upload(rt, rowStatIn(di, bh, T, c.rows)));
-  // the gradients mirror q, k, v: one packed buffer, or three
-  const out = () => rt.createBuffer(bh * T * D * 2 * (c.rows?.packed ? 3 : 1));
+  const { rt, ins, ref, out, push, cap } = bwdSetup(313, c);
   const [dq, dk, dv] = c.rows?.packed ? Array(3).fill(out()) : [out(), out(), out()];
   const variant: FlashBwdCmVariant = { D, pShared: c.pShared, softCap: cap > 0, ...(c.rows ? { layout: "rows" } : {}) };
-  const push = packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T, scale, cap: cap > 0 ? cap : 1, ...inL.push });
   const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, bh, 1];
   rt.beginBatch();
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
   rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
   rt.submitBatch(); // the interpreter runs dispatches as they are recorded
   const tag = `bh=${bh} T=${T} D=${D}${c.pShared ? " pShared" : ""}${cap ? ` cap=${cap}` : ""}${c.rows ? ` rows H=${c.rows.H}${c.rows.packed ? " packed" : ""}` : ""}`;
-  const width = (c.rows?.H ?? 1) * D * (c.rows?.packed ? 3 : 1);
   for (const [p, name, h, want] of [[0, "dQ", dq, ref.dQ], [1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
-    const got = headsOut(fromF16Array(new Uint16Array(rt.readBuffer(h))), bh, T, D, c.rows, width, c.rows?.packed ? p : 0);
-    let worst = 0, scaleRef = 0;
-    for (let i = 0; i < got.length; i++) {
-      worst = Math.max(worst, Math.abs(got[i] - want.data[i]));
-      scaleRef = Math.max(scaleRef, Math.abs(want.data[i]));
-    }
+    const { got, worst, scaleRef } = gradError(rt, h, want, c, p);
     // f16 operands (P, dS rounded as FlashAttention rounds them) and an f16 result
     assert.ok(worst <= 4e-3 * Math.max(1, scaleRef), `${tag} ${name}: max abs error ${worst} (largest |ref| ${scaleRef})`);
     assert.ok(got.some((x) => x !== 0), `${tag} ${name}: all zeros`);
