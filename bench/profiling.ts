@@ -49,7 +49,7 @@ export class ProfilingRuntime {
  * durations instead overcounts: dispatches and batches with no barrier between them overlap,
  * and a start stamp (top of pipe) is written before the previous work drains.
  */
-export function summarize(batches: ProfileEntry[][]): { spanMs: number; sumMs: number; dispatches: number; byLabel: Map<string, { ms: number; count: number }> } {
+export function summarize(batches: ProfileEntry[][]): { spanMs: number; wallMs: number; sumMs: number; dispatches: number; byLabel: Map<string, { ms: number; count: number }> } {
   let sum = 0;
   const byLabel = new Map<string, { ms: number; count: number }>();
   const all = batches.flat();
@@ -60,7 +60,25 @@ export function summarize(batches: ProfileEntry[][]): { spanMs: number; sumMs: n
     e.count++;
     byLabel.set(p.label, e);
   }
-  return { spanMs: busyNs(all) / 1e6, sumMs: sum / 1e6, dispatches: all.length, byLabel };
+  return { spanMs: busyNs(all) / 1e6, wallMs: batchWallNs(batches) / 1e6, sumMs: sum / 1e6, dispatches: all.length, byLabel };
+}
+
+/**
+ * Summed first-start-to-last-end of each batch: the span plus the GPU-side gaps between a
+ * batch's dispatches (barrier drains, launch latency), which the interval union leaves out.
+ */
+export function batchWallNs(batches: readonly ProfileEntry[][]): number {
+  let wall = 0;
+  for (const b of batches) {
+    if (b.length === 0) continue;
+    let lo = Infinity, hi = -Infinity;
+    for (const p of b) {
+      lo = Math.min(lo, p.startNs);
+      hi = Math.max(hi, p.endNs);
+    }
+    wall += hi - lo;
+  }
+  return wall;
 }
 
 /** Length of the union of [startNs, endNs] intervals. */

@@ -60,9 +60,9 @@ const labels = rows.map((x) => x.label);
 const sequence = batches.flat().map((p) => [labels.indexOf(p.label), +(p.gpuNs / 1e6).toFixed(4)]);
 
 mkdirSync(path.dirname(path.resolve(outPath)), { recursive: true });
-writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, headChunkBytes, lnBwd: lnBwd ?? "shipped", warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
+writeFileSync(outPath, JSON.stringify({ cfg, batch: Bsz, seq: T, matmul16, headChunkBytes, lnBwd: lnBwd ?? "shipped", warmMs: warm, stepMs: r.ms, spanMs: sm.spanMs, wallMs: sm.wallMs, sumMs: sm.sumMs, dispatches: sm.dispatches, rows, sequence }));
 console.log(`${matmul16 ? "matmul16" : "f32"} step: host ${r.ms.toFixed(1)} ms (warm steps ${warm.map((x) => x.toFixed(0)).join("/")}), ` +
-  `GPU span ${sm.spanMs.toFixed(1)} ms, kernel sum ${sm.sumMs.toFixed(1)} ms, ${sm.dispatches} dispatches`);
+  `GPU span ${sm.spanMs.toFixed(1)} ms (batch walls ${sm.wallMs.toFixed(1)} ms in ${batches.length} batches), kernel sum ${sm.sumMs.toFixed(1)} ms, ${sm.dispatches} dispatches`);
 console.log(`${"kernel".padEnd(48)} ${"ms".padStart(8)} ${"%".padStart(6)} ${"n".padStart(5)}`);
 for (const x of rows.slice(0, top)) {
   console.log(`${x.label.slice(0, 48).padEnd(48)} ${x.ms.toFixed(2).padStart(8)} ${((100 * x.ms) / sm.sumMs).toFixed(1).padStart(6)} ${String(x.count).padStart(5)}`);
