@@ -117,6 +117,7 @@ impl Runtime {
         let adapter = adapter::choose(&instance, selector.as_deref())?;
         let mut dev = Device::new(instance, adapter, cfg.no_push_descriptors, cfg.no_coopmat, cfg.robustness, opts.shareable)?;
         dev.spin_ns = cfg.spin_us.saturating_mul(1000);
+        dev.dedicated_min_bytes = cfg.dedicated_min_bytes;
         if cfg.pipeline_stats {
             dev.enable_pipeline_statistics();
         }

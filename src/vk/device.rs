@@ -43,6 +43,10 @@ pub struct Device {
     pub transfer_sem: vk::Semaphore,
     /// How long host waits poll before blocking (HELIOS_SPIN_US).
     pub spin_ns: u64,
+    /// Device buffers of at least this size get memory of their own (HELIOS_DEDICATED_MIB; 0: never).
+    pub dedicated_min_bytes: u64,
+    /// Live buffers with a dedicated allocation (bounded by `maxMemoryAllocationCount`).
+    pub dedicated_live: std::sync::atomic::AtomicU32,
     /// Set when pipelines capture driver statistics (HELIOS_PIPELINE_STATS and the extension).
     pub exec_props: Option<khr::pipeline_executable_properties::Device>,
     /// Memory and semaphore export (VK_KHR_external_memory_fd / _semaphore_fd), when the device
@@ -273,6 +277,8 @@ impl Device {
             compute_sem,
             transfer_sem,
             spin_ns: 0,
+            dedicated_min_bytes: 0,
+            dedicated_live: std::sync::atomic::AtomicU32::new(0),
             exec_props: None,
             sharing,
             external_sem,

@@ -1,6 +1,8 @@
-//! Buffers sub-allocated with gpu-allocator, and host copies into/out of mapped memory.
+//! Buffers allocated with gpu-allocator (large device buffers with memory of their own, the rest
+//! sub-allocated from shared blocks), and host copies into/out of mapped memory.
 
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -29,6 +31,8 @@ pub struct GpuBuffer {
     pub raw: vk::Buffer,
     pub size: u64,
     alloc: Option<Allocation>,
+    /// `alloc` is a dedicated allocation counted in `Device::dedicated_live`.
+    counted: bool,
     /// Memory of its own (an exportable buffer shared with CUDA: `vk::external`), freed with it.
     dedicated: Option<vk::DeviceMemory>,
     mapped: Option<NonNull<u8>>,
@@ -77,12 +81,13 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
     let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(|e| vk_error("vkCreateBuffer", e))?;
     // SAFETY: `raw` was just created on this device.
     let requirements = unsafe { device.raw.get_buffer_memory_requirements(raw) };
+    let dedicated = wants_dedicated(device, size, placement);
     let desc = AllocationCreateDesc {
         name: "helios",
         requirements,
         location: location(placement),
         linear: true,
-        allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+        allocation_scheme: if dedicated { AllocationScheme::DedicatedBuffer(raw) } else { AllocationScheme::GpuAllocatorManaged },
     };
     let allocation = match alloc.allocate(&desc) {
         Ok(a) => a,
@@ -106,13 +111,30 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
     // Direct host access needs coherent memory (no flush/invalidate calls in the hot path).
     let coherent = allocation.memory_properties().contains(vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT);
     let mapped = allocation.mapped_ptr().filter(|_| coherent).map(|p| p.cast::<u8>());
-    Ok(GpuBuffer { raw, size, alloc: Some(allocation), dedicated: None, mapped })
+    if dedicated {
+        device.dedicated_live.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(GpuBuffer { raw, size, alloc: Some(allocation), counted: dedicated, dedicated: None, mapped })
+}
+
+/// Whether a buffer gets memory of its own. NVIDIA's driver (580, H100/H200) takes ~20 ms per
+/// GiB to allocate a shared 256 MiB block but 1.2–4.7 ms per GiB for a dedicated allocation of
+/// 16 MiB–1 GiB (bench/RESULTS.md, session 21): a loop that keeps fresh large outputs alive
+/// (Alpha's bench) would otherwise pay the slow path inside its timing. Bounded to half of
+/// `maxMemoryAllocationCount` so the blocks always have room.
+fn wants_dedicated(device: &Device, size: u64, placement: Placement) -> bool {
+    let min = device.dedicated_min_bytes;
+    let cap = device.adapter.limits.max_memory_allocation_count / 2;
+    placement == Placement::Device && min > 0 && size >= min && device.dedicated_live.load(Ordering::Relaxed) < cap
 }
 
 /// Frees a buffer; the caller guarantees the GPU no longer uses it.
 pub fn destroy_buffer(device: &Device, alloc: &mut Allocator, mut buf: GpuBuffer) {
     if let Some(a) = buf.alloc.take() {
         let _ = alloc.free(a);
+        if buf.counted {
+            device.dedicated_live.fetch_sub(1, Ordering::Relaxed);
+        }
     }
     // SAFETY: no pending GPU use (caller contract); destroyed exactly once, before its memory.
     unsafe { device.raw.destroy_buffer(buf.raw, None) };
@@ -244,7 +266,7 @@ pub fn download_vec(len: usize) -> Vec<u8> {
 impl GpuBuffer {
     /// A buffer bound to memory of its own (`vk::external`); `destroy_buffer` frees both.
     pub fn with_dedicated(raw: vk::Buffer, size: u64, memory: vk::DeviceMemory) -> GpuBuffer {
-        GpuBuffer { raw, size, alloc: None, dedicated: Some(memory), mapped: None }
+        GpuBuffer { raw, size, alloc: None, counted: false, dedicated: Some(memory), mapped: None }
     }
 
     /// The memory of a buffer made by `with_dedicated`.
