@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  assertThrowsCode, bufferWith, groupsFor, packDispatches, pipeline, randomF32, randomU32, rng, rt, runBatch,
+  assertThrowsCode, bufferWith, groupsFor, packDispatches, pipeline, randomF32, randomU32, readU32, rng, rt, runBatch,
   slowShapeFor, useDevice,
 } from "./helpers.js";
 import { push } from "./kernels/index.js";
@@ -99,4 +99,33 @@ test("batchProfile of a running batch is refused or waits; of a value never subm
   assert.equal(profile.length, 1);
   assert.ok(profile[0].gpuNs > 0);
   assertThrowsCode(() => rt.batchProfile(v + 1000), ["ERR_HELIOS_INVALID_ARGUMENT", "ERR_HELIOS_OUT_OF_RANGE"], { call: "batchProfile" });
+});
+
+test("a capture recorded while profiled: each replay's stamps are read by its value; only the latest replay's; none after destroyCapture", () => {
+  const n = 1024;
+  const r = rng(505);
+  const u = randomU32(n, r);
+  const h = bufferWith(u);
+  const hx = bufferWith(randomF32(n, r));
+  const hy = bufferWith(randomF32(n, r));
+  rt.beginBatch({ profile: true });
+  rt.recordDispatch(pipeline("inc"), [h], [groupsFor(n)], push([["u", n]]));
+  rt.recordDispatch(pipeline("axpb"), [hx, hy], [groupsFor(n)], push([["u", n], ["f", 1], ["f", 2]]));
+  const graph = rt.captureBatch();
+  const first = rt.replayBatch(graph);
+  rt.waitTimeline(first);
+  const p1 = rt.batchProfile(first);
+  assert.deepEqual(p1.map((p) => p.label), ["inc", "axpb"]);
+  assert.ok(p1.every((p) => Number.isFinite(p.gpuNs) && p.gpuNs > 0 && Math.abs(p.endNs - p.startNs - p.gpuNs) < 1), JSON.stringify(p1));
+  const second = rt.replayBatch(graph);
+  rt.waitTimeline(second);
+  const p2 = rt.batchProfile(second);
+  assert.deepEqual(p2.map((p) => p.label), ["inc", "axpb"]);
+  assert.ok(p2[0].startNs > p1[1].endNs, "the second replay's stamps are its own (later than the first's)");
+  // the two replays shared the queries: the first replay's value is no longer answered
+  assertThrowsCode(() => rt.batchProfile(first), ["ERR_HELIOS_INVALID_ARGUMENT"], { call: "batchProfile" });
+  // the replays ran: two increments
+  assert.deepEqual(Array.from(readU32(h)), Array.from(u, (v) => (v + 2) >>> 0));
+  rt.destroyCapture(graph);
+  assertThrowsCode(() => rt.batchProfile(second), ["ERR_HELIOS_INVALID_ARGUMENT"], { call: "batchProfile" });
 });

@@ -1,6 +1,6 @@
 // The benchmarks' shared timing pieces: a native runtime wrapper with batch profiling switchable
 // from a benchmark (while `profiling` is on, every batch the scheduler opens writes GPU timestamps
-// around each dispatch and its timeline value is kept for batchProfile; wrapping keeps the
+// around each dispatch and its timeline value is kept for batchProfile, as is each replay's; wrapping keeps the
 // scheduler in ts/exec unaware of benchmarks), GPU busy time from those stamps, and the clock
 // warm-up every timed section starts with.
 import type { Runtime } from "../ts/exec/runtime.js";
@@ -30,6 +30,14 @@ export class ProfilingRuntime {
         if (this.profiling) this.submitted.push(v);
         return v;
       },
+      // a capture recorded while profiling keeps its stamps: each replay's are read by its value
+      replayBatch: base.replayBatch
+        ? (graph: number) => {
+          const v = base.replayBatch!(graph);
+          if (this.profiling) this.submitted.push(v);
+          return v;
+        }
+        : undefined,
     };
   }
 

@@ -1,6 +1,9 @@
 //! Captured batches (the analogue of CUDA graphs): `captureBatch` ends the open batch
 //! without submitting and keeps its command buffer and everything it references (buffers
-//! are pinned); `replayBatch` resubmits it with no re-recording.
+//! are pinned); `replayBatch` resubmits it with no re-recording. A capture of a profiled
+//! batch keeps its timestamp queries: `batchProfile(replayValue)` reads the latest replay's.
+
+use std::sync::Arc;
 
 use crate::error::{HeliosError, HeliosResult};
 use crate::runtime::context::Runtime;
@@ -16,6 +19,8 @@ pub struct Capture {
     /// (resource, written) for every buffer the batch uses.
     buffers: Vec<(u32, bool)>,
     last_value: u64,
+    /// Query pools (also in `keep`) and dispatch labels when the batch was profiled.
+    profile: Option<(Vec<vk::QueryPool>, Vec<Arc<str>>)>,
 }
 
 impl Runtime {
@@ -33,9 +38,11 @@ impl Runtime {
             return Err(e);
         }
         let mut keep = std::mem::take(&mut batch.keep);
-        if let Some(p) = batch.profile.take() {
-            keep.queries.extend(p.into_pools());
-        }
+        let profile = batch.profile.take().map(|p| {
+            let (pools, labels) = p.into_parts();
+            keep.queries.extend(pools.iter().copied());
+            (pools, labels)
+        });
         let mut buffers = Vec::with_capacity(batch.touched.len());
         for &id in &batch.touched {
             if let Some(r) = self.res.get_mut(id) {
@@ -46,7 +53,7 @@ impl Runtime {
         self.seg += 1;
         // Barriers recorded into the capture have not run: the tracker must not rely on them.
         self.barrier_owed = true;
-        let capture = Capture { cmd: batch.cmd, keep, buffers, last_value: 0 };
+        let capture = Capture { cmd: batch.cmd, keep, buffers, last_value: 0, profile };
         self.captures.insert(capture)
     }
 
@@ -68,6 +75,11 @@ impl Runtime {
         self.barrier_owed = true;
         let capture = self.captures.get_mut(graph)?;
         capture.last_value = value;
+        if let Some((pools, labels)) = &capture.profile {
+            let (pools, labels) = (pools.clone(), labels.clone());
+            self.store_replay_profile(value, graph, &pools, &labels);
+        }
+        let capture = self.captures.get_mut(graph)?;
         for &(id, written) in &capture.buffers {
             if let Some(r) = self.res.get_mut(id) {
                 r.last_use = r.last_use.max(Point::compute(value));
@@ -81,6 +93,7 @@ impl Runtime {
 
     pub fn destroy_capture(&mut self, graph: f64) -> HeliosResult<()> {
         let capture = self.captures.remove(graph)?;
+        self.forget_replay_profiles(graph);
         for &(id, _) in &capture.buffers {
             if let Some(r) = self.res.get_mut(id) {
                 r.pins = r.pins.saturating_sub(1);

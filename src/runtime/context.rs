@@ -306,6 +306,9 @@ impl Runtime {
             self.drop_capture_now(cap);
         }
         for (_, rec) in self.profiles.drain() {
+            if rec.capture.is_some() {
+                continue; // a capture's pools went with it above
+            }
             for q in rec.pools {
                 command::destroy_query_pool(&self.dev, q);
             }

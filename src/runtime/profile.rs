@@ -1,5 +1,7 @@
 //! GPU timestamps around each dispatch of a `profile: true` batch, read back by
-//! `batchProfile(value)` once the batch completed.
+//! `batchProfile(value)` once the batch completed. A batch captured while profiled keeps its
+//! query pools: each replay rewrites the stamps, readable under the replay's value until the
+//! next replay of that capture.
 
 use std::sync::Arc;
 
@@ -25,6 +27,8 @@ pub struct ProfileBuilder {
 pub struct ProfileRecord {
     pub pools: Vec<vk::QueryPool>,
     labels: Vec<Arc<str>>,
+    /// The captured batch (its handle) whose pools these are: read here, freed with the capture.
+    pub capture: Option<f64>,
     /// Filled (and the query pools freed) by the first batchProfile after completion.
     result: Option<Vec<DispatchTime>>,
 }
@@ -68,11 +72,25 @@ impl Runtime {
         if self.profiles.len() >= MAX_PROFILES {
             if let Some(&oldest) = self.profiles.keys().min() {
                 if let Some(rec) = self.profiles.remove(&oldest) {
-                    self.compute.keep_until(oldest, Keep { queries: rec.pools, ..Keep::default() });
+                    if rec.capture.is_none() {
+                        self.compute.keep_until(oldest, Keep { queries: rec.pools, ..Keep::default() });
+                    }
                 }
             }
         }
-        self.profiles.insert(value, ProfileRecord { pools: p.pools, labels: p.labels, result: None });
+        self.profiles.insert(value, ProfileRecord { pools: p.pools, labels: p.labels, capture: None, result: None });
+    }
+
+    /// Registers the replay `value` of the profiled capture `graph`: its stamps replace those of
+    /// the capture's earlier replays (they share the queries), so only the latest stays readable.
+    pub fn store_replay_profile(&mut self, value: u64, graph: f64, pools: &[vk::QueryPool], labels: &[Arc<str>]) {
+        self.profiles.retain(|_, r| r.capture != Some(graph));
+        self.profiles.insert(value, ProfileRecord { pools: pools.to_vec(), labels: labels.to_vec(), capture: Some(graph), result: None });
+    }
+
+    /// Forgets the replay profiles of a capture being destroyed (its query pools go with it).
+    pub fn forget_replay_profiles(&mut self, graph: f64) {
+        self.profiles.retain(|_, r| r.capture != Some(graph));
     }
 
     /// Waits for `value`, then returns the GPU times of each dispatch. The timestamps are read
@@ -90,8 +108,10 @@ impl Runtime {
         let Some(rec) = self.profiles.get_mut(&value) else { return Ok(Vec::new()) };
         let pools = std::mem::take(&mut rec.pools);
         let stamps = read_stamps(&self.dev, &pools, rec.labels.len());
-        for pool in pools {
-            command::destroy_query_pool(&self.dev, pool);
+        if rec.capture.is_none() {
+            for pool in pools {
+                command::destroy_query_pool(&self.dev, pool);
+            }
         }
         let stamps = stamps?;
         let period = self.dev.adapter.info.timestamp_period_ns;
@@ -135,9 +155,9 @@ fn read_stamps(dev: &Device, pools: &[vk::QueryPool], dispatches: usize) -> Heli
 }
 
 impl ProfileBuilder {
-    /// The query pools, for a captured batch that keeps them (replays are not profiled).
-    pub fn into_pools(self) -> Vec<vk::QueryPool> {
-        self.pools
+    /// The query pools and dispatch labels, for a captured batch that keeps them.
+    pub fn into_parts(self) -> (Vec<vk::QueryPool>, Vec<Arc<str>>) {
+        (self.pools, self.labels)
     }
 }
 
