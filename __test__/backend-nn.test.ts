@@ -71,6 +71,27 @@ test("embedding forward and backward (repeated indices accumulate)", () => {
   }
 });
 
+test("embeddingBackward with device-only indices: vocabulary spans over many threads, bit-identical to the host-index CSR kernel", () => {
+  const rng = new Rng(34);
+  // [vocab, dim, count]: one span per thread row (small), several rows per span (vocab*dim > 64k,
+  // last span partial), and a token repeated across most positions
+  for (const [vocab, dim, count] of [[1000, 37, 513], [50304 / 16, 97, 777], [5, 3, 2049]]) {
+    for (const dt of ["f32", "f16"] as Dtype[]) {
+      const idx = randIndices(rng, [count], vocab);
+      const ix = idx.data as Int32Array;
+      if (vocab === 5) for (let i = 0; i < count; i += 3) ix[i] = 4;
+      const g = randTensor(rng, [count, dim], dt);
+      const exp = N.embeddingBackward(ix, g.ref, vocab);
+      const host = B.embeddingBackward(idx, g.td, vocab);
+      const dev = B.embeddingBackward(B.castDtype!(B.castDtype!(idx, "f32"), "i32"), g.td, vocab);
+      const tol = dt === "f16" ? TOL.f16 : TOL.f32;
+      assertClose(dev, exp, tol, `embeddingBackward device indices ${dt} [${vocab}, ${dim}] x ${count}`);
+      // both sum each row's positions in increasing order
+      assert.deepEqual(values(dev), values(host), `device vs host indices ${dt} [${vocab}, ${dim}] x ${count}`);
+    }
+  }
+});
+
 test("bad indices and shapes are errors naming the op, before the GPU sees them", () => {
   const w = B.randn([4, 3]);
   const bad: TensorData = { shape: [2], dtype: "i32", data: Int32Array.of(1, 4) };

@@ -34,24 +34,42 @@ export function embeddingFwdKernel(dtype: Dtype): KernelDesc {
   return k.finish();
 }
 
-export const EMB_BWD_PUSH = { count: "u32", dim: "u32", vocab: "u32" } as const;
+export const EMB_BWD_PUSH = { count: "u32", dim: "u32", vocab: "u32", span: "u32" } as const;
 
+/**
+ * Embedding backward for indices only on the device (no host copy to build the CSR lists
+ * from, e.g. inside a captured step): thread (d, c) owns column d of the vocabulary rows
+ * [c*span, (c+1)*span) and walks every index in order, adding the rows that fall in its
+ * range, so each dw element is summed by one thread in position order (deterministic, the
+ * CSR kernel's order). One thread per column walked all rows of the vocabulary alone:
+ * 7.35 ms for GPT-2's token embedding on the H200 (768 threads), against ~0.16 ms for CSR.
+ */
 export function embeddingBwdKernel(dtype: Dtype): KernelDesc {
-  const k = kernel(`embedding_bwd_${dtype}`, { workgroup: [WG] });
+  const k = kernel(`embedding_bwd_span_${dtype}`, { workgroup: [WG] });
   const idx = k.buffer("idx", i32, "read");
   const g = k.buffer("g", storageOf(dtype), "read");
   const dw = k.buffer("dw", f32, "readwrite");
   const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(EMB_BWD_PUSH);
-  const d = flatIndex(k);
-  k.if(d.ge(pc.dim), () => k.return());
-  k.for(lit(u32, 0), pc.vocab, (v) => dw.store(v.mul(pc.dim).add(d), lit(f32, 0)));
+  const i = flatIndex(k);
+  const d = k.let(i.rem(pc.dim), "d");
+  const lo = k.let(i.div(pc.dim).mul(pc.span), "lo");
+  k.if(lo.ge(pc.vocab), () => k.return());
+  const hi = k.let(min(lo.add(pc.span), pc.vocab), "hi");
+  k.for(lo, hi, (v) => dw.store(v.mul(pc.dim).add(d), lit(f32, 0)));
   k.for(lit(u32, 0), pc.count, (r) => {
     const v = clampIndex(k, idx.load(r), pc.vocab, flag, "v");
-    const at = k.let(v.mul(pc.dim).add(d), "at");
-    dw.store(at, dw.load(at).add(toF32(g.load(r.mul(pc.dim).add(d)))));
+    k.if(v.ge(lo).and(v.lt(hi)), () => {
+      const at = k.let(v.mul(pc.dim).add(d), "at");
+      dw.store(at, dw.load(at).add(toF32(g.load(r.mul(pc.dim).add(d)))));
+    });
   });
   return k.finish();
+}
+
+/** Vocabulary rows per thread of embeddingBwdKernel: about 64k threads in all. */
+export function embeddingBwdSpan(vocab: number, dim: number): number {
+  return Math.max(1, Math.ceil((vocab * dim) / 65536));
 }
 
 export const GATHER_RANK = 6;

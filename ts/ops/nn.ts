@@ -8,7 +8,7 @@ import { gridRows, grid1d } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
 import { LN_PUSH, LN_DWDB_PUSH, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
-import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel } from "../kernels/gather.js";
+import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
 import { LN_BWD_FUSED_PUSH, layerNormBwdFusedKernel, planLayerNormBwd } from "../kernels/layernorm-bwd.js";
@@ -179,7 +179,8 @@ export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, voc
     E.release(posT);
     return out;
   }
-  run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab },
-    [idx, g], [out], grid1d(dim), [E.indexFlag()]);
+  const span = embeddingBwdSpan(vocab, dim);
+  run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab, span },
+    [idx, g], [out], grid1d(dim * Math.ceil(vocab / span)), [E.indexFlag()]);
   return out;
 }
