@@ -1,65 +1,94 @@
-// The dK/dV candidates of the tensor-core flash attention backward (lab/flash-bwd-kv.ts,
-// listed in lab/flash-bwd-variants.ts) run by the kernel interpreter against float64 gradients, as
-// attention-cm-bwd.test.ts checks the shipped kernel: causal, T a multiple of 64 (and of 128 for the
-// 8-subgroup candidate; T = 256 so its straight-line loop runs tiles through both stages too),
-// D = 16, 32, 64, both layouts (q, k, v packed or not, several heads per row), soft-capped scores
-// and the shared-memory P/dS path. Each description also goes through the native validator and
-// assembler when the addon is built (InterpRuntime.compileKernel).
+// The dK/dV kernel of the tensor-core flash attention backward (ts/kernels/attention-cm-bwd-kv.ts):
+// its f16 forms run by the kernel interpreter against float64 gradients, and which form a problem
+// gets. Each problem of BWD_CASES (support/attn-bwd-case.ts: T = 64 … 256, D = 16 … 64, both layouts,
+// softCap, the shared-memory P/dS path) runs every f16 form that serves its T — sl always, w8 too
+// where T % 128 == 0 (sl serves those where w8's shared memory does not fit) — and their dK and dV
+// must agree bit for bit (same products, same order). The split (x3) form:
+// attention-cm-x3.test.ts. Each description also goes through the native validator and assembler
+// when the addon is built (InterpRuntime.compileKernel).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { flashBwdDkDvApplies, flashBwdDkDvSharedBytes } from "../lab/flash-bwd-kv.js";
-import { DKDV_CANDIDATES, dkdvApplies, dkdvKernel, dkdvRows, type DkDvCandidate } from "../lab/flash-bwd-variants.js";
-import { bwdSetup, gradError, type BwdCase } from "./support/attn-bwd-case.js";
-
-type Case = BwdCase;
+import {
+  FLASH_BWD_DKDV, flashBwdDkDvCmKernel, flashBwdDkDvRows, flashBwdDkDvSharedBytes, pickFlashBwdDkDv, type FlashBwdDkDvForm,
+} from "../ts/kernels/attention-cm-bwd-kv.js";
+import { flashBwdDqCmKernel, flashBwdDqCmSharedBytes } from "../ts/kernels/attention-cm-bwd.js";
+import type { KernelDesc } from "../ts/ir/index.js";
+import { BWD_CASES, bwdSetup, gradError, type BwdCase } from "./support/attn-bwd-case.js";
 
 const DEV = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
-const CANDIDATES = DKDV_CANDIDATES.filter((c) => c.shape);
 
-function check(cand: DkDvCandidate, c: Case): void {
+/** dK and dV (f16 bits) of `form` on case `c`, each checked against float64. */
+function run(form: FlashBwdDkDvForm, c: BwdCase): Uint16Array[] {
   const { bh, T, D } = c;
   const { rt, ins, ref, out, push, cap } = bwdSetup(419, c);
   const [dk, dv] = c.rows?.packed ? Array(2).fill(out()) : [out(), out()];
-  const desc = dkdvKernel(cand, { D, pShared: c.pShared, softCap: cap > 0, ...(c.rows ? { layout: "rows" } : {}) });
+  const desc = flashBwdDkDvCmKernel({ D, form, pShared: c.pShared, softCap: cap > 0, ...(c.rows ? { layout: "rows" } : {}) });
   rt.beginBatch();
-  rt.recordDispatch(rt.compileKernel(JSON.stringify(desc)), [...ins, dk, dv], [T / dkdvRows(cand), bh, 1], push);
-  rt.submitBatch();
+  rt.recordDispatch(rt.compileKernel(JSON.stringify(desc)), [...ins, dk, dv], [T / flashBwdDkDvRows(form), bh, 1], push);
+  rt.submitBatch(); // the interpreter runs dispatches as they are recorded
   for (const [p, name, h, want] of [[1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
     const { got, worst, scaleRef } = gradError(rt, h, want, c, p);
-    // the shipped kernel's bound (f16 P and dS operands, f16 results)
+    // f16 operands (P, dS rounded as FlashAttention rounds them) and an f16 result
     assert.ok(worst <= 4e-3 * Math.max(1, scaleRef), `${desc.name} ${JSON.stringify(c)} ${name}: max abs error ${worst} (largest |ref| ${scaleRef})`);
     assert.ok(got.some((x) => x !== 0), `${desc.name} ${name}: all zeros`);
   }
+  return [...new Set([dk, dv])].map((h) => new Uint16Array(rt.readBuffer(h)));
 }
 
-for (const c of <Case[]>[
-  { bh: 2, T: 128, D: 64 },
-  { bh: 1, T: 256, D: 16, rows: { H: 1, packed: true } },
-  { bh: 2, T: 128, D: 32, cap: 0.7, rows: { H: 2, packed: false } },
-  { bh: 1, T: 128, D: 16, pShared: true },
-  { bh: 3, T: 64, D: 32, rows: { H: 3, packed: true } },
-]) {
-  for (const cand of CANDIDATES) {
-    // a candidate whose key block does not divide T has no case here (its applies() test covers it)
-    if (!dkdvApplies(cand, DEV, c.D, c.T)) continue;
-    test(`dK/dV candidate ${cand.name} ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(cand, c));
-  }
+for (const c of BWD_CASES) {
+  const forms: FlashBwdDkDvForm[] = c.T % 128 === 0 ? ["w8", "sl"] : ["sl"];
+  test(`dK/dV ${forms.join(" and ")} ${JSON.stringify(c)} match float64 gradients${forms.length > 1 ? " and each other bit for bit" : ""} (interpreter)`, () => {
+    const [first, ...rest] = forms.map((f) => run(f, c));
+    rest.forEach((r, i) => r.forEach((x, b) => assert.ok(x.every((bits, e) => bits === first[b][e]), `${forms[i + 1]} differs from ${forms[0]}`)));
+  });
 }
 
-test("the dK/dV candidates fit 48 KiB at D = 64, need T % (16 nsg) == 0, f16 and cooperative matrices", () => {
-  for (const cand of CANDIDATES) {
-    const shape = cand.shape!;
-    assert.ok(flashBwdDkDvSharedBytes({ D: 64, shape }) <= 48 * 1024, cand.name);
-    assert.equal(flashBwdDkDvApplies(DEV, { D: 64, shape }, "f16", 1024), true, cand.name);
-    assert.equal(flashBwdDkDvApplies(DEV, { D: 64, shape }, "f32", 1024), false);
-    assert.equal(flashBwdDkDvApplies(DEV, { D: 64, shape }, "f16", 1000), false);
-    assert.equal(flashBwdDkDvApplies(DEV, { D: 80, shape }, "f16", 1024), false);
-    assert.equal(flashBwdDkDvApplies({ ...DEV, coopMatSupported: false }, { D: 64, shape }, "f16", 1024), false);
-    assert.equal(flashBwdDkDvApplies(DEV, { D: 64, shape }, "f16", 64 * 3), shape.nsg === 4);
+test("pickFlashBwdDkDv: w8 where T % 128 == 0 and it fits, else sl for f16; x3 for f32; null where no form serves", () => {
+  for (const D of [16, 32, 48, 64]) {
+    assert.equal(pickFlashBwdDkDv(DEV, "f16", 1024, D), "w8", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f16", 128, D), "w8", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f16", 960, D), "sl", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f16", 64, D), "sl", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f32", 1024, D), "x3", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f32", 192, D), "x3", `D=${D}`);
   }
-  assert.deepEqual(new Set(DKDV_CANDIDATES.map((c) => c.name)).size, DKDV_CANDIDATES.length);
-  // every candidate is a different kernel, and none of them is the shipped one
-  const names = DKDV_CANDIDATES.map((c) => dkdvKernel(c, { D: 64, layout: "rows" }).name);
-  assert.equal(new Set(names).size, names.length);
-  assert.equal(names[0], "flash_bwd_dkdv_cm_f16_d64_s1_rows");
+  assert.equal(pickFlashBwdDkDv(DEV, "f16", 1000, 64), null);
+  assert.equal(pickFlashBwdDkDv(DEV, "f32", 96, 64), null);
+  assert.equal(pickFlashBwdDkDv(DEV, "f16", 1024, 72), null);
+  assert.equal(pickFlashBwdDkDv(DEV, "f16", 1024, 80), null);
+  assert.equal(pickFlashBwdDkDv(DEV, "bf16", 1024, 64), null);
+  assert.equal(pickFlashBwdDkDv({ ...DEV, coopMatSupported: false }, "f16", 1024, 64), null);
+  assert.equal(pickFlashBwdDkDv({ ...DEV, subgroupSize: 64 }, "f16", 1024, 64), null);
+  // D = 64: w8 needs 42 KiB (two stages of Q/dO), sl 29 KiB, x3 28 KiB
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 40 * 1024 }, "f16", 1024, 64), "sl");
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 40 * 1024 }, "f16", 1024, 32), "w8");
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 28 * 1024 }, "f16", 1024, 64), null);
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 28 * 1024 }, "f32", 1024, 64), "x3");
+  assert.equal(flashBwdDkDvRows("w8"), 128);
+  assert.equal(flashBwdDkDvRows("sl"), 64);
+  assert.equal(flashBwdDkDvRows("x3"), 64);
+});
+
+const ELEM_BYTES: Record<string, number> = { f32: 4, f16: 2, bf16: 2, u32x4: 16 };
+const declared = (d: KernelDesc) => (d.shared ?? []).reduce((a, s) => a + s.len * ELEM_BYTES[s.elem], 0);
+
+test("the shared-memory sizes applies() checks are what the kernels declare, every form, D and option", () => {
+  const seen = new Set<string>();
+  for (const D of [16, 32, 48, 64]) for (const pShared of [false, true]) for (const softCap of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
+    const lv = layout === "rows" ? { layout } : {};
+    for (const form of FLASH_BWD_DKDV) {
+      const desc = flashBwdDkDvCmKernel({ D, form, pShared, softCap, ...lv });
+      assert.equal(declared(desc), flashBwdDkDvSharedBytes({ D, form }), desc.name);
+      assert.ok(!seen.has(desc.name), `${desc.name} named twice`);
+      seen.add(desc.name);
+    }
+    for (const split of [false, true]) {
+      const desc = flashBwdDqCmKernel({ D, split, pShared, softCap, ...lv });
+      assert.equal(declared(desc), flashBwdDqCmSharedBytes({ D, split }), desc.name);
+    }
+  }
+  assert.deepEqual(
+    FLASH_BWD_DKDV.map((form) => flashBwdDkDvCmKernel({ D: 64, form, layout: "rows" }).name),
+    ["flash_bwd_dkdv_cm_f16_d64_w8_s2_rv0_sl_rows", "flash_bwd_dkdv_cm_f16_d64_w4_s1_sl_rows", "flash_bwd_dkdv_cm_x3_d64_s1_rows"],
+  );
 });

@@ -11,7 +11,8 @@ import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
 import { Rng, randTensor, sampleOf, type Sample } from "./harness.js";
 import * as N from "./ref/nn.js";
 import { flashCmAccApplies, flashCmAccRows, flashFwdCmAccKernel, type FlashCmAccVariant } from "../ts/kernels/attention-cm-acc.js";
-import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
+import { FLASH_BWD_CM_ROWS, flashBwdDqCmApplies, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
+import { flashBwdDkDvCmKernel, flashBwdDkDvRows, pickFlashBwdDkDv } from "../ts/kernels/attention-cm-bwd-kv.js";
 import { pickFlashFwd } from "../ts/kernels/attention-variants.js";
 import { FA_PUSH, FA_ROWS_PUSH } from "../ts/kernels/attention.js";
 import { headsOut, oIn, packedAttention, qkvIn, rowStatIn, type RowsLayout } from "./support/attn-layout.js";
@@ -127,10 +128,10 @@ for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: num
     const [dq, dk, dv] = packed ? Array(3).fill(out()) : [out(), out(), out()];
     const variant = { D: c.D, pShared: c.pShared, split: true, softCap: cap > 0, ...(c.rows ? { layout: "rows" as const } : {}) };
     const push = packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T: c.T, scale, cap: cap > 0 ? cap : 1, ...inL.push });
-    const groups: [number, number, number] = [c.T / FLASH_BWD_CM_ROWS, c.bh, 1];
+    const kv = { D: c.D, pShared: c.pShared, softCap: cap > 0, form: "x3" as const, ...(c.rows ? { layout: "rows" as const } : {}) };
     rt.beginBatch();
-    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], groups, push);
-    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(variant))), [...ins, dk, dv], groups, push);
+    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], [c.T / FLASH_BWD_CM_ROWS, c.bh, 1], push);
+    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(kv))), [...ins, dk, dv], [c.T / flashBwdDkDvRows("x3"), c.bh, 1], push);
     rt.submitBatch();
     const width = (c.rows?.H ?? 1) * c.D * (packed ? 3 : 1);
     for (const [p, name, h, want] of [[0, "dQ", dq, ref.dQ], [1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
@@ -151,10 +152,11 @@ test("the x3 kernels apply to f32 only, within 48 KiB; auto picks them for f32 o
   assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1-x");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f32", 1024, 64).name, "simt");
   assert.equal(pickFlashFwd("x3-w4s1-k32x", dev, "f16", 1024, 64).name, "acc-w4s1-x", "an x3 kernel named for f16 falls back in auto order");
-  assert.ok(flashBwdCmApplies(dev, { split: true }, "f32", 1024, 64, false));
-  assert.ok(!flashBwdCmApplies(dev, { split: true }, "f16", 1024, 64, false));
-  assert.ok(flashBwdCmApplies(dev, { split: true }, "f32", 1024, 64, true), "softCap served too");
-  assert.ok(!flashBwdCmApplies({ ...dev, maxSharedMemoryBytes: 24 * 1024 }, { split: true }, "f32", 1024, 64, false), "four hi/lo tiles exceed 24 KiB");
+  assert.ok(flashBwdDqCmApplies(dev, "f32", 1024, 64));
+  assert.equal(pickFlashBwdDkDv(dev, "f32", 1024, 64), "x3");
+  assert.equal(pickFlashBwdDkDv(dev, "f32", 64, 16), "x3");
+  assert.notEqual(pickFlashBwdDkDv(dev, "f16", 1024, 64), "x3");
+  assert.equal(pickFlashBwdDkDv({ ...dev, maxSharedMemoryBytes: 24 * 1024 }, "f32", 1024, 64), null, "four hi/lo tiles and the row values exceed 24 KiB");
 });
 
 test("HeliosBackend runs f32 flash attention forward and backward on the x3 kernels of a cooperative-matrix device, to f32 accuracy", () => {

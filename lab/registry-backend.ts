@@ -2,7 +2,7 @@
 // driver-statistics benchmark): every family in every storage dtype, plus representative
 // fused-elementwise programs.
 import type { Dtype } from "../ts/types.js";
-import type { KernelNeed, KernelVariant } from "./kernel-variant.js";
+import type { KernelVariant } from "./kernel-variant.js";
 import { planFused } from "../ts/fusion/plan.js";
 import type { Expr } from "../ts/fusion/expr.js";
 import type { Lease } from "../ts/exec/lease.js";
@@ -12,8 +12,8 @@ import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStride
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "../ts/kernels/rows4.js";
 import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
-import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
-import { DKDV_CANDIDATES, dkdvKernel } from "./flash-bwd-variants.js";
+import { flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
+import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../ts/kernels/attention-cm-bwd-kv.js";
 import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
@@ -159,36 +159,25 @@ export function backendVariants(): KernelVariant[] {
       }
     }
   }
-  // the tensor-core flash backward, also through the shared-memory P/dS path
+  // the tensor-core flash backward: dQ and every dK/dV form (attention-cm-bwd-kv.ts), f16 and the
+  // split (x3) form for f32, in both head layouts, soft-capped or not, also through the
+  // shared-memory P/dS path
+  for (const D of [16, 32, 64]) for (const softCap of [false, true]) for (const pShared of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
+    const lv = layout === "rows" ? { layout } : {};
+    for (const split of [false, true]) {
+      const bv = { D, pShared, split, softCap, ...lv };
+      const name = flashBwdDqCmKernel(bv).name.replace(/^flash_bwd_dq_cm_(f16_)?/, "");
+      v.push({ id: `backend/flash_bwd_dq_cm/${name}`, needs: ["coopmat", split ? "bf16" : "f16", "subgroup"], build: () => flashBwdDqCmKernel(bv) });
+    }
+    for (const form of FLASH_BWD_DKDV) {
+      const kv = { D, pShared, softCap, form, ...lv };
+      const name = flashBwdDkDvCmKernel(kv).name.replace(/^flash_bwd_dkdv_cm_(f16_)?/, "");
+      v.push({ id: `backend/flash_bwd_dkdv_cm/${name}`, needs: ["coopmat", form === "x3" ? "bf16" : "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(kv) });
+    }
+  }
   // the split form's operands: f32 -> bf16 [hi | lo] (ts/ops/attention.ts splitHiLo)
   for (const vec4 of [false, true]) {
     v.push({ id: `backend/attn_split_hilo${vec4 ? "_x4" : ""}`, needs: ["bf16"], build: () => presplitKernel(vec4, 1, 2) });
-  }
-  // and its split (x3) form for f32, in both head layouts
-  for (const D of [16, 32, 64]) for (const pShared of [false, true]) for (const split of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
-    const bv = { D, pShared, split, ...(layout === "rows" ? { layout } : {}) };
-    const tag = `${split ? "x3_" : ""}d${D}_s1${pShared ? "_psh" : ""}${layout === "rows" ? "_rows" : ""}`;
-    const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
-    v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
-    v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
-  }
-  // soft-capped scores (Alpha's default attention), P and dS in registers
-  for (const D of [16, 32, 64]) for (const split of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
-    const bv = { D, split, softCap: true, ...(layout === "rows" ? { layout } : {}) };
-    const tag = `${split ? "x3_" : ""}d${D}_s1_cap${layout === "rows" ? "_rows" : ""}`;
-    const n: KernelNeed[] = ["coopmat", split ? "bf16" : "f16", "subgroup"];
-    v.push({ id: `backend/flash_bwd_dq_cm/${tag}`, needs: n, build: () => flashBwdDqCmKernel(bv) });
-    v.push({ id: `backend/flash_bwd_dkdv_cm/${tag}`, needs: n, build: () => flashBwdDkDvCmKernel(bv) });
-  }
-  // the dK/dV candidates bench/flash-bwd races (lab/flash-bwd-variants.ts): both layouts, soft-capped, the shared P/dS path
-  for (const c of DKDV_CANDIDATES.filter((x) => x.shape)) {
-    const opts = [
-      ...[16, 64].flatMap((D) => (["bhtd", "rows"] as const).map((layout) => ({ D, ...(layout === "rows" ? { layout } : {}) }))),
-      { D: 64, softCap: true, layout: "rows" as const }, { D: 32, pShared: true },
-    ];
-    for (const bv of opts) {
-      v.push({ id: `backend/flash_bwd_dkdv_cm/${dkdvKernel(c, bv).name.replace(/^flash_bwd_dkdv_cm_f16_/, "")}`, needs: ["coopmat", "f16", "subgroup"], build: () => dkdvKernel(c, bv) });
-    }
   }
   for (const d of ["f32", "f16", "i32"] as Dtype[]) {
     v.push({ id: `backend/copy_strided/${d}`, needs: needs(d), build: () => copyStridedKernel(d) });

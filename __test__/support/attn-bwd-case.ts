@@ -1,6 +1,7 @@
 // One causal flash-attention backward problem for the interpreter-checked kernel tests
 // (attention-cm-bwd, attention-cm-bwd-kv): seeded f16 q, k, v, dO, float64 references, Di, the
-// kernels' input bindings in either layout, and the error of a read-back gradient.
+// kernels' input bindings in either layout, and the error of a read-back gradient; and the
+// problems both run (BWD_CASES).
 import { InterpRuntime } from "./interp-runtime.js";
 import { Rng, randTensor } from "../harness.js";
 import * as N from "../ref/nn.js";
@@ -10,6 +11,29 @@ import { fromF16Array, toF16Array } from "../../ts/f16.js";
 import { headsOut, oIn, qkvIn, rowStatIn, type RowsLayout } from "./attn-layout.js";
 
 export interface BwdCase { bh: number; T: number; D: number; pShared?: boolean; cap?: number; rows?: RowsLayout }
+
+/**
+ * T = 64 and 192 (not multiples of 128: the dK/dV kernel's 4-subgroup form only), 128 and 256 (T =
+ * 192 and 256 stream several tiles past the diagonal); D = 16, 32, 48, 64; both layouts, softCap,
+ * the shared-memory P/dS path.
+ */
+export const BWD_CASES: readonly BwdCase[] = [
+  { bh: 2, T: 128, D: 64 },
+  { bh: 3, T: 64, D: 32 },
+  { bh: 1, T: 192, D: 16 },
+  { bh: 1, T: 256, D: 32 },
+  { bh: 1, T: 128, D: 48, pShared: true },
+  // soft-capped scores (Alpha's default attention): a cap the scores reach, both P/dS paths
+  { bh: 2, T: 128, D: 64, cap: 0.7 },
+  { bh: 1, T: 192, D: 64, pShared: true, cap: 0.5 },
+  // the rows layout (_rows kernels): packed q, k, v or three tensors, several heads per row
+  { bh: 6, T: 64, D: 32, rows: { H: 3, packed: true } },
+  { bh: 2, T: 128, D: 64, rows: { H: 2, packed: true } },
+  { bh: 1, T: 256, D: 16, rows: { H: 1, packed: true } },
+  { bh: 4, T: 192, D: 16, cap: 0.7, rows: { H: 2, packed: false } },
+  { bh: 2, T: 128, D: 32, cap: 0.5, pShared: true, rows: { H: 2, packed: false } },
+  { bh: 2, T: 64, D: 48, pShared: true, rows: { H: 1, packed: true } },
+];
 
 export function upload(rt: InterpRuntime, data: ArrayBufferView): number {
   const h = rt.createBuffer(data.byteLength);

@@ -7,8 +7,9 @@
 // plus the winners in the shipped tuning data. Each is then planned over a fixed set of problems
 // (every dtype mode, layout, epilogue, aligned and edge shapes, the plan options' A/B paths) and
 // every step's description recorded. Flash attention: the kernels `auto` picks (FLASH_AUTO) and the
-// backward kernels the backend runs (tensor-core stages 1, split and not; the SIMT kernels), in the
-// [BH, T, D] layout and (keys ending |rows) the rows layout of the trainer's fused head layout.
+// backward kernels the backend runs (tensor-core dQ split and not, every dK/dV form; the SIMT
+// kernels), in the [BH, T, D] layout and (keys ending |rows) the rows layout of the trainer's fused
+// head layout.
 // Each description is recorded as its name and the SHA-256 of its JSON. Run with no HELIOS_MATMUL_*
 // variable set (the planner reads them once) and a large heap (--max-old-space-size=12000: the
 // planner memoizes every description).
@@ -18,7 +19,8 @@ import { candidateVariants, defaultVariant, planMatmul, unsupported, type Matmul
 import { normalize, type MatmulProblem } from "../../ts/kernels/matmul/problem.js";
 import { VARIANTS } from "../../ts/kernels/matmul/variants.js";
 import { FLASH_AUTO, FLASH_FWD } from "../../ts/kernels/attention-variants.js";
-import { flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../../ts/kernels/attention-cm-bwd.js";
+import { flashBwdDqCmKernel } from "../../ts/kernels/attention-cm-bwd.js";
+import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../../ts/kernels/attention-cm-bwd-kv.js";
 import { flashBwdDkDvKernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDqVec4Kernel } from "../../ts/kernels/attention.js";
 import type { Dtype } from "../../ts/types.js";
 import type { KernelDesc } from "../../ts/ir/index.js";
@@ -143,8 +145,11 @@ function dumpFlash(entries: Record<string, string>): void {
       }
     }
     for (const split of [false, true]) for (const D of [16, 32, 48, 64]) for (const softCap of [false, true]) {
-      const v = { D, stages: 1 as const, split, softCap, ...lv };
-      entries[`bwd|cm|${split}|d${D}|${softCap}${key}`] = described([flashBwdDqCmKernel(v), flashBwdDkDvCmKernel(v)]);
+      const v = { D, split, softCap, ...lv };
+      entries[`bwd|cm|${split}|d${D}|${softCap}${key}`] = described([flashBwdDqCmKernel(v)]);
+    }
+    for (const form of FLASH_BWD_DKDV) for (const D of [16, 32, 48, 64]) for (const softCap of [false, true]) {
+      entries[`bwd|cm-dkdv|${form}|d${D}|${softCap}${key}`] = described([flashBwdDkDvCmKernel({ D, form, softCap, ...lv })]);
     }
     for (const dtype of ["f16", "f32"] as Dtype[]) for (const D of [8, 24, 32, 64, 128]) for (const softCap of [false, true]) {
       const v = { dtype, D, softCap, ...lv };

@@ -1,10 +1,11 @@
 // Causal flash attention backward on KHR cooperative matrices (16x16x16 f16 -> f32), in two
 // kernels that recompute P from Q, K and the forward's lse instead of storing scores:
-//   dQ   (flash_bwd_dq_cm):   per 64-query block, over key tiles up to the diagonal:
+//   dQ   (flash_bwd_dq_cm, here):   per 64-query block, over key tiles up to the diagonal:
 //        S = Q K^T, P = exp(scale S - lse), dP = dO V^T, dS = P (dP - Di), dQ += dS K;
-//   dKdV (flash_bwd_dkdv_cm): per 64-key block, over query tiles from the diagonal on, the same
-//        products transposed: S^T = K Q^T, P^T, dP^T = V dO^T, dS^T = P^T (dP^T - Di),
-//        dV += P^T dO, dK += dS^T Q.
+//   dKdV (flash_bwd_dkdv_cm, attention-cm-bwd-kv.ts: its forms and which one a problem runs): per
+//        key block, over query tiles from the diagonal on, the same products transposed:
+//        S^T = K Q^T, P^T, dP^T = V dO^T, dS^T = P^T (dP^T - Di), dV += P^T dO, dK += dS^T Q.
+// This module holds the dQ kernel and the pieces both kernels are built from.
 // Di = rowsum(dO * O) comes from attn_rowdot (ts/kernels/attention-dense.ts). Bindings: q, k, v,
 // dO, lse, di (read), then dq or dk, dv (write); push FA_PUSH; f16 tensors, D % 16 == 0, D <= 64,
 // T % 64 == 0, 32-wide subgroups.
@@ -12,18 +13,19 @@
 // the causal triangle is added, P = exp2(S - lse2), and dS gains the factor 1 - tanh² (from
 // min(t², 1), so masked -inf scores give 0, not NaN).
 //
-// Dispatch: [T / 64, BH], 4 subgroups (128 threads); subgroup s owns 16 rows (queries for dQ, keys
-// for dKdV) from the block start + 16 s, whose Q and dO (or K and V) fragments stay in registers.
-// The other side streams through shared memory in 64-row tiles, one stage with a register
-// prefetch (two barriers per tile: one stage fits 48 KiB at D = 64), 128-bit copies. Longest blocks first across all heads (the
-// last query block for dQ, the first key block for dKdV), as in the forward's `lpt`.
+// dQ dispatch: [T / 64, BH], 4 subgroups (128 threads); subgroup s owns 16 queries from the block
+// start + 16 s, whose Q and dO fragments stay in registers (the dK/dV kernels: 16 keys and their K
+// and V fragments per subgroup). The other side streams through shared memory in 64-row tiles, one
+// stage with a register prefetch (two barriers per tile: one stage fits 48 KiB at D = 64), 128-bit
+// copies. Longest blocks first across all heads (the last query block for dQ, the first key block
+// for dKdV), as in the forward's `lpt`.
 // Row values (lse and Di per query) enter the element-wise math as broadcast matrices: a 16x16
 // accumulator whose (r, c) element is the value of query r (dQ: built once per subgroup) or of
-// query c (dKdV: built per tile in shared memory). dS and P become A operands in registers where
-// the accumulator and A layouts match (attention-cm-parts.ts laneLayout), else through a
-// per-subgroup f16 tile. Fragments wholly above the diagonal are skipped; the diagonal ones get an
-// additive -inf triangle. Numerics: S, P, dP, dS and the dQ/dK/dV sums in f32; P and dS rounded
-// to f16 as MMA operands (as FlashAttention does).
+// query c (dKdV). dS and P become A operands in registers where the accumulator and A layouts
+// match (attention-cm-parts.ts laneLayout), else through a per-subgroup f16 tile. Fragments wholly
+// above the diagonal are skipped; the diagonal ones get an additive -inf triangle. Numerics: S, P,
+// dP, dS and the dQ/dK/dV sums in f32; P and dS rounded to f16 as MMA operands (as FlashAttention
+// does).
 // Split (x3) form, for f32 attention at f32 accuracy: q, k, v, dO arrive as bf16 high and low
 // parts (one binding each, all heads' high parts then the low parts), every product is
 // hi·hi + hi·lo + lo·hi (P and dS split the same way in registers), dq, dk, dv are f32, and the
@@ -31,23 +33,21 @@
 // Layout "rows" (names end _rows; attention.ts HeadLayout, push FA_ROWS_PUSH): q, k, v, dO and
 // dq, dk, dv in the rows of [B*T, ...] tensors, lse [BH, T], di [B*T, H] (attn_rowdot over dO and O
 // rows of H D); split: each tensor's [hi | lo] halves are as long as the tensor.
-// Candidate dK/dV kernels built from the same pieces (not shipped; bench/flash-bwd --variants races
-// them): lab/flash-bwd-kv.ts.
 import {
   coopmat, exp2, f16, f32, fma, kernel, lit,
   type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { faPush, headRows, layoutTag, rowsPush, type HeadLayout, type HeadRows } from "./attention.js";
+import type { FlashDevice } from "./attention-variants.js";
 import { safeTanh } from "./common.js";
 import {
   CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma as mma, streamTiles, tileStager,
   type HalfType, type Pair,
 } from "./attention-cm-parts.js";
 
-/** Rows per workgroup (4 subgroups of 16) and rows per streamed tile. */
+/** Queries per dQ workgroup (4 subgroups of 16), rows per streamed tile of the f16 kernels. */
 export const FLASH_BWD_CM_ROWS = 64;
 const NSG = 4;
-const THREADS = 32 * NSG;
 export const LOG2E = Math.LOG2E;
 
 export interface FlashBwdCmVariant {
@@ -62,36 +62,34 @@ export interface FlashBwdCmVariant {
   readonly layout?: HeadLayout;
 }
 
-/** Whether the tensor-core backward serves the problem on this device. */
-export function flashBwdCmApplies(
-  info: { coopMatSupported?: boolean; subgroupSize: number; maxSharedMemoryBytes?: number },
-  v: Pick<FlashBwdCmVariant, "split">, dtype: string, T: number, D: number, softCap: boolean,
-): boolean {
-  void softCap; // served either way (FlashBwdCmVariant.softCap)
-  return !!info.coopMatSupported && info.subgroupSize === 32 && dtype === (v.split ? "f32" : "f16") &&
+/**
+ * Whether the dQ kernel serves the problem on this device: f16, or f32 in the split form (the
+ * dK/dV kernel's own requirements: attention-cm-bwd-kv.ts pickFlashBwdDkDv).
+ */
+export function flashBwdDqCmApplies(dev: FlashDevice, dtype: string, T: number, D: number): boolean {
+  const split = dtype === "f32";
+  return !!dev.coopMatSupported && dev.subgroupSize === 32 && (split || dtype === "f16") &&
     T % FLASH_BWD_CM_ROWS === 0 && D % CM === 0 && D <= 64 &&
-    (info.maxSharedMemoryBytes ?? 49152) >= flashBwdCmSharedBytes({ D, split: v.split });
+    (dev.maxSharedMemoryBytes ?? 49152) >= flashBwdDqCmSharedBytes({ D, split });
 }
 
 /** Rows of each streamed tile: 32 when split (four hi/lo tiles), else one block (64). */
-function tileRows(v: Pick<FlashBwdCmVariant, "split">): number {
+export function tileRows(v: Pick<FlashBwdCmVariant, "split">): number {
   return v.split ? 32 : FLASH_BWD_CM_ROWS;
 }
 
-/**
- * Shared bytes of the larger kernel (dKdV): two streamed tiles and the lse / Di column tiles (one
- * stage), and the per-subgroup scratch tiles.
- */
-export function flashBwdCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "split">): number {
-  const TR = tileRows(v), parts = v.split ? 2 : 1;
-  return parts * 2 * TR * (v.D + 8) * 2 + 2 * (TR / CM) * 256 * 4 + NSG * 256 * 4 + NSG * 256 * 2;
+/** Shared bytes of the dQ kernel: the K and V tiles (hi and lo when split) and the per-subgroup scratch tiles. */
+export function flashBwdDqCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "split">): number {
+  const parts = v.split ? 2 : 1;
+  return parts * 2 * tileRows(v) * (v.D + 8) * 2 + NSG * 256 * 4 + NSG * 256 * 2;
 }
 
-function suffix(v: FlashBwdCmVariant): string {
+/** The name tail of the one-stage kernels (the dQ kernel and the split dK/dV kernel): dtype, D, options, layout. */
+export function kernelSuffix(v: FlashBwdCmVariant): string {
   return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
 
-/** What a backward kernel's pieces share (begin's result; lab/flash-bwd-kv.ts builds on it too). */
+/** What a backward kernel's pieces share (begin's result). */
 export interface Common {
   k: KernelBuilder;
   /** Invocations per workgroup (32 per subgroup). */
@@ -209,7 +207,7 @@ export function begin(name: string, v: FlashBwdCmVariant, writes: string[], g: B
  * the subgroup's register rows (D / 16 of each), the B operands 16 rows of a staged tile (hi and,
  * when split, lo) read column-major from half `at` (row stride LD halves, u32x4 elements).
  */
-function sAndDp(
+export function sAndDp(
   c: Common, o: { aS: Pair[]; bS: Shared[]; aDp: Pair[]; bDp: Shared[]; at: Expr; LD: number }, s: Var, dp: Var,
 ): void {
   const { k, tC } = c;
@@ -310,7 +308,7 @@ export function pairStager(
 export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const { D } = v;
   const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8;
-  const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${suffix(v)}`, v, ["dq"]);
+  const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${kernelSuffix(v)}`, v, ["dq"]);
   const { k, tC, sg, lane, bh, rank, st, stOff } = c;
   const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
   const Ks = tile("Ks"), Vs = tile("Vs");
@@ -359,74 +357,5 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
     }
   });
   storeScaled(c, dq, c.scale, dQ, "q", rf, D);
-  return k.finish();
-}
-
-export function flashBwdDkDvCmKernel(v: FlashBwdCmVariant): KernelDesc {
-  const { D } = v;
-  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8, NF = TR / CM;
-  const { common: c, Q, K, V, dO, L, Di, outs: [dK, dV], nblk } = begin(`flash_bwd_dkdv_cm_${suffix(v)}`, v, ["dk", "dv"]);
-  const { k, tC, tid, sg, bh, rank } = c;
-  const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
-  const Qs = tile("Qs"), dOs = tile("dOs");
-  const QsL = c.split ? tile("QsL") : null, dOsL = c.split ? tile("dOsL") : null;
-  const qTiles = QsL ? [Qs, QsL] : [Qs], doTiles = dOsL ? [dOs, dOsL] : [dOs];
-  // column tiles [lse2 | Di][fragment j][r][c] = value of query q0 + 16 j + c
-  const COLS = 2 * NF * 256;
-  const cols = k.shared("cols", f32, COLS);
-  const k0 = k.let(rank.mul(ROWS), "k0");
-  const kf = k.let(k0.add(sg.mul(CM)), "kf");
-  const tri = causalTriangle(k, tC, c.idxC, "below");
-  const ka = rowFrags(c, K, "k", kf, D, "ka");
-  const va = rowFrags(c, V, "v", kf, D, "va");
-  const dk = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dk${d}`));
-  const dv = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dv${d}`));
-  const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
-  const pa = varPair(c, "pa"), dsa = varPair(c, "dsa");
-
-  const tiles = pairStager(c, [Q, dO], ["q", "o"], [Qs, dOs], QsL && dOsL ? [QsL, dOsL] : null, D, LD, TR);
-  // thread t < TR carries lse2 of query q0 + t, thread TR + t carries Di of it (THREADS >= 2 TR)
-  const colVal = k.var(f32, lit(f32, 0), "colv");
-  const which = k.let(tid.div(TR), "which");
-  const cq = k.let(tid.rem(TR), "cq");
-  const carries = (body: () => void) => (THREADS === 2 * TR ? body() : k.if(which.lt(2), body));
-  const qrow0 = k.let(bh.mul(c.T), "qrow0");
-  const fetch = (q0: Expr) => {
-    tiles.fetch(q0);
-    const at = qrow0.add(q0).add(cq);
-    carries(() => k.if(which.eq(0), () => colVal.set(L.load(at).mul(LOG2E)), () => colVal.set(Di.load(diAt(c, q0.add(cq), at)))));
-  };
-  const put = (slot: Expr) => {
-    tiles.put(slot);
-    carries(() => {
-      const at0 = k.let(slot.mul(COLS).add(which.mul(NF * 256)).add(cq.div(CM).mul(256)).add(cq.rem(CM)), "colat");
-      for (let rr = 0; rr < CM; rr++) cols.store(at0.add(rr * CM), colVal.get());
-    });
-  };
-  // query tiles from the block's first key on
-  const nt = k.let(TR === ROWS ? nblk.sub(rank) : nblk.sub(rank).mul(ROWS / TR), "nt");
-  streamTiles(k, nt, TR, k0, fetch, put, (t, slot) => {
-    const q0 = k.let(k0.add(t.mul(TR)), "q0");
-    const off = k.let(slot.mul(TILE), "qoff");
-    for (let j = 0; j < NF; j++) {
-      const qj = k.let(q0.add(j * CM), "qj");
-      // keys kf..kf+15 against queries qj..qj+15: all masked when kf > qj
-      k.if(kf.le(qj), () => {
-        sAndDp(c, { aS: ka, bS: qTiles, aDp: va, bDp: doTiles, at: off.add(j * CM * LD), LD }, s, dp);
-        k.if(kf.eq(qj), () => s.set(s.get().add(tri.get())));
-        const colAt = slot.mul(COLS).add(j * 256);
-        const lse2 = k.var(tC, cols.cmLoad(tC, colAt, CM, "row"), "lsec");
-        const di = k.var(tC, cols.cmLoad(tC, colAt.add(NF * 256), CM, "row"), "dic");
-        pAndDs(c, s, dp, lse2, di, pa, dsa);
-        for (let dn = 0; dn < DC; dn++) {
-          const at = off.add(j * CM * LD + dn * CM).div(VW);
-          dv[dn].set(mma(k, pairOf(pa), tileFrag(c, doTiles, at, LD / VW, "row"), dv[dn].get()));
-          dk[dn].set(mma(k, pairOf(dsa), tileFrag(c, qTiles, at, LD / VW, "row"), dk[dn].get()));
-        }
-      });
-    }
-  });
-  storeScaled(c, dk, c.scale, dK, "k", kf, D);
-  storeScaled(c, dv, null, dV, "v", kf, D);
   return k.finish();
 }

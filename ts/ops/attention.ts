@@ -9,7 +9,8 @@ import {
   FA_ROWS, faPush, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant, type HeadLayout,
 } from "../kernels/attention.js";
 import { attentionBackwardDense, attnRowDot, denseBackwardApplies } from "./attention-dense.js";
-import { FLASH_BWD_CM_ROWS, flashBwdCmApplies, flashBwdDkDvCmKernel, flashBwdDqCmKernel } from "../kernels/attention-cm-bwd.js";
+import { FLASH_BWD_CM_ROWS, flashBwdDqCmApplies, flashBwdDqCmKernel } from "../kernels/attention-cm-bwd.js";
+import { flashBwdDkDvCmKernel, flashBwdDkDvRows, pickFlashBwdDkDv, type FlashBwdDkDvForm } from "../kernels/attention-cm-bwd-kv.js";
 import { copyStrided } from "./layout.js";
 
 const MAX_HEAD_DIM = 256;
@@ -39,10 +40,14 @@ interface Geometry {
   packed: boolean;
 }
 
-function cmBackwardApplies(E: Engine, dtype: string, T: number, D: number, softCap: number): boolean {
+/**
+ * The dK/dV kernel form of the tensor-core backward (attention-cm-bwd-kv.ts), or null where that
+ * backward does not serve the problem (HELIOS_ATTN_BWD, or the dQ or dK/dV kernel's requirements).
+ */
+function cmBackward(E: Engine, dtype: string, T: number, D: number): FlashBwdDkDvForm | null {
   const mode = E.config.attnBackward;
-  const split = dtype === "f32";
-  return (mode === "auto" || mode === "cm") && flashBwdCmApplies(E.device, { split }, dtype, T, D, softCap > 0);
+  if ((mode !== "auto" && mode !== "cm") || !flashBwdDqCmApplies(E.device, dtype, T, D)) return null;
+  return pickFlashBwdDkDv(E.device, dtype, T, D);
 }
 
 /**
@@ -76,25 +81,26 @@ function withSplits<R>(E: Engine, op: string, split: boolean, xs: TensorData[], 
 }
 
 /**
- * Di = rowsum(dO * O), then the dQ and the dK/dV kernels (each recomputes P from lse). f32
- * tensors run the split form (bf16 hi/lo operands, f32 accuracy) on q, k, v, dO split first.
+ * Di = rowsum(dO * O), then the dQ and the dK/dV kernels (each recomputes P from lse; `form`: the
+ * dK/dV kernel cmBackward picked). f32 tensors run the split form (bf16 hi/lo operands, f32
+ * accuracy) on q, k, v, dO split first.
  */
 function attentionBackwardCm(
   E: Engine, op: string, Q: TensorData, K: TensorData, V: TensorData, O: TensorData, dO: TensorData, lse: TensorData,
-  g: Geometry, T: number, scale: number, softCap: number,
+  g: Geometry, T: number, scale: number, softCap: number, form: FlashBwdDkDvForm,
 ): { dQ: HeliosTensor; dK: HeliosTensor; dV: HeliosTensor } {
   const { BH, D } = g;
   // rows: O and dO are B*T*H rows of D, so di comes out [B*T, H] (the rows kernels read it so)
   const di = attnRowDot(E, op, dO, O, BH * T, D);
   const { dQ, dK, dV } = gradOutputs(E, g, Q.dtype);
   const push = pushOf(g, T, scale, softCap);
-  const groups: [number, number, number] = [T / FLASH_BWD_CM_ROWS, BH, 1];
   const split = Q.dtype === "f32";
   const v = { D, split, softCap: softCap > 0, ...layoutKey(g) } as const;
+  const kv = { D, form, softCap: softCap > 0, ...layoutKey(g) } as const;
   const pc = faPush(g.layout);
   withSplits(E, op, split, [Q, K, V, dO], ([q, k, vv, dout]) => {
-    run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), pc, push, [q, k, vv, dout, lse, di], [dQ], groups);
-    run(E, op, { flashBwdDkDvCm: v }, () => flashBwdDkDvCmKernel(v), pc, push, [q, k, vv, dout, lse, di], [dK, dV], groups);
+    run(E, op, { flashBwdDqCm: v }, () => flashBwdDqCmKernel(v), pc, push, [q, k, vv, dout, lse, di], [dQ], [T / FLASH_BWD_CM_ROWS, BH, 1]);
+    run(E, op, { flashBwdDkDvCm: kv }, () => flashBwdDkDvCmKernel(kv), pc, push, [q, k, vv, dout, lse, di], [dK, dV], [T / flashBwdDkDvRows(form), BH, 1]);
   });
   E.release(di);
   return { dQ, dK, dV };
@@ -246,9 +252,8 @@ export function flashAttentionBackward(
   const g = geometry(op, T, layout, [Q, K, V], [O, dO]);
   const { BH, D } = g;
   if (lse.shape.join() !== [BH, T].join()) fail(op, `lse ${fmt(lse.shape)} must be [${BH}, ${T}]`);
-  if (BH > 0 && T > 0 && D > 0 && cmBackwardApplies(E, Q.dtype, T, D, softCap)) {
-    return attentionBackwardCm(E, op, Q, K, V, O, dO, lse, g, T, scale, softCap);
-  }
+  const form = BH > 0 && T > 0 && D > 0 ? cmBackward(E, Q.dtype, T, D) : null;
+  if (form) return attentionBackwardCm(E, op, Q, K, V, O, dO, lse, g, T, scale, softCap, form);
   if (BH > 0 && T > 0 && D > 0 && denseBackwardApplies(E, Q.dtype, BH, T, softCap)) {
     if (g.layout === "rows") {
       return viaHeads(E, g, T, Q, K, V, O, dO, (q, k, v, o, d) => attentionBackwardDense(E, op, q, k, v, o, d, lse, BH, T, D, scale));
