@@ -7,6 +7,7 @@ import { Rng, randTensor, randIndices, assertClose, asF16Output, TOL, values } f
 import * as N from "./ref/nn.js";
 import { ref } from "./ref/tensor.js";
 import type { Dtype, TensorData } from "../ts/types.js";
+import { indexCsr } from "../ts/ops/indices.js";
 
 const B = makeBackend();
 
@@ -90,6 +91,24 @@ test("embeddingBackward with device-only indices: vocabulary spans over many thr
       assert.deepEqual(values(dev), values(host), `device vs host indices ${dt} [${vocab}, ${dim}] x ${count}`);
     }
   }
+});
+
+test("embeddingBackwardCsr: the CSR lists of host indices give embeddingBackward's result; bad lists are errors naming the call", () => {
+  const rng = new Rng(35);
+  const vocab = 29, dim = 11, count = 97;
+  const idx = randIndices(rng, [count], vocab);
+  const g = randTensor(rng, [count, dim], "f32");
+  const { offsets, positions } = indexCsr("test", idx.data as Int32Array, vocab);
+  const off: TensorData = { shape: [vocab + 1], dtype: "i32", data: offsets };
+  const pos: TensorData = { shape: [count], dtype: "i32", data: positions };
+  assert.deepEqual(values(B.embeddingBackwardCsr(off, pos, g.td, vocab)), values(B.embeddingBackward(idx, g.td, vocab)));
+  assert.throws(() => B.embeddingBackwardCsr(off, pos, g.td, vocab + 1), /embeddingBackwardCsr: offsets must be i32 \[31\]/);
+  const badPos: TensorData = { shape: [count], dtype: "i32", data: Int32Array.from(positions, (p, i) => (i === 5 ? count : p)) };
+  assert.throws(() => B.embeddingBackwardCsr(off, badPos, g.td, vocab), /embeddingBackwardCsr: positions\[5\] = 97 is out of range \[0, 97\)/);
+  const badOff: TensorData = { shape: [vocab + 1], dtype: "i32", data: Int32Array.from(offsets, (o, v) => (v === vocab ? o - 1 : o)) };
+  assert.throws(() => B.embeddingBackwardCsr(badOff, pos, g.td, vocab), /embeddingBackwardCsr: offsets must run from 0 to the position count 97/);
+  assert.throws(() => B.embeddingBackwardCsr(off, pos, randTensor(rng, [count + 1, dim], "f32").td, vocab), /embeddingBackwardCsr: gradOutput \[98, 11\]/);
+  assert.throws(() => indexCsr("test", Int32Array.of(0, 29), vocab), /test: indices\[1\] = 29 is out of range \[0, 29\)/);
 });
 
 test("bad indices and shapes are errors naming the op, before the GPU sees them", () => {

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { Trainer } from "../train/trainer.js";
 import { asTrainBackend } from "../train/backend.js";
 import { initHostParams } from "../train/params.js";
-import { makeBackend, onNative } from "./backend-helpers.js";
+import { makeBackend, onNative, recordingBackend } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch, randomBatch } from "./train-helpers.js";
 import type { GPTConfig } from "../train/config.js";
 
@@ -33,6 +33,22 @@ test("captured steps give the eager losses, with new tokens each step", { skip }
   const pc = cap.params.get("transformer.wte.weight")!.data, pe = eag.params.get("transformer.wte.weight")!.data;
   for (let i = 0; i < pc.length; i++) assert.ok(Math.abs(pc[i] - pe[i]) < 1e-4, `wte[${i}]: ${pc[i]} vs ${pe[i]}`);
   cap.dropCapture();
+});
+
+test("the captured step's token embedding backward runs the CSR kernel on lists built per step; a token out of range is an error", { skip }, () => {
+  const R = recordingBackend({ capture: true });
+  const tr = new Trainer(asTrainBackend(R.B), MICRO, TINY_OPT, { init: initHostParams(MICRO, 9), seed: 9, capture: true });
+  assert.ok(tr.capturing);
+  tr.step(patternBatch(MICRO.vocab, 2, 5, 1));
+  const emb = [...R.names].filter((n) => n.startsWith("embedding_bwd"));
+  // tokens (lists written per replay) and positions (host indices): both CSR, never the device-index walk
+  assert.deepEqual(emb, ["embedding_bwd_csr_f32"], `embedding backward kernels: ${emb.join(", ")}`);
+  const bad = randomBatch(MICRO.vocab, 2, 5, 2);
+  (bad.idx as Int32Array)[3] = MICRO.vocab;
+  assert.throws(() => tr.step(bad), /training step: indices\[3\] = 13 is out of range \[0, 13\)/);
+  // the step was refused before anything ran: the next one is fine
+  assert.ok(Number.isFinite(tr.step(randomBatch(MICRO.vocab, 2, 5, 3)).loss));
+  tr.dropCapture();
 });
 
 test("captured steps keep pool bytes flat and record only once", { skip }, () => {

@@ -41,6 +41,11 @@ export type TrainBackend = Required_<
   evaluate?(...ts: TensorData[]): void;
   flush?(): void;
   syncGpu?(): void;
+  /**
+   * embeddingBackward from the indices' CSR lists (HeliosBackend): the captured step's token
+   * embedding, whose indices only the device holds (the lists are computed on the host per step).
+   */
+  embeddingBackwardCsr?(offsets: TensorData, positions: TensorData, g: TensorData, vocab: number): TensorData;
   /** `sum` with an f32 result (HeliosBackend): bias gradients from f16 copies under matmul16. */
   sumF32?(a: TensorData, axis?: number, keepdims?: boolean): TensorData;
   /**

@@ -7,6 +7,7 @@
 // each replay of a piece is followed by that bucket's all-reduce (NCCL: enqueued in stream order
 // after the piece, no host wait), and the next piece runs while it reduces.
 import type { TensorData } from "../ts/types.js";
+import { indexCsr } from "../ts/ops/indices.js";
 import type { GPTConfig, OptimConfig } from "./config.js";
 import { Scope, multiTensor, type CaptureHandle, type CaptureOps, type TrainBackend } from "./backend.js";
 import type { GPT } from "./model.js";
@@ -38,6 +39,13 @@ interface Piece {
   bucket: TensorData;
 }
 
+/** The token indices' CSR lists on the device, rewritten before each replay. */
+interface Csr {
+  readonly vocab: number;
+  readonly offsets: TensorData;
+  readonly positions: TensorData;
+}
+
 export interface ReplayResult {
   loss: number;
   sumSq: number;
@@ -49,7 +57,7 @@ export class CapturedStep {
     private readonly C: CB,
     private readonly graph: CaptureHandle,
     /** Inputs written before each replay, outputs read after it, and what they depend on. */
-    private readonly io: { idx: TensorData; targets: TensorData; sched: TensorData; counter: TensorData; out: TensorData },
+    private readonly io: { idx: TensorData; targets: TensorData; sched: TensorData; counter: TensorData; out: TensorData; csr: Csr | null },
     private readonly held: Scope,
     /** Dropout masks per step (the counter advances by this much). */
     readonly masks: number,
@@ -71,6 +79,12 @@ export class CapturedStep {
   run(hb: HostBatch, lr: number, bc1: number, bc2: number, counter: number): ReplayResult {
     const { C, io } = this;
     C.writeTensor(io.idx, hb.idx);
+    if (io.csr) {
+      // the token embedding's backward reads the tokens' CSR lists, built here (range-checked)
+      const { offsets, positions } = indexCsr("training step", hb.idx, io.csr.vocab);
+      C.writeTensor(io.csr.offsets, offsets);
+      C.writeTensor(io.csr.positions, positions);
+    }
     C.writeTensor(io.targets, hb.targets);
     C.writeTensor(io.sched, [lr, bc1, bc2]);
     if (this.masks > 0) C.writeTensor(io.counter, [counter | 0]);
@@ -109,6 +123,11 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
     targets: held.keep(C.zeros([n], "i32")),
     sched: held.keep(C.zeros([3], "f32")),
     counter: held.keep(C.zeros([1], "i32")),
+    // Without the lists the token embedding's backward would walk device-only indices (a
+    // column per thread range) instead of the CSR kernel the eager step runs.
+    csr: C.embeddingBackwardCsr
+      ? { vocab: ctx.cfg.vocab, offsets: held.keep(C.zeros([ctx.cfg.vocab + 1], "i32")), positions: held.keep(C.zeros([n], "i32")) }
+      : null,
   };
   const o = ctx.optim;
   const pieces: Piece[] = [];
@@ -122,7 +141,7 @@ export function captureStep(C: CB, ctx: CaptureContext, hb: HostBatch): Captured
   }
   C.beginCapture();
   try {
-    const batch = { idx: io.idx, targets: io.targets, pos: ctx.pos, B: hb.B, T: hb.T };
+    const batch = { idx: io.idx, targets: io.targets, pos: ctx.pos, B: hb.B, T: hb.T, idxCsr: io.csr ?? undefined };
     const drop = ctx.cfg.dropout > 0 ? { p: ctx.cfg.dropout, seed: ctx.seed, counter: 0, base: io.counter } : null;
     const fc = ctx.model.forward(ctx.params, batch, drop, tmp, { headGradScale: ctx.lossScale });
     const own = ctx.model.backward(ctx.params, fc, tmp, ctx.lossScale, ddp ? (n, g) => ddp.grad(n, g) : undefined);

@@ -21,6 +21,8 @@ export interface Batch {
   readonly targets: TensorData;
   /** [N] i32 positions (i % T), fixed for a (B, T). */
   readonly pos: TensorData;
+  /** idx's CSR lists (indexCsr), when idx lives only on the device (a captured step writes them per replay). */
+  readonly idxCsr?: { readonly offsets: TensorData; readonly positions: TensorData };
   readonly B: number;
   readonly T: number;
 }
@@ -451,7 +453,9 @@ export class GPT {
     for (const h of this.half.values()) top.drop(h);
     this.half.clear();
     const V = this.cfg.vocab;
-    const dwteEmb = Bk.embeddingBackward(batch.idx, dx, V);
+    const dwteEmb = batch.idxCsr && Bk.embeddingBackwardCsr
+      ? Bk.embeddingBackwardCsr(batch.idxCsr.offsets, batch.idxCsr.positions, dx, V)
+      : Bk.embeddingBackward(batch.idx, dx, V);
     grads.set("transformer.wte.weight", Bk.add(dwteEmb, dwteHead));
     this.free(dwteEmb);
     top.drop(dwteHead);

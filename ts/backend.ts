@@ -492,6 +492,13 @@ export class HeliosBackend implements Backend {
 
   embedding(w: TensorData, idx: TensorData): TensorData { return NN.embedding(this.E, w, idx); }
   embeddingBackward(idx: TensorData, g: TensorData, vocab: number): TensorData { return NN.embeddingBackward(this.E, idx, g, vocab); }
+  /**
+   * embeddingBackward from the indices' CSR lists (`indexCsr`: offsets [vocab + 1], positions [count]),
+   * for indices only the device holds (the captured training step computes the lists on the host).
+   */
+  embeddingBackwardCsr(offsets: TensorData, positions: TensorData, g: TensorData, vocab: number): TensorData {
+    return NN.embeddingBackwardCsr(this.E, offsets, positions, g, vocab);
+  }
   /** `opts.outDtype` (Helios extension): the output's dtype, x's by default (f16: a matmul operand written directly). */
   layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts: { outDtype?: Dtype } = {}): TensorData {
     return NN.layerNorm(this.E, x, w, b, eps, opts.outDtype);

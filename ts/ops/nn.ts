@@ -2,7 +2,7 @@
 import type { Dtype, TensorData } from "../types.js";
 import { type Engine, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
-import { checkIndices, hostIndices } from "./indices.js";
+import { checkIndices, hostIndices, indexCsr } from "./indices.js";
 import { fail, fmt, size } from "../shape.js";
 import { gridRows, grid1d } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
@@ -150,6 +150,38 @@ export function embedding(E: Engine, w: TensorData, idx: TensorData): HeliosTens
   return out;
 }
 
+/** dw [vocab, dim] f32 from CSR position lists (IndexCsr) of the indices: row v sums g's rows positions[offsets[v] .. offsets[v + 1]) in order. */
+function csrBackward(E: Engine, op: string, offsets: TensorData, positions: TensorData, g: TensorData, vocab: number, dim: number): HeliosTensor {
+  const out = E.alloc([vocab, dim], "f32");
+  if (dim === 0) return out;
+  run(E, op, { embBwdCsr: g.dtype }, () => embeddingBwdCsrKernel(g.dtype), EMB_BWD_CSR_PUSH, { n: vocab * dim, dim },
+    [offsets, positions, g], [out], grid1d(vocab * dim));
+  return out;
+}
+
+/**
+ * embeddingBackward with the indices given as their CSR lists (`indexCsr`), e.g. computed on the
+ * host for indices a captured step only has on the device. Shapes are checked; the lists' contents
+ * are checked when they have a host copy (a list out of range reads clamped, never out of bounds).
+ */
+export function embeddingBackwardCsr(E: Engine, offsets: TensorData, positions: TensorData, g: TensorData, vocab: number): HeliosTensor {
+  const op = "embeddingBackwardCsr";
+  if (!Number.isInteger(vocab) || vocab <= 0) fail(op, `vocabSize ${vocab} must be a positive integer`);
+  if (offsets.dtype !== "i32" || offsets.shape.length !== 1 || offsets.shape[0] !== vocab + 1) {
+    fail(op, `offsets must be i32 [${vocab + 1}] (vocabSize + 1), got ${offsets.dtype} ${fmt(offsets.shape)}`);
+  }
+  if (positions.dtype !== "i32" || positions.shape.length !== 1) fail(op, `positions must be i32 [count], got ${positions.dtype} ${fmt(positions.shape)}`);
+  const count = positions.shape[0];
+  const dim = g.shape[g.shape.length - 1] ?? 0;
+  if (g.shape.length < 1 || size(g.shape) !== count * dim) fail(op, `gradOutput ${fmt(g.shape)} must be [count, dim] with count = ${count} positions`);
+  const ho = hostIndices(offsets), hp = hostIndices(positions);
+  if (ho && (ho[0] !== 0 || ho[vocab] !== count)) fail(op, `offsets must run from 0 to the position count ${count}, got ${ho[0]} .. ${ho[vocab]}`);
+  if (ho) for (let v = 0; v < vocab; v++) if (!(ho[v + 1] >= ho[v])) fail(op, `offsets must not decrease: offsets[${v + 1}] = ${ho[v + 1]} < offsets[${v}] = ${ho[v]}`);
+  if (hp) for (let i = 0; i < count; i++) if (!(hp[i] >= 0 && hp[i] < count)) fail(op, `positions[${i}] = ${hp[i]} is out of range [0, ${count})`);
+  if (count === 0) return E.filled([vocab, dim], "f32", 0);
+  return csrBackward(E, op, offsets, positions, g, vocab, dim);
+}
+
 export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, vocab: number): HeliosTensor {
   const op = "embeddingBackward";
   if (!Number.isInteger(vocab) || vocab <= 0) fail(op, `vocabSize ${vocab} must be a positive integer`);
@@ -158,27 +190,21 @@ export function embeddingBackward(E: Engine, idx: TensorData, g: TensorData, voc
   const count = size(idx.shape);
   if (size(g.shape) !== count * dim) fail(op, `gradOutput ${fmt(g.shape)} must be [...${fmt(idx.shape)}, dim]`);
   const outDtype: Dtype = "f32";
-  const out = E.alloc([vocab, dim], outDtype);
-  if (dim === 0) return out;
+  if (dim === 0) return E.alloc([vocab, dim], outDtype);
   if (count === 0) return E.filled([vocab, dim], outDtype, 0);
   const host = hostIndices(idx);
   if (host) {
-    // indices range-checked above: counting sort into per-row position lists
-    const offsets = new Int32Array(vocab + 1);
-    for (let i = 0; i < count; i++) offsets[host[i] + 1]++;
-    for (let v = 0; v < vocab; v++) offsets[v + 1] += offsets[v];
-    const fill = offsets.slice(0, vocab);
-    const positions = new Int32Array(count);
-    for (let i = 0; i < count; i++) positions[fill[host[i]]++] = i;
-    // uploaded for this dispatch only (a plain object would stay resident until collected)
+    // indices range-checked above: per-row position lists, uploaded for this dispatch only (a
+    // plain object would stay resident until collected)
+    const { offsets, positions } = indexCsr(op, host, vocab);
     const offT = E.fromHost([vocab + 1], "i32", offsets);
     const posT = E.fromHost([count], "i32", positions);
-    run(E, op, { embBwdCsr: g.dtype }, () => embeddingBwdCsrKernel(g.dtype), EMB_BWD_CSR_PUSH, { n: vocab * dim, dim },
-      [offT, posT, g], [out], grid1d(vocab * dim));
+    const r = csrBackward(E, op, offT, posT, g, vocab, dim);
     E.release(offT);
     E.release(posT);
-    return out;
+    return r;
   }
+  const out = E.alloc([vocab, dim], outDtype);
   const span = embeddingBwdSpan(vocab, dim);
   run(E, op, { embBwd: g.dtype }, () => embeddingBwdKernel(g.dtype), EMB_BWD_PUSH, { count, dim, vocab, span },
     [idx, g], [out], grid1d(dim * Math.ceil(vocab / span)), [E.indexFlag()]);
