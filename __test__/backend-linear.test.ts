@@ -1,15 +1,17 @@
-// HeliosBackend.linear (y = x·Wᵀ + bias + residual, bias and residual in the matmul epilogue)
-// against float64 references on random data: odd sizes and edge tiles (M, N, K not multiples of
-// any tile), both weight layouts, f16 outputs with an f32 bias, f32 outputs of f16 operands with an
-// f32 residual, f32 operands; the fallback (operand dtypes the kernels cannot take) gives what the
-// product and one elementwise pass give; the epilogue costs no dispatch of its own. LayerNorm's
-// output dtype: its f16 output is its f32 output cast, bit for bit.
+// HeliosBackend.linear (y = (x·Wᵀ + bias) ⊙ gelu'(geluGradOf) + residual, the terms in the matmul
+// epilogue) against float64 references on random data: odd sizes and edge tiles (M, N, K not
+// multiples of any tile), both weight layouts, f16 outputs with an f32 bias, f32 outputs of f16
+// operands with an f32 residual, f32 operands, the GELU gradient of the MLP backward (f16 and f32;
+// against geluBackward after the product too); the fallback (operand dtypes the kernels cannot
+// take) gives what the product and one elementwise pass give; the epilogue costs no dispatch of its
+// own. LayerNorm's output dtype: its f16 output is its f32 output cast, bit for bit.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { makeBackend } from "./backend-helpers.js";
 import { Rng, randTensor, values, type Sample } from "./harness.js";
 import { ref, type RefTensor } from "./ref/tensor.js";
 import * as N from "./ref/nn.js";
+import { geluGrad } from "./ref/elementwise.js";
 import { roundF16 } from "../ts/f16.js";
 import type { Dtype, TensorData } from "../ts/types.js";
 
@@ -21,33 +23,46 @@ const SHAPES: [number, number, number][] = [[1, 1, 1], [17, 33, 65], [37, 19, 50
 
 interface Case {
   x: Sample; W: Sample; bias: Sample | null; residual: Sample | null;
+  /** geluGradOf: GELU's input, over [-4, 4] (both tails of the derivative). */
+  gate: Sample | null;
   inOut: boolean; outDtype: Dtype;
 }
 
-function makeCase(rng: Rng, [M, K, N]: [number, number, number], dt: Dtype, outDtype: Dtype, o: { bias?: Dtype | null; residual?: boolean; inOut?: boolean }): Case {
+function makeCase(rng: Rng, [M, K, N]: [number, number, number], dt: Dtype, outDtype: Dtype, o: { bias?: Dtype | null; residual?: boolean; gate?: boolean; inOut?: boolean }): Case {
   const inOut = o.inOut ?? false;
   return {
     x: randTensor(rng, [M, K], dt),
     W: randTensor(rng, inOut ? [K, N] : [N, K], dt),
     bias: o.bias ? randTensor(rng, [N], o.bias) : null,
     residual: o.residual ? randTensor(rng, [M, N], outDtype) : null,
+    gate: o.gate ? randTensor(rng, [M, N], outDtype, -4, 4) : null,
     inOut, outDtype,
   };
 }
 
 function run(c: Case): TensorData {
-  return B.linear(c.x.td, c.W.td, c.bias?.td ?? null, { inOut: c.inOut, outDtype: c.outDtype, residual: c.residual?.td });
+  return B.linear(c.x.td, c.W.td, c.bias?.td ?? null, { inOut: c.inOut, outDtype: c.outDtype, residual: c.residual?.td, geluGradOf: c.gate?.td });
 }
 
-/** The float64 result and Σ|x||w| + |bias| + |residual| per element (the scale of the f32 accumulation's error). */
+/**
+ * The float64 result and the scale of the f32 error per element: S·|gelu'| + |residual| for S =
+ * Σ|x||w| + |bias| (the f32 accumulation's error scale), plus S/4 with a gate (gelu' computed in
+ * f32 to a few 1e-7 absolute: 2e-5 of S/4 is 5e-6·S).
+ */
 function reference(c: Case): { want: RefTensor; bound: Float64Array } {
   const Wt = c.inOut ? c.W.ref : N.transpose(c.W.ref, 0, 1);
   const prod = N.matmul(c.x.ref, Wt);
   const abs = (t: RefTensor) => ref(t.shape, t.data.map(Math.abs));
   const bound = N.matmul(abs(c.x.ref), abs(Wt)).data;
   const n = prod.shape[1];
-  const want = prod.data.map((v, i) => v + (c.bias ? c.bias.ref.data[i % n] : 0) + (c.residual ? c.residual.ref.data[i] : 0));
-  bound.forEach((v, i) => (bound[i] = v + (c.bias ? Math.abs(c.bias.ref.data[i % n]) : 0) + (c.residual ? Math.abs(c.residual.ref.data[i]) : 0)));
+  const want = prod.data.map((v, i) => {
+    const b = c.bias ? c.bias.ref.data[i % n] : 0;
+    const d = c.gate ? geluGrad(c.gate.ref.data[i]) : 1;
+    const r = c.residual ? c.residual.ref.data[i] : 0;
+    const sc = bound[i] + Math.abs(b);
+    bound[i] = sc * Math.abs(d) + Math.abs(r) + (c.gate ? sc / 4 : 0);
+    return (v + b) * d + r;
+  });
   return { want: ref(prod.shape, want), bound };
 }
 
@@ -70,7 +85,7 @@ function assertLinear(got: TensorData, c: Case, what: string): void {
 }
 
 function tag(c: Case, s: [number, number, number]): string {
-  return `${s.join("x")} ${c.x.td.dtype}->${c.outDtype}${c.inOut ? " [in,out]" : ""}${c.bias ? ` bias ${c.bias.td.dtype}` : ""}${c.residual ? " residual" : ""}`;
+  return `${s.join("x")} ${c.x.td.dtype}->${c.outDtype}${c.inOut ? " [in,out]" : ""}${c.bias ? ` bias ${c.bias.td.dtype}` : ""}${c.gate ? " geluGradOf" : ""}${c.residual ? " residual" : ""}`;
 }
 
 test("f16 operands, f16 output with an f32 bias (the trainer's qkv and fc), both weight layouts", () => {
@@ -103,6 +118,52 @@ test("other combinations: no bias, an f16 bias, an f16 residual, f32 operands", 
   for (const c of cases) assertLinear(run(c), c, tag(c, s));
 });
 
+test("geluGradOf: df = (dy·W) ⊙ gelu'(f) of the MLP backward, f16 (matmul16: f16 f and df) and f32, both layouts", () => {
+  const rng = new Rng(2707);
+  for (const s of SHAPES) for (const inOut of [false, true]) {
+    for (const dt of ["f16", "f32"] as Dtype[]) {
+      const c = makeCase(rng, s, dt, dt, { gate: true, inOut });
+      assertLinear(run(c), c, tag(c, s));
+    }
+  }
+});
+
+test("geluGradOf with the other terms: (x·Wᵀ + bias) ⊙ gelu'(f) + residual, f16 -> f32 and f32", () => {
+  const rng = new Rng(2708);
+  for (const s of [[37, 19, 50], [130, 70, 129]] as [number, number, number][]) {
+    for (const c of [
+      makeCase(rng, s, "f16", "f32", { bias: "f32", gate: true, residual: true }),
+      makeCase(rng, s, "f16", "f16", { bias: "f32", gate: true, inOut: true }),
+      makeCase(rng, s, "f32", "f32", { bias: "f32", gate: true, residual: true, inOut: true }),
+    ]) assertLinear(run(c), c, tag(c, s));
+  }
+});
+
+test("geluGradOf gives geluBackward of the product to rounding, in one dispatch instead of two", () => {
+  const rng = new Rng(2709);
+  for (const dt of ["f32", "f16"] as Dtype[]) {
+    const c = makeCase(rng, [130, 70, 129], dt, dt, { gate: true, inOut: true });
+    const [dy, W, f] = [c.x, c.W, c.gate!].map((t) => B.fromArray(values(t.td), t.td.shape, t.td.dtype));
+    B.syncGpu();
+    const d0 = B.stats().dispatches;
+    const fused = B.linear(dy, W, null, { inOut: true, outDtype: dt, geluGradOf: f });
+    B.evaluate(fused);
+    const d1 = B.stats().dispatches;
+    const sep = B.castDtype(B.geluBackward(f, B.matmul(dy, W)), dt);
+    B.evaluate(sep);
+    assert.deepEqual([d1 - d0, B.stats().dispatches - d1], [1, 2], `${dt}: dispatches fused, separate`);
+    const a = values(fused), b = values(sep);
+    let worst = 0, scale = 0;
+    for (let i = 0; i < a.length; i++) {
+      worst = Math.max(worst, Math.abs(a[i] - b[i]));
+      scale = Math.max(scale, Math.abs(b[i]));
+    }
+    // f32: one product, the same f32 arithmetic; f16: the separate path also rounds dy·W to f16
+    assert.ok(worst <= scale * (dt === "f32" ? 1e-6 : 2 ** -9), `${dt}: max |fused - separate| ${worst} (max |df| ${scale})`);
+    assert.ok(worst > 0 || dt === "f32", "f16: the separate path's extra rounding shows");
+  }
+});
+
 test("the epilogue adds no dispatch: bias and residual ride in the product's kernel", () => {
   const rng = new Rng(2704);
   const c = makeCase(rng, [37, 19, 50], "f16", "f32", { bias: "f32", residual: true });
@@ -129,14 +190,33 @@ test("operands the kernels cannot take together fall back to the product and one
     const sum = B.add(B.add(prod, bias.td), residual ? residual.td : B.zeros([17, 65]));
     const want = outDtype === "f16" ? B.castDtype(sum, "f16") : sum;
     assert.deepEqual(Array.from(values(y)), Array.from(values(want)), `fallback ${outDtype}: the product then the elementwise pass`);
-    const c: Case = { x, W, bias, residual, inOut: false, outDtype };
+    const c: Case = { x, W, bias, residual, gate: null, inOut: false, outDtype };
     // mixed f32·f16 products accumulate in f32 and write f32: the same bound as the epilogue path
     assertLinear(y, c, `fallback ${tag(c, s)}`);
   }
 });
 
+test("geluGradOf on operands the kernels cannot take: the product, then geluBackward's elementwise pass, same values", () => {
+  const rng = new Rng(2710);
+  for (const outDtype of ["f32", "f16"] as Dtype[]) {
+    const x = randTensor(rng, [17, 33], "f32"), W = randTensor(rng, [65, 33], "f16");
+    const bias = randTensor(rng, [65], "f32"), gate = randTensor(rng, [17, 65], outDtype, -4, 4);
+    const residual = outDtype === "f32" ? randTensor(rng, [17, 65], "f32") : null;
+    const y = B.linear(x.td, W.td, bias.td, { outDtype, residual: residual?.td, geluGradOf: gate.td });
+    const df = B.geluBackward(gate.td, B.add(B.matmulTransposed(x.td, W.td), bias.td));
+    const sum = residual ? B.add(df, residual.td) : df;
+    const want = outDtype === "f16" ? B.castDtype(sum, "f16") : sum;
+    assert.deepEqual(Array.from(values(y)), Array.from(values(want)), `fallback ${outDtype}`);
+    const c: Case = { x, W, bias, residual, gate, inOut: false, outDtype };
+    assertLinear(y, c, `fallback ${tag(c, [17, 33, 65])}`);
+  }
+});
+
 test("argument checks", () => {
   const x = B.zeros([3, 4], "f16"), W = B.zeros([5, 4], "f16");
+  const shapeError = (re: RegExp) => (e: Error & { code?: string }) => e.code === "ERR_HELIOS_SHAPE" && re.test(e.message);
+  assert.throws(() => B.linear(x, W, null, { geluGradOf: B.zeros([3, 5], "f32") }), shapeError(/^linear: geluGradOf dtype f32 must be the output dtype f16$/));
+  assert.throws(() => B.linear(x, W, null, { geluGradOf: B.zeros([5, 3], "f16") }), shapeError(/^linear: geluGradOf \[5, ?3\] must be \[3, 5\]$/));
   assert.throws(() => B.linear(x, B.zeros([5, 3], "f16"), null), /disagree on K/);
   assert.throws(() => B.linear(x, W, B.zeros([4])), /bias \[4\] must be \[5\]/);
   assert.throws(() => B.linear(x, W, null, { residual: B.zeros([3, 5], "f16"), outDtype: "f32" }), /residual dtype f16 must be the output dtype f32/);

@@ -28,6 +28,10 @@ const CASES: CheckCase[] = [
   // 16×11 tiles of 64: the grouped workgroup order with a partial last band
   { name: "grid_1000x700x8", problem: { m: 1000, n: 700, k: 8 }, full: true },
   { name: "splitk_silu", problem: { m: 9, n: 12, k: 1500, epilogue: { bias: true, act: "silu" } }, full: true },
+  // the MLP backward's product times GELU's derivative (Epilogue.geluGrad): edge tiles, whole 128-tiles, split-K
+  { name: "dgelu_37x50x19", problem: { m: 37, n: 50, k: 19, epilogue: { geluGrad: true } }, full: true },
+  { name: "dgelu_bias_res_128x128x16", problem: { m: 128, n: 128, k: 16, epilogue: { bias: true, geluGrad: true, residual: true } }, full: true },
+  { name: "splitk_dgelu", problem: { m: 9, n: 12, k: 1500, epilogue: { geluGrad: true } }, full: true },
 ];
 
 test("matmul variants on the device vs fp64", { timeout: 300_000 }, async (t) => {
@@ -46,6 +50,9 @@ test("matmul variants on the device vs fp64", { timeout: 300_000 }, async (t) =>
   });
   const bad = rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`);
   assert.deepEqual(bad, []);
+  // the GELU gradient well under the gates: f32 exact, f16 one output rounding
+  const loose = rows.filter((r) => r.case.includes("dgelu") && !r.skipped && !((r.relErr ?? 1) < (r.mode === "f32" ? 1e-5 : 1e-3)));
+  assert.deepEqual(loose.map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.relErr}`), []);
   assert.ok(rows.filter((r) => !r.skipped).length >= 14);
   const take = (rt as unknown as { takeValidationMessages?: () => string[] }).takeValidationMessages;
   if (take) assert.deepEqual(take().filter((m) => !/loader|ICD/i.test(m)).slice(0, 5), []);

@@ -111,6 +111,25 @@ test("an epilogue class without an entry takes its plain class's winner (same ou
   assert.equal(chooseMatmul(rt, epi, { config: config(shippedFile({})), tune: false }).source, "default");
 });
 
+test("a GELU-gradient class is its own: not the bias class's winner of the same shape; without an entry its plain class's", () => {
+  const rt = device(rng.int(400, 700));
+  const { problem, variant } = problemWithAlternative(rt, "f16");
+  const gate: MatmulProblem = { ...problem, epilogue: { geluGrad: true } };
+  const key = tuneKey(rt.info, normalize(gate));
+  const biasKey = tuneKey(rt.info, normalize({ ...problem, epilogue: { bias: true } }));
+  const plainKey = tuneKey(rt.info, normalize(problem));
+  assert.match(key, /\/dgelu$/);
+  assert.equal(new Set([key, biasKey, plainKey]).size, 3);
+  const now = new Date().toISOString();
+  const choose = (entries: Record<string, TuneRecord>) => chooseMatmul(rt, gate, { config: config(shippedFile(entries)), tune: false });
+  assert.equal(choose({ [biasKey]: record(variant, now) }).source, "default");
+  const r = choose({ [plainKey]: record(variant, now) });
+  assert.deepEqual([r.source, r.plan.variant, r.plan.problem.epilogue.geluGrad], ["plain", variant, true]);
+  const dflt = defaultVariant(normalize(gate), capsOf(rt.info)).name;
+  const own = choose({ [key]: record(dflt, now), [plainKey]: record(variant, now) });
+  assert.deepEqual([own.source, own.plan.variant], ["shipped", dflt]);
+});
+
 test("tuning-export merges cache files: new classes added, newer tunings replace older ones", () => {
   const rt = device(rng.int(400, 700));
   const a = problemWithAlternative(rt), b = problemWithAlternative(rt);

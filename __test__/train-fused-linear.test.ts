@@ -10,13 +10,20 @@
 //   2e-3 is two of its ulps; |g| moved by at most 3.6e-4 here (observed, lavapipe). lr is 3e-3: at
 //   the tiny configs' usual 3e-2 these little models turn chaotic within 6 steps (|g| then moves
 //   by tens of percent between matmul16 and f32 as well), which would test the dynamics, not the op.
+// - GELU's backward in the epilogue of the product before it (GPT.fusedGeluGrad: df = (dy·W_proj)
+//   ⊙ gelu'(f) in f16 from linear's geluGradOf) against geluBackward and the cast after that
+//   product, everything else fused alike: the loss is the same value and every gradient tensor
+//   within 2e-3 relative Frobenius (dy·W is no longer rounded to f16 before the product with
+//   gelu'(f): observed 7.1e-4, about one f16 ulp); losses and |g| within 2e-3 over 6 steps, eager
+//   and captured.
 // - f32 mode does not use the switch: losses, norms and weights are bit for bit equal.
-// - a matmul16 step records 5 dispatches per layer and 1 more fewer (the LayerNorm casts, the qkv
-//   bias + cast, the two bias + residual passes, the final LayerNorm's cast), and holds f in f16.
+// - a matmul16 step records 6 dispatches per layer and 1 more fewer (the LayerNorm casts, the qkv
+//   bias + cast, the two bias + residual passes, GELU's backward and cast, the final LayerNorm's
+//   cast), holds f in f16, and gets df from one linear() with geluGradOf per layer.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Trainer } from "../train/trainer.js";
-import { asTrainBackend } from "../train/backend.js";
+import { asTrainBackend, Scope } from "../train/backend.js";
 import { initHostParams } from "../train/params.js";
 import { makeBackend, onNative } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch, randomBatch } from "./train-helpers.js";
@@ -36,11 +43,28 @@ function relClose(a: number, b: number, tol: number, what: string): void {
   assert.ok(Math.abs(a - b) <= tol * Math.max(1, Math.abs(b)), `${what}: fused ${a}, separate passes ${b}`);
 }
 
-function pair(cfg: GPTConfig, capture: boolean, matmul16: boolean, seed: number) {
+/**
+ * Trainers from one init: on the fused backend and on the separate passes, or (geluOnly) both on
+ * the fused backend, b's model running geluBackward after the product (its own unfused branch).
+ */
+function pair(cfg: GPTConfig, capture: boolean, matmul16: boolean, seed: number, geluOnly = false) {
   const init = initHostParams(cfg, seed);
   const opt = { ...TINY_OPT, lr: 3e-3, warmup: 2 };
   const mk = (H: HeliosBackend) => new Trainer(asTrainBackend(H), cfg, opt, { init, seed, capture, matmul16 });
-  return { a: mk(on), b: mk(off) };
+  if (!geluOnly) return { a: mk(on), b: mk(off) };
+  const b = mk(on);
+  Object.defineProperty(b.model, "fusedGeluGrad", { value: false });
+  return { a: mk(on), b };
+}
+
+/** ‖a − b‖ / ‖b‖ over a tensor's elements. */
+function relFro(a: ArrayLike<number | bigint>, b: ArrayLike<number | bigint>): number {
+  let num = 0, den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (Number(a[i]) - Number(b[i])) ** 2;
+    den += Number(b[i]) ** 2;
+  }
+  return Math.sqrt(num / den);
 }
 
 function batch(cfg: GPTConfig, s: number) {
@@ -48,26 +72,31 @@ function batch(cfg: GPTConfig, s: number) {
   return s % 2 ? randomBatch(cfg.vocab, 2, T, s) : patternBatch(cfg.vocab, 2, T, s);
 }
 
+/** 6 steps of a and b on the same batches: the same steps applied, losses and |g| within 2e-3. */
+function track(cfg: GPTConfig, { a, b }: { a: Trainer; b: Trainer }): void {
+  for (let s = 0; s < 6; s++) {
+    const x = a.step(batch(cfg, s)), y = b.step(batch(cfg, s));
+    assert.equal(x.applied, y.applied, `step ${s + 1}: applied`);
+    relClose(x.loss, y.loss, 2e-3, `step ${s + 1} loss`);
+    relClose(x.gradNorm, y.gradNorm, 2e-3, `step ${s + 1} |g|`);
+  }
+  a.dropCapture();
+  b.dropCapture();
+}
+
 for (const [i, cfg] of CFGS.entries()) {
   const tag = `L=${cfg.layers} C=${cfg.dim} dropout ${cfg.dropout}`;
   for (const capture of [false, true]) {
     const skip = capture && !onNative() && "the mock runtime has no captured batches";
     test(`matmul16: fused linear layers track the separate passes (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
-      const { a, b } = pair(cfg, capture, true, 31 + i);
-      assert.ok(a.model.fused && !b.model.fused, "the switch reaches the model");
-      for (let s = 0; s < 6; s++) {
-        const x = a.step(batch(cfg, s)), y = b.step(batch(cfg, s));
-        assert.equal(x.applied, y.applied, `step ${s + 1}: applied`);
-        relClose(x.loss, y.loss, 2e-3, `step ${s + 1} loss`);
-        relClose(x.gradNorm, y.gradNorm, 2e-3, `step ${s + 1} |g|`);
-      }
-      a.dropCapture();
-      b.dropCapture();
+      const p = pair(cfg, capture, true, 31 + i);
+      assert.ok(p.a.model.fused && !p.b.model.fused, "the switch reaches the model");
+      track(cfg, p);
     });
     // f32 captured: one configuration is enough
     if (!(i > 0 && capture)) test(`f32: the switch changes nothing, bit for bit (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
       const { a, b } = pair(cfg, capture, false, 41 + i);
-      assert.ok(!a.model.fused && !b.model.fused);
+      assert.ok(!a.model.fused && !b.model.fused && !a.model.fusedGeluGrad);
       for (let s = 0; s < 4; s++) {
         const x = a.step(batch(cfg, s)), y = b.step(batch(cfg, s));
         assert.deepEqual([x.loss, x.gradNorm, x.applied], [y.loss, y.gradNorm, y.applied], `step ${s + 1}`);
@@ -79,9 +108,33 @@ for (const [i, cfg] of CFGS.entries()) {
       b.dropCapture();
     });
   }
+  test(`matmul16: GELU's backward in the product's epilogue gives geluBackward's gradients (${tag})`, () => {
+    const { a, b } = pair(cfg, false, true, 61 + i, true);
+    assert.ok(a.model.fusedGeluGrad && !b.model.fusedGeluGrad && a.model.fused && b.model.fused);
+    const hb = randomBatch(cfg.vocab, 2, cfg.dim === 15 ? 5 : 13, 7);
+    const sa = new Scope(a.B), sb = new Scope(b.B);
+    try {
+      const x = a.lossAndGrads(hb, sa), y = b.lossAndGrads(hb, sb);
+      assert.equal(Number(x.loss.data[0]), Number(y.loss.data[0]), "the forward is the same");
+      assert.equal(x.grads.size, y.grads.size);
+      for (const [name, g] of x.grads) {
+        const e = relFro(g.data, y.grads.get(name)!.data);
+        assert.ok(e <= 2e-3, `${name}: relative error ${e}`);
+      }
+    } finally {
+      sa.releaseAll();
+      sb.releaseAll();
+    }
+  });
+  for (const capture of [false, true]) {
+    const skip = capture && !onNative() && "the mock runtime has no captured batches";
+    test(`matmul16: GELU's backward in the epilogue tracks geluBackward over 6 steps (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
+      track(cfg, pair(cfg, capture, true, 71 + i, true));
+    });
+  }
 }
 
-test("a matmul16 step records 5 dispatches per layer and 1 fewer; f is kept in f16", () => {
+test("a matmul16 step records 6 dispatches per layer and 1 fewer; f is kept in f16; df comes from linear's geluGradOf", () => {
   const cfg = CFGS[1];
   const { a, b } = pair(cfg, false, true, 51);
   const per = (tr: Trainer) => {
@@ -93,7 +146,19 @@ test("a matmul16 step records 5 dispatches per layer and 1 fewer; f is kept in f
     return H.stats().dispatches - d0;
   };
   const f = per(a), s = per(b);
-  assert.equal(s - f, 5 * cfg.layers + 1, `${s} -> ${f} dispatches`);
+  assert.equal(s - f, 6 * cfg.layers + 1, `${s} -> ${f} dispatches`);
+  const A = a.B as unknown as HeliosBackend & { linear: HeliosBackend["linear"] };
+  const gates: string[] = [];
+  A.linear = (x, W, bias, o = {}) => {
+    if (o.geluGradOf) gates.push(`${o.geluGradOf.dtype}->${o.outDtype}`);
+    return Object.getPrototypeOf(A).linear.call(A, x, W, bias, o);
+  };
+  try {
+    a.step(patternBatch(cfg.vocab, 2, 13, 3));
+  } finally {
+    delete (A as Partial<typeof A>).linear;
+  }
+  assert.deepEqual(gates, Array(cfg.layers).fill("f16->f16"), "one GELU-gradient product per layer, f16 in and out");
   for (const [tr, dtype] of [[a, "f16"], [b, "f32"]] as const) {
     const H = tr.B as unknown as HeliosBackend & { gelu: HeliosBackend["gelu"] };
     const seen: string[] = [];
@@ -123,4 +188,7 @@ test("HELIOS_TRAIN_FUSED_LINEAR parsing; f32, or a backend without linear(), nev
   const noLinear = Object.create(on, { linear: { value: undefined } }) as HeliosBackend;
   assert.equal(new GPT(asTrainBackend(noLinear), CFGS[1], { matmul16: true }).fused, false, "no linear(): the separate passes");
   assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fused, false, "f32");
+  // GELU's backward in the product goes with the rest
+  assert.deepEqual([on, off, noLinear].map((H) => new GPT(asTrainBackend(H), CFGS[1], { matmul16: true }).fusedGeluGrad), [true, false, false]);
+  assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fusedGeluGrad, false, "f32");
 });

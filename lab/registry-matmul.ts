@@ -35,6 +35,13 @@ function problems(): MatmulProblem[] {
   // tiles), f32 out with f32 bias and residual (the projections; whole tiles)
   out.push({ m: 100, n: 96, k: 64, dtype: "f16", epilogue: { bias: true, biasDtype: "f32" } });
   out.push({ m: 256, n: 256, k: 256, dtype: "f16", outDtype: "f32", epilogue: { bias: true, residual: true } });
+  // the MLP backward's dy·W ⊙ gelu'(f) (linear's geluGradOf): f16 (matmul16) on edge tiles and
+  // whole ones (the fragment epilogue, stream-K fixups, split-K reduces), f32 (SIMT, presplit);
+  // with every other term once
+  out.push({ m: 100, n: 96, k: 64, dtype: "f16", epilogue: { geluGrad: true } });
+  out.push({ m: 256, n: 256, k: 256, dtype: "f16", epilogue: { geluGrad: true } });
+  out.push({ m: 256, n: 256, k: 256, dtype: "f32", epilogue: { geluGrad: true } });
+  out.push({ m: 100, n: 96, k: 64, dtype: "f16", outDtype: "f32", epilogue: { scale: 0.5, bias: true, act: "relu", geluGrad: true, residual: true } });
   return out;
 }
 

@@ -29,10 +29,15 @@ export type TrainBackend = Required_<
   castTransposeMulti?(ws: TensorData[], dtype: Dtype): { cast: TensorData; transposed: TensorData }[];
   /**
    * HeliosBackend: y = x·Wᵀ + bias (+ residual) written as outDtype, bias and residual in the
-   * matmul epilogue (W [out, in], or [in, out] with inOut). Used under matmul16 when `fusedLinear`.
+   * matmul epilogue (W [out, in], or [in, out] with inOut); with geluGradOf = f, y is multiplied
+   * by gelu'(f) before the residual (geluBackward(f, x·W) in one product: the MLP backward).
+   * Used under matmul16 when `fusedLinear`.
    */
-  linear?(x: TensorData, W: TensorData, bias: TensorData | null, opts?: { inOut?: boolean; residual?: TensorData | null; outDtype?: Dtype }): TensorData;
-  /** HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the matmul16 layers through linear() and f16 LayerNorm outputs. */
+  linear?(x: TensorData, W: TensorData, bias: TensorData | null, opts?: { inOut?: boolean; residual?: TensorData | null; geluGradOf?: TensorData | null; outDtype?: Dtype }): TensorData;
+  /**
+   * HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the matmul16 layers through linear() (GELU's
+   * backward in the epilogue of the product before it included) and f16 LayerNorm outputs.
+   */
   readonly fusedLinear?: boolean;
   /** layerNorm writing `opts.outDtype` (HeliosBackend; asked for only where `fusedLinear`). */
   layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts?: { outDtype?: Dtype }): TensorData;

@@ -99,6 +99,13 @@ export class GPT {
    * for bias, residual and the f16 casts.
    */
   readonly fused: boolean;
+  /**
+   * (fused) The MLP backward's dg = dy·W_proj product multiplies by gelu'(f) in its epilogue and
+   * writes df in f16 (TrainBackend.linear's geluGradOf): no dg, and no elementwise geluBackward
+   * and cast pass. Not in f32: there f stays the fc product's pending bias add (its consumers fuse
+   * it), which the epilogue would have to write out first: the same dispatches and bytes.
+   */
+  readonly fusedGeluGrad: boolean;
   readonly headChunkBytes: number;
   /** Attention on the qkv projection's rows (TrainBackend.attnHeadLayout "fused"), or null: head transposes. */
   readonly heads: AttentionLayout | null;
@@ -118,6 +125,7 @@ export class GPT {
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
     this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
     this.fused = this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
+    this.fusedGeluGrad = this.fused;
   }
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
@@ -476,8 +484,9 @@ export class GPT {
     const saved = (...ts: (TensorData | null)[]) => {
       for (const t of ts) if (t) c.scope.drop(t);
     };
-    // dy -> dx of a linear layer (f32); records dW and db. dy stays the caller's.
-    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
+    // Records dW and db of a linear layer from dy (the caller's); returns the dy its products read
+    // (under matmul16 a new f16 copy unless dy is f16 already: release it with `dropCopy`).
+    const weightGrads = (dy: TensorData, x: TensorData, name: string): TensorData => {
       const dyOp = this.matmul16 ? Bk.castDtype!(dy, "f16") : dy;
       const dW = Bk.matmulTransposedA(dyOp, x);
       // The f32 gradient outlives this block (the trainer releases it after the update); its
@@ -486,17 +495,36 @@ export class GPT {
       // Under matmul16 the bias gradient sums the f16 dy the matmuls read (f32 accumulation and
       // result): half the bytes, and an f32 dy that only feeds the cast is never written.
       grads.set(name + ".bias", this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0));
+      if (this.matmul16) this.free(dW);
+      return dyOp;
+    };
+    const dropCopy = (dy: TensorData, dyOp: TensorData) => this.free(dyOp === dy ? null : dyOp);
+    // dy -> dx of a linear layer (f32); records dW and db. dy stays the caller's.
+    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
+      const dyOp = weightGrads(dy, x, name);
       const dx = this.f32Owned(Bk.matmul(dyOp, this.weight(W)));
-      if (this.matmul16) this.free(dW, dyOp);
+      dropCopy(dy, dyOp);
       return dx;
     };
+    // df = geluBackward(f, dm·W_proj): one product with gelu'(f) in its epilogue (fusedGeluGrad),
+    // written in f's dtype (f16: the fc layer's products and bias sum read it as it is), or the
+    // product and one elementwise pass.
+    const mlpGrad = (dm: TensorData): TensorData => {
+      if (!this.fusedGeluGrad) {
+        const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj");
+        const df = Bk.geluBackward(c.f, dg);
+        this.free(dg);
+        return df;
+      }
+      const dyOp = weightGrads(dm, c.g, pre + "mlp.c_proj");
+      const df = Bk.linear!(dyOp, this.weight(w.mlpW), null, { inOut: true, outDtype: c.f.dtype, geluGradOf: c.f });
+      dropCopy(dm, dyOp);
+      return df;
+    };
     const dm = c.m2 ? Bk.mul(dout, c.m2) : dout;
-    const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj");
-    saved(c.g, c.m2);
+    const df = mlpGrad(dm);
+    saved(c.g, c.m2, c.f);
     if (dm !== dout) this.free(dm);
-    const df = Bk.geluBackward(c.f, dg);
-    saved(c.f);
-    this.free(dg);
     const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc");
     saved(c.h2);
     this.free(df);

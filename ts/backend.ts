@@ -523,7 +523,9 @@ export class HeliosBackend implements Backend {
   /**
    * Helios extension: a linear layer, y = x·Wᵀ + bias (+ opts.residual) for x [M, K] and W [N, K]
    * (nn.Linear's layout; [K, N] with opts.inOut), written as opts.outDtype (x's dtype or f32).
-   * Bias and residual are added in the matmul kernel's epilogue, to the f32 accumulator, with one
+   * With opts.geluGradOf = f ([M, N], the output dtype) the sum is multiplied by gelu'(f) before
+   * the residual: geluBackward(f, x·W) as one product (an MLP's backward). Bias, GELU gradient
+   * and residual are applied in the matmul kernel's epilogue, to the f32 accumulator, with one
    * rounding at the store; where the kernels cannot take the dtypes, by one fused elementwise
    * kernel after the product (MM.linear).
    */

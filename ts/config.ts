@@ -64,8 +64,10 @@ export interface HeliosConfig {
   /**
    * HELIOS_TRAIN_FUSED_LINEAR: the trainer's matmul16 layers. On (default): bias (and the residual
    * of the projections) in the matmul epilogue (HeliosBackend.linear), f16 qkv and MLP
-   * pre-activation written by their matmuls, LayerNorm writing its f16 matmul operand; off: the
-   * products, then elementwise passes for bias, residual and the f16 casts (the A/B control).
+   * pre-activation written by their matmuls, GELU's backward in the epilogue of the dy·W_proj
+   * product (linear's geluGradOf, df written in f16), LayerNorm writing its f16 matmul operand;
+   * off: the products, then elementwise passes for bias, residual, GELU's backward and the f16
+   * casts (the A/B control).
    */
   readonly trainFusedLinear: boolean;
 }

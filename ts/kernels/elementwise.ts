@@ -51,8 +51,13 @@ export function gelu(x: Expr): Expr {
   return x.mul(0.5).mul(safeTanh(inner).add(1));
 }
 
-export function geluGrad(x: Expr): Expr {
-  const t = safeTanh(x.add(x.mul(x).mul(x).mul(0.044715)).mul(SQRT_2_OVER_PI));
+/**
+ * GELU's derivative (tanh form), the one formula of every GELU backward: the fused elementwise
+ * geluBackward and the matmul epilogue that multiplies a product by it (matmul/common.ts
+ * geluGradExp, which passes its own `tanh`).
+ */
+export function geluGrad(x: Expr, tanh: (u: Expr) => Expr = safeTanh): Expr {
+  const t = tanh(x.add(x.mul(x).mul(x).mul(0.044715)).mul(SQRT_2_OVER_PI));
   const dInner = x.mul(x).mul(3 * 0.044715).add(1).mul(SQRT_2_OVER_PI);
   return t.add(1).mul(0.5).add(x.mul(0.5).mul(t.mul(t).neg().add(1)).mul(dInner));
 }

@@ -7,7 +7,7 @@ import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, fmt, matmulGeometry, sameShape, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
-import { chooseMatmul, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
+import { chooseMatmul, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type EpilogueRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
 import type { MatmulRuntime } from "../kernels/matmul/device.js";
 import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
@@ -249,27 +249,26 @@ function countProduct(E: Engine, kind: "coop" | "presplit" | "simt"): void {
   if (kind === "presplit") c.presplit++;
 }
 
-/** The tensors a plan reads: the operands, and the epilogue's bias and residual when it has them. */
-interface PlanInputs {
+/** The tensors a plan reads: the operands, and the epilogue's when it has them (by binding role). */
+interface PlanInputs extends Partial<Record<EpilogueRole, TensorData | null>> {
   A: TensorData;
   B: TensorData;
-  bias?: TensorData | null;
-  residual?: TensorData | null;
 }
+
+const EPILOGUE_ROLES: readonly EpilogueRole[] = ["bias", "residual", "preact"];
 
 /** Records the chosen plan's steps for `problem` over these operands. */
 function recordPlan(E: Engine, op: string, inputs: PlanInputs, out: HeliosTensor, problem: MatmulProblem): void {
   const plan = choosePlan(E, problem);
   countProduct(E, plan.spec.kind);
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
-  const { A, B, bias, residual } = inputs;
-  const epi = [bias, residual].filter((t): t is TensorData => !!t);
-  E.withInputs(op, [A, B, ...epi], ([la, lb, ...le]) => {
+  const { A, B } = inputs;
+  const epi = EPILOGUE_ROLES.flatMap((role) => (inputs[role] ? [[role, inputs[role]] as const] : []));
+  E.withInputs(op, [A, B, ...epi.map(([, t]) => t)], ([la, lb, ...le]) => {
     const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][]).map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
     try {
       const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, ...Object.fromEntries(scratch) };
-      if (bias) roles.bias = le[0];
-      if (residual) roles.residual = le[bias ? 1 : 0];
+      epi.forEach(([role], i) => (roles[role] = le[i]));
       plan.steps.forEach((s, i) => {
         const bufs = s.bindings.map((r) => roles[r] ?? null);
         E.dispatch(pipes[i], bufs, s.groups, s.pushFields, s.pushValues, [out]);
@@ -329,32 +328,44 @@ export interface LinearOptions {
   inOut?: boolean;
   /** Added last: [M, N] in the output dtype. */
   residual?: TensorData | null;
+  /**
+   * Multiplies x·Wᵀ + bias by GELU's derivative at this [M, N] tensor (output dtype) before the
+   * residual: the backward of y = gelu(f) through a product, df = (dy·W) ⊙ gelu'(f), with no dy·W
+   * written (the formula of geluBackward).
+   */
+  geluGradOf?: TensorData | null;
   /** The output dtype: x's and W's (the default) or f32. */
   outDtype?: Dtype;
 }
 
 /**
- * y = x·Wᵀ + bias (+ residual) for x [M, K] and W [N, K] ([K, N] with inOut), written as
- * `outDtype`. Through the matmul planner (x and W of one float dtype, the residual in the output
- * dtype) the bias and residual are the kernel's epilogue: added to the f32 accumulator, rounded
- * once at the store. Otherwise the product, then one fused elementwise kernel for the sums
- * (computed in f32; the product rounded to its own dtype first, as matmul writes it).
+ * y = (x·Wᵀ + bias) ⊙ gelu'(geluGradOf) + residual for x [M, K] and W [N, K] ([K, N] with inOut),
+ * each term optional, written as `outDtype`. Through the matmul planner (x and W of one float
+ * dtype, residual and geluGradOf in the output dtype) the terms are the kernel's epilogue, applied
+ * to the f32 accumulator and rounded once at the store. Otherwise the product, then one fused
+ * elementwise kernel for the terms (computed in f32; the product rounded to its own dtype first,
+ * as matmul writes it).
  */
 export function linear(E: Engine, op: string, x: TensorData, W: TensorData, bias: TensorData | null, o: LinearOptions = {}): HeliosTensor {
   const { M, N, K, outDtype } = checkLinear(op, x, W, bias, o);
   const residual = o.residual ?? null;
+  const preact = o.geluGradOf ?? null;
   const out = E.alloc([M, N], outDtype);
   if (M * N === 0) return out;
-  const problem = K > 0 ? linearProblem(x, W, bias, residual, out, o.inOut ?? false, { m: M, n: N, k: K }) : null;
+  const problem = K > 0 ? linearProblem(x, W, { bias, residual, preact }, out, o.inOut ?? false, { m: M, n: N, k: K }) : null;
   if (problem) {
-    recordPlan(E, op, { A: x, B: W, bias, residual }, out, problem);
+    recordPlan(E, op, { A: x, B: W, bias, residual, preact }, out, problem);
     return out;
   }
   E.release(out);
   const xw = matmul(E, op, x, W, false, !o.inOut);
   const parts: HeliosTensor[] = [xw];
   let y = xw;
-  if (bias) parts.push((y = E.binary(op, y, bias, "add", [], residual ? "f32" : outDtype)));
+  // f32 until the last term, which writes outDtype
+  const last = residual ? "residual" : preact ? "preact" : "bias";
+  const dt = (term: string): Dtype => (term === last ? outDtype : "f32");
+  if (bias) parts.push((y = E.binary(op, y, bias, "add", [], dt("bias"))));
+  if (preact) parts.push((y = E.binary(op, preact, y, "geluBwd", [], dt("preact"))));
   if (residual) parts.push((y = E.binary(op, y, residual, "add", [], outDtype)));
   if (y.dtype !== outDtype) parts.push((y = E.unary(op, y, "copy", [], outDtype)));
   // a 16-bit result is stored now (as castDtype does): a pending one would skip its rounding
@@ -380,24 +391,25 @@ function checkLinear(op: string, x: TensorData, W: TensorData, bias: TensorData 
   }
   const outDtype = o.outDtype ?? promote(x.dtype, W.dtype);
   if (outDtype === "i32") fail(op, "outDtype must be a floating-point dtype");
-  const r = o.residual;
-  if (r) {
-    if (!sameShape(r.shape, [M, N])) fail(op, `residual ${fmt(r.shape)} must be [${M}, ${N}]`);
-    if (r.dtype !== outDtype) fail(op, `residual dtype ${r.dtype} must be the output dtype ${outDtype}`);
+  for (const [what, t] of [["residual", o.residual], ["geluGradOf", o.geluGradOf]] as const) {
+    if (!t) continue;
+    if (!sameShape(t.shape, [M, N])) fail(op, `${what} ${fmt(t.shape)} must be [${M}, ${N}]`);
+    if (t.dtype !== outDtype) fail(op, `${what} dtype ${t.dtype} must be the output dtype ${outDtype}`);
   }
   return { M, N, K, outDtype };
 }
 
-/** The planner's problem with bias and residual in the epilogue, or null when it cannot take them. */
+/** The planner's problem with the epilogue's tensors, or null when it cannot take them. */
 function linearProblem(
-  x: TensorData, W: TensorData, bias: TensorData | null, residual: TensorData | null, out: TensorData, inOut: boolean,
+  x: TensorData, W: TensorData, epi: Record<EpilogueRole, TensorData | null>, out: TensorData, inOut: boolean,
   g: { m: number; n: number; k: number },
 ): MatmulProblem | null {
   const problem = plannerProblem(x, W, out, { ...g, batch: 1 }, false, !inOut, false);
   if (!problem) return null;
+  const { bias, residual, preact } = epi;
   // f64 tensors are stored as f32: the storage dtype is what the kernel reads
   const biasDtype = bias ? plannerDtype(bias.dtype, bias.dtype) : null;
   if (bias && !biasDtype) return null;
-  if (residual && plannerDtype(residual.dtype, residual.dtype) !== problem.outDtype) return null;
-  return { ...problem, epilogue: { bias: !!bias, biasDtype: biasDtype ?? undefined, residual: !!residual } };
+  if ([residual, preact].some((t) => t && plannerDtype(t.dtype, t.dtype) !== problem.outDtype)) return null;
+  return { ...problem, epilogue: { bias: !!bias, biasDtype: biasDtype ?? undefined, residual: !!residual, geluGrad: !!preact } };
 }

@@ -34,7 +34,10 @@ type CacheData = Record<string, TuneRecord>;
 
 /**
  * Shapes in one class share a winner: half-octave buckets of M, N, K (whole octaves put 3072 and
- * 4096 in one class, tuned at whichever came first: H100 run 4), plus layout and batching.
+ * 4096 in one class, tuned at whichever came first: H100 run 4), plus layout, batching and the
+ * epilogue's kind: none, the GELU gradient (its own: GPT-2's MLP backward product has the shape
+ * and layout of the fc forward with its bias, whose winner it must not take as its own), or any
+ * other.
  */
 export function shapeClass(p: NormalizedProblem): string {
   const b = (x: number) => Math.min(28, Math.max(8, Math.round(2 * Math.log2(x))));
@@ -43,7 +46,7 @@ export function shapeClass(p: NormalizedProblem): string {
     `m${b(p.m)}n${b(p.n)}k${b(p.k)}`,
     p.batch > 1 ? "batched" : "single",
     `${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}`,
-    e.bias || e.act !== "none" || e.residual || e.scale !== 1 ? "epi" : "plain",
+    isPlainEpilogue(e) ? "plain" : e.geluGrad ? "dgelu" : "epi",
   ].join("/");
 }
 
@@ -134,8 +137,9 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
     // the inputs' dtype: an f32-output epilogue replaces a 16-bit product and the elementwise pass
     // after it) with the epilogue added. Bias and residual cost every tile about the same (H200
     // session 10: the bias 15 µs of a 284 µs product), so the plain ranking is the best guess
-    // there is; the untuned default can be far from it.
-    const plain = { ...p.epilogue, scale: 1, bias: false, act: "none" as const, residual: false };
+    // there is; the untuned default can be far from it. The GELU gradient (the MLP backward's
+    // product) reads an M×N tensor as the residual does, plus a few exp-based flops per element.
+    const plain = { ...p.epilogue, scale: 1, bias: false, act: "none" as const, residual: false, geluGrad: false };
     for (const outDtype of new Set([p.outDtype, p.dtype])) {
       const plainKey = tuneKey(dev, { ...p, outDtype, epilogue: plain });
       known.push([cache[plainKey], "plain"], [shippedRecord(cfg.shippedFile, plainKey), "plain"]);

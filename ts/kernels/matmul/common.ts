@@ -1,10 +1,11 @@
 // What every matmul kernel shares: the push-constant block (declared once, used by the generators
 // and by the dispatcher), binding roles, and the fused epilogue.
 import {
-  Expr, exp, f32, select, type Buffer, type KernelBuilder, type Var,
+  Expr, exp, f32, lift, select, type Buffer, type KernelBuilder, type Var,
 } from "../../ir/index.js";
 import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
 import { checkU32 } from "../common.js";
+import { geluGrad } from "../elementwise.js";
 
 /**
  * Push constants of every matmul kernel (u32 sizes, f32 scalars; std430 order):
@@ -50,7 +51,29 @@ export function pushValues(p: NormalizedProblem, splits: number, kChunk: number)
 }
 
 /** What the caller binds at each binding index of a step. */
-export type BindingRole = "A" | "B" | "C" | "bias" | "residual" | ScratchRole;
+export type BindingRole = "A" | "B" | "C" | EpilogueRole | ScratchRole;
+
+/** The tensors an epilogue reads (Epilogue.bias, .residual, .geluGrad), bound in this order after C. */
+export type EpilogueRole = "bias" | "residual" | "preact";
+
+/** The epilogue's binding roles of problem p, in binding order. */
+export function epilogueRoles(p: NormalizedProblem): EpilogueRole[] {
+  const e = p.epilogue;
+  return [...(e.bias ? ["bias" as const] : []), ...(e.residual ? ["residual" as const] : []), ...(e.geluGrad ? ["preact" as const] : [])];
+}
+
+/**
+ * The epilogue's buffers, declared in epilogueRoles order (the bias in epilogue.biasDtype, the
+ * others in the output dtype). Kernels that write split-K partials declare none.
+ */
+export function epilogueBuffers(k: KernelBuilder, p: NormalizedProblem): Pick<EpilogueRefs, EpilogueRole> {
+  const e = p.epilogue;
+  return {
+    bias: e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined,
+    residual: e.residual ? k.buffer("residual", p.outDtype, "read") : undefined,
+    preact: e.geluGrad ? k.buffer("preact", p.outDtype, "read") : undefined,
+  };
+}
 
 /**
  * Scratch buffers a plan needs beside the caller's tensors (MatmulPlan.scratch): the split-K
@@ -78,16 +101,14 @@ export function activate(k: KernelBuilder, act: Activation, x: Expr): Expr {
 
 /**
  * The bindings of a kernel that finishes partial products (split-K reduce, stream-K fixup):
- * 0 the partials (read), 1 C (write), then bias and residual (read) when the epilogue uses them.
+ * 0 the partials (read), 1 C (write), then the epilogue's tensors (read; epilogueRoles).
  */
 export function finishBindings(k: KernelBuilder, p: NormalizedProblem, partials: "f32" | "f16") {
   const ws = k.buffer("ws", partials, "read");
   const C = k.buffer("c", p.outDtype, "write");
-  const e = p.epilogue;
-  const bias = e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined;
-  const residual = e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const bufs = epilogueBuffers(k, p);
   const pc = k.push(PUSH_FIELDS);
-  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  const refs: EpilogueRefs = { scale: pc.scale, ...bufs, dtype: p.outDtype };
   return { ws, C, pc, refs };
 }
 
@@ -102,17 +123,31 @@ export function geluSigmoid(k: KernelBuilder, x: Expr): Expr {
   return k.let(x.div(exp(z).add(1)), "gelu");
 }
 
+/**
+ * GELU's derivative at x (elementwise.ts geluGrad: the formula of the elementwise geluBackward)
+ * with tanh(u) = 1 − 2/(1 + exp(2u)): the same function, equal to f32 rounding, without NVIDIA's
+ * ~60-instruction tanh (see geluSigmoid: 97 µs of a 284 µs 16384×3072×768 product in tanh form,
+ * the shape of GPT-2's MLP backward product this epilogue serves). exp → ∞ gives 1, exp → 0
+ * gives −1: no clamp needed.
+ */
+export function geluGradExp(k: KernelBuilder, x: Expr): Expr {
+  const tanh = (u: Expr) => k.let(lift(2, f32).div(exp(u.mul(2)).add(1)).neg().add(1), "th");
+  return k.let(geluGrad(x, tanh), "dgelu");
+}
+
 export interface EpilogueRefs {
   scale: Expr;
   bias?: Buffer;
   residual?: Buffer;
-  /** Dtype of the residual buffer (the output dtype; the bias buffer's is epilogue.biasDtype). */
+  /** GELU's input, whose derivative multiplies y (Epilogue.geluGrad). */
+  preact?: Buffer;
+  /** Dtype of the residual and preact buffers (the output dtype; the bias buffer's is epilogue.biasDtype). */
   dtype: MatmulDtype;
 }
 
 /**
- * y = act(scale·acc + bias[col]) + residual[outIdx], in f32. Reads are only issued by callers
- * for in-bounds elements (they wrap this in the bounds check).
+ * y = act(scale·acc + bias[col]) · gelu'(preact[outIdx]) + residual[outIdx], in f32. Reads are
+ * only issued by callers for in-bounds elements (they wrap this in the bounds check).
  */
 export function applyEpilogue(
   k: KernelBuilder,
@@ -126,6 +161,7 @@ export function applyEpilogue(
   let y = e.scale === 1 ? acc : acc.mul(refs.scale);
   if (e.bias && refs.bias) y = y.add(refs.bias.load(col).cast(f32));
   y = activate(k, e.act, k.let(y, "y"));
+  if (e.geluGrad && refs.preact) y = y.mul(geluGradExp(k, k.let(refs.preact.load(outIdx).cast(f32), "pa")));
   if (e.residual && refs.residual) y = y.add(refs.residual.load(outIdx).cast(f32));
   return y;
 }
@@ -178,14 +214,14 @@ export function groupedTile(k: KernelBuilder, pid: Expr, nx: Expr, ny: Expr, bm:
   return { row0: k.let(ty.mul(bm), "row0"), col0: k.let(tx.mul(bn), "col0") };
 }
 
-/** No scale, bias, activation or residual: the accumulator is the output. */
+/** No scale, bias, activation, residual or GELU gradient: the accumulator is the output. */
 export function isPlainEpilogue(e: NormalizedProblem["epilogue"]): boolean {
-  return e.scale === 1 && !e.bias && e.act === "none" && !e.residual;
+  return e.scale === 1 && !e.bias && e.act === "none" && !e.residual && !e.geluGrad;
 }
 
 /** The epilogue part of a kernel name; every code-changing epilogue choice appears in it. */
 export function epilogueTag(p: NormalizedProblem): string {
   const e = p.epilogue;
   const bias = e.bias ? `_bias${e.biasDtype !== p.outDtype ? e.biasDtype : ""}` : "";
-  return `${e.scale !== 1 ? "_scale" : ""}${bias}${e.act !== "none" ? "_" + e.act : ""}${e.residual ? "_res" : ""}`;
+  return `${e.scale !== 1 ? "_scale" : ""}${bias}${e.act !== "none" ? "_" + e.act : ""}${e.geluGrad ? "_dgelu" : ""}${e.residual ? "_res" : ""}`;
 }

@@ -1,11 +1,12 @@
 // The output of the KHR coopmat matmul (coopmat.ts): each subgroup's sm×sn accumulator blocks get
-// the epilogue (scale, bias, activation, residual) and reach C. Whole blocks: the epilogue on the
-// accumulator fragment (bias as a coopmat loaded with stride 0, the activation element-wise), then
-// a per-subgroup f16 tile and 16-byte stores (halfOut), the f32 tile's 16-byte stores (wideOut32,
-// wideOut16) or a coopmat store. Edge blocks (and staged epilogues): through the per-subgroup f32
-// tile, each lane applying the epilogue to 8 elements with bounds-checked stores.
+// the epilogue (scale, bias, activation, GELU gradient, residual) and reach C. Whole blocks: the
+// epilogue on the accumulator fragment (bias as a coopmat loaded with stride 0, the activation and
+// the GELU gradient element-wise), then a per-subgroup f16 tile and 16-byte stores (halfOut), the
+// f32 tile's 16-byte stores (wideOut32, wideOut16) or a coopmat store. Edge blocks (and staged
+// epilogues): through the per-subgroup f32 tile, each lane applying the epilogue to 8 elements with
+// bounds-checked stores.
 import { coopmat, lit, packHalves, type Buffer, type CoopMatType, type Expr, type ValueType } from "../../ir/index.js";
-import { activate, applyEpilogue, type EpilogueRefs, isPlainEpilogue, read } from "./common.js";
+import { activate, applyEpilogue, type EpilogueRefs, geluGradExp, isPlainEpilogue, read } from "./common.js";
 import type { Kern, TileRun } from "./coopmat.js";
 import { CM } from "./coopmat-stage.js";
 import { storeTileF16, TILE_SLOT } from "../store-tile.js";
@@ -35,9 +36,11 @@ export function epilogue(x: Kern, t: TileRun, cBase: Expr): void {
   // Full blocks with an epilogue apply it on the accumulator fragment (no staging round trip, no
   // per-element bounds checks): scale as a coopmat×scalar, bias as a coopmat loaded with stride 0
   // (every row reads the same 16 bias values), the activation element-wise over the invocation's
-  // cmlen elements (it needs no index), the residual as a coopmat load of the residual tile.
+  // cmlen elements (it needs no index), the GELU gradient element-wise against a coopmat load of
+  // the preact tile (element q of two coopmats of one type is the same matrix element), the
+  // residual as a coopmat load of the residual tile.
   const o: BlockOut = {
-    x, cBase, refs: { scale: pc.scale, bias: x.bias, residual: x.residual, dtype: p.outDtype }, plain,
+    x, cBase, refs: { scale: pc.scale, bias: x.bias, residual: x.residual, preact: x.preact, dtype: p.outDtype }, plain,
     fragEpi: !split && !plain && !!c.directStore,
     vecStaged: !split && !c.directStore && plainEpi && !!c.vecOut,
     stOff: k.let(sg.mul(256), "stoff"),
@@ -67,7 +70,7 @@ function storeBlock(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): void
 
 /** The epilogue applied on the accumulator fragment of a whole block. */
 function fragment(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): Expr {
-  const { k, p, c, pc, tC32, bias, residual } = o.x;
+  const { k, p, c, pc, tC32, bias, residual, preact } = o.x;
   const e = p.epilogue;
   // Aligned tiles load each column block's bias once for all sm row blocks (every block is whole,
   // so no load sits in a branch): H200 session 10, 16384×3072×768, the bias cost 15 µs of 284
@@ -79,9 +82,12 @@ function fragment(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): Expr {
   if (e.scale !== 1) y.set(read(y).mul(pc.scale));
   if (e.bias && bias) y.set(read(y).add(biasOf(bias).cast(tC32)));
   if (e.act !== "none") k.for(0, k.cmLen(tC32), (q) => y.setAt(q, activate(k, e.act, y.at(q))), { name: "eq", unroll: true });
-  if (e.residual && residual) {
-    y.set(read(y).add(residual.cmLoad(o.tOut, o.cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, "row").cast(tC32)));
+  const at = () => o.cBase.add(gr0.mul(pc.n)).add(gc0);
+  if (e.geluGrad && preact) {
+    const pa = k.var(tC32, preact.cmLoad(o.tOut, at(), pc.n, "row").cast(tC32), "pa");
+    k.for(0, k.cmLen(tC32), (q) => y.setAt(q, y.at(q).mul(geluGradExp(k, pa.at(q)))), { name: "gq", unroll: true });
   }
+  if (e.residual && residual) y.set(read(y).add(residual.cmLoad(o.tOut, at(), pc.n, "row").cast(tC32)));
   return read(y).cast(o.tOut);
 }
 

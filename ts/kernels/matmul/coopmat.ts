@@ -2,7 +2,8 @@
 //
 // Contract
 //   bindings  0 A (read), 1 B (read), 2 C (write; f32 workspace under split-K),
-//             then bias (read) and residual (read) when the epilogue uses them (not under split-K),
+//             then the epilogue's bias, residual and preact (read; common.ts epilogueRoles) when it
+//             uses them (not under split-K),
 //             then, with streamK, the partial-tile workspace (write; streamk.ts)
 //   push      PUSH_FIELDS (common.ts; streamK: kChunk = data-parallel tiles, splits = stream-K workgroups)
 //   dispatch  [ceil(N/BN), ceil(M/BM), batch·splits] (streamK: [D + P, 1, 1]), workgroup 32·wm·wn
@@ -23,7 +24,7 @@
 import {
   coopmat, kernel, select, type Buffer, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../../ir/index.js";
-import { PUSH_FIELDS, read, tileOrigin, epilogueTag } from "./common.js";
+import { epilogueBuffers, PUSH_FIELDS, read, tileOrigin, epilogueTag } from "./common.js";
 import { epilogue } from "./coopmat-epilogue.js";
 import {
   chunkRegs, chunkSlots, CM, fragLoad, PAD, pipeline, splitRows, stageArray, stageLen, type ChunkWidth, type Operand, type Stage,
@@ -129,7 +130,7 @@ export interface CoopConfig {
   pairRows?: boolean;
   /**
    * Stream-K (streamk.ts): the tiles beyond the last whole wave are shared out by k-iterations,
-   * partial tiles go to the workspace (binding after bias/residual) and a fixup dispatch finishes
+   * partial tiles go to the workspace (binding after the epilogue's) and a fixup dispatch finishes
    * them. Set by the planner only where it holds: aligned, no split-K, a tile count that is not a
    * multiple of the workgroups per wave. Name tag `_stk`.
    */
@@ -232,7 +233,7 @@ export interface Kern {
   regElem: "f16" | "bf16" | "f32";
   outElem: "f16" | "bf16" | "f32";
   tA: CoopMatType; tB: CoopMatType; tC: CoopMatType; tC32: CoopMatType;
-  A: Buffer; B: Buffer; C: Buffer; bias?: Buffer; residual?: Buffer;
+  A: Buffer; B: Buffer; C: Buffer; bias?: Buffer; residual?: Buffer; preact?: Buffer;
   pc: Record<keyof typeof PUSH_FIELDS, Expr>;
   shA: Shared; shB: Shared; shALo?: Shared; shBLo?: Shared;
   /** The per-subgroup f32 staging tile of edge blocks and the 4-wide path (see declare). */
@@ -296,9 +297,7 @@ function declare(p: NormalizedProblem, c: CoopConfig, split: boolean): Kern {
   const B = k.buffer("b", p.dtype, "read");
   const outElem = split ? "f32" : p.outDtype;
   const C = k.buffer("c", outElem, "write");
-  const e = p.epilogue;
-  const bias = !split && e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined;
-  const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const epi = split ? {} : epilogueBuffers(k, p);
   const pc = k.push(PUSH_FIELDS);
 
   // the shared A tile is [k][m] when A is transposed in memory
@@ -333,7 +332,7 @@ function declare(p: NormalizedProblem, c: CoopConfig, split: boolean): Kern {
   const sg = k.let(k.subgroupId, "sg");
   const lane = k.let(k.subgroupInvocation, "lane");
   return {
-    k, p, c, split, bm, bn, threads, regElem, outElem, tA, tB, tC, tC32, A, B, C, bias, residual, pc,
+    k, p, c, split, bm, bn, threads, regElem, outElem, tA, tB, tC, tC32, A, B, C, ...epi, pc,
     shA, shB, shALo, shBLo, f32Tile, stageH, wg, lid, sg, lane,
   };
 }
@@ -352,7 +351,7 @@ function subgroupTile({ k, c, sg, tC }: Kern): Pick<TileRun, "sgRow" | "sgCol" |
 
 /**
  * Stream-K (streamk.ts): workgroup `lin` walks the segments of its unit range; whole tiles get the
- * epilogue, partial ones go to the workspace (the binding after bias and residual) for the fixup.
+ * epilogue, partial ones go to the workspace (the binding after the epilogue's) for the fixup.
  */
 function streamKTiles(x: Kern): void {
   const { k, c, pc, wg, sg, bm, bn, split } = x;

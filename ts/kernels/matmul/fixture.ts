@@ -4,7 +4,7 @@
 import type { MatmulRuntime } from "./device.js";
 import type { MatmulPlan } from "./plan.js";
 import { bytesOf, type MatmulDtype, type NormalizedProblem } from "./problem.js";
-import { activate, decode, randomTensor, relFrobenius, rng } from "./reference.js";
+import { decode, randomTensor, refEpilogue, relFrobenius, rng } from "./reference.js";
 import type { PlanBuffers } from "./run.js";
 import type { ScratchRole } from "./common.js";
 
@@ -43,6 +43,7 @@ export class MatmulFixture {
   readonly c: number;
   readonly bias?: Operand;
   readonly residual?: Operand;
+  readonly preact?: Operand;
   /** Scratch buffers (split-K partials, presplit operands), grown to the largest plan's need. */
   private readonly scratch = new Map<ScratchRole, { handle: number; bytes: number }>();
   private readonly cBytes: number;
@@ -55,6 +56,7 @@ export class MatmulFixture {
     this.c = rt.createBuffer(this.cBytes);
     if (p.epilogue.bias) this.bias = makeOperand(rt, n, p.epilogue.biasDtype, seed + 2);
     if (p.epilogue.residual) this.residual = makeOperand(rt, batch * m * n, p.outDtype, seed + 3);
+    if (p.epilogue.geluGrad) this.preact = makeOperand(rt, batch * m * n, p.outDtype, seed + 4);
   }
 
   buffers(plan: MatmulPlan): PlanBuffers {
@@ -64,6 +66,7 @@ export class MatmulFixture {
       C: this.c,
       bias: this.bias?.handle,
       residual: this.residual?.handle,
+      preact: this.preact?.handle,
     };
     for (const [role, bytes] of Object.entries(plan.scratch) as [ScratchRole, number][]) {
       let s = this.scratch.get(role);
@@ -88,12 +91,12 @@ export class MatmulFixture {
       const bv = this.p.transB ? at(this.b, bOff + j * k + t) : at(this.b, bOff + t * n + j);
       s += av * bv;
     }
-    const e = this.p.epilogue;
-    let y = s * e.scale;
-    if (this.bias) y += at(this.bias, j);
-    y = activate(e.act, y);
-    if (this.residual) y += at(this.residual, bt * m * n + i * n + j);
-    return y;
+    const el = bt * m * n + i * n + j;
+    return refEpilogue(this.p.epilogue, s, {
+      bias: this.bias && at(this.bias, j),
+      residual: this.residual && at(this.residual, el),
+      preact: this.preact && at(this.preact, el),
+    });
   }
 
   readC(): Float64Array {
@@ -148,7 +151,7 @@ export class MatmulFixture {
   }
 
   destroy(): void {
-    for (const h of [this.a.handle, this.b.handle, this.c, this.bias?.handle, this.residual?.handle, ...[...this.scratch.values()].map((s) => s.handle)]) {
+    for (const h of [this.a.handle, this.b.handle, this.c, this.bias?.handle, this.residual?.handle, this.preact?.handle, ...[...this.scratch.values()].map((s) => s.handle)]) {
       if (h !== undefined) this.rt.destroyBuffer(h);
     }
   }

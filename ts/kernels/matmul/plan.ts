@@ -4,16 +4,16 @@
 //
 // Contract for callers (HeliosBackend):
 //   const plan = planMatmul({m, n, k, batch, transA, transB, broadcastB, dtype, outDtype, accF16,
-//                            epilogue: {scale, bias, act, residual}}, caps, {variant?})
+//                            epilogue: {scale, bias, act, residual, geluGrad}}, caps, {variant?})
 //   (or chooseMatmul(runtime, problem) in autotune.ts: same plan, tuned and cached per shape class;
 //   tuning submits its own batches, so call it with no batch open, or pass {tune: false} to get
 //   the cached winner or the default without timing anything)
 //   - layouts: A batch×M×K row-major (K×M when transA), B batch×K×N (N×K when transB; one K×N for
-//     every batch when broadcastB), C batch×M×N row-major; bias length N and residual batch×M×N in
-//     the output dtype; all contiguous, element offsets < 2^32.
+//     every batch when broadcastB), C batch×M×N row-major; bias length N, residual and preact
+//     batch×M×N in the output dtype; all contiguous, element offsets < 2^32.
 //   - plan.steps: dispatch each in order in one batch: compileKernel(step.desc) (memoize the
 //     handle), buffers = step.bindings.map(role => yours[role]) with roles A, B, C, bias, residual,
-//     workspace, groups = step.groups, push = step.push (40 bytes).
+//     preact, workspace, groups = step.groups, push = step.push (40 bytes).
 //   - plan.scratch: for each role there (workspace: split-K partials or stream-K partial tiles;
 //     splitA/splitB: presplit bf16 operands), bind a scratch buffer of at least that many bytes (fully overwritten before it is
 //     read; may be leased and released after the batch).
@@ -26,7 +26,7 @@
 //   run.ts recordPlan(runtime, plan, buffers) does exactly this for the bench and tuner.
 import type { KernelDesc } from "../../ir/index.js";
 import { checkU32 } from "../common.js";
-import { ceilDiv, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
+import { ceilDiv, epilogueRoles, isPlainEpilogue, packPush, PUSH_FIELDS, pushValues, type BindingRole, type PushValues, type ScratchRole } from "./common.js";
 import { coopKernel, coopSharedBytes, coopTile, epiFitsInStage, halfA2Fits, type CoopConfig } from "./coopmat.js";
 import type { ChunkWidth } from "./coopmat-stage.js";
 import { readMatmulConfig } from "./config.js";
@@ -409,7 +409,7 @@ function isAligned(p: NormalizedProblem, v: Extract<VariantSpec, { kind: "coop" 
 
 function problemKey(p: NormalizedProblem): string {
   const e = p.epilogue;
-  return [p.dtype, p.outDtype, p.accF16, p.transA, p.transB, e.scale !== 1, e.bias && e.biasDtype, e.act, e.residual].join("|");
+  return [p.dtype, p.outDtype, p.accF16, p.transA, p.transB, e.scale !== 1, e.bias && e.biasDtype, e.act, e.residual, e.geluGrad].join("|");
 }
 
 export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanOptions = {}): MatmulPlan {
@@ -454,7 +454,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
     pushValues: pv,
     bindings: split
       ? ["A", "B", "workspace"]
-      : ["A", "B", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
+      : ["A", "B", "C", ...epilogueRoles(p)],
   };
   if (main.groups[1] > 65535 || main.groups[2] > 65535) throw new Error(`matmul ${p.m}x${p.n}x${p.k}: grid too large`);
   const steps = [main];
@@ -466,7 +466,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       push,
       pushFields: PUSH_FIELDS,
       pushValues: pv,
-      bindings: ["workspace", "C", ...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])],
+      bindings: ["workspace", "C", ...epilogueRoles(p)],
     });
   }
   return {
@@ -494,7 +494,7 @@ function planStreamK(p: NormalizedProblem, spec: VariantSpec, cfg: CoopConfig, d
   const unit = streamKUnit(cfg);
   const pv: PushValues = { ...pv0, kChunk: sk.dp, splits: sk.ctas };
   const push = packPush(pv);
-  const epi = [...(p.epilogue.bias ? ["bias" as const] : []), ...(p.epilogue.residual ? ["residual" as const] : [])];
+  const epi = epilogueRoles(p);
   return {
     variant: spec.name,
     spec,

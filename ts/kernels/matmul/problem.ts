@@ -5,8 +5,8 @@ export type MatmulDtype = "f32" | "f16" | "bf16";
 export type Activation = "none" | "relu" | "gelu" | "silu";
 
 /**
- * y = act(scale · (op(A) · op(B)) + bias[n]) + residual[m, n], written as `outDtype`.
- * Applied in f32 before the final conversion.
+ * y = act(scale · (op(A) · op(B)) + bias[n]) · gelu'(preact[m, n]) + residual[m, n], written as
+ * `outDtype`. Applied in f32 before the final conversion.
  */
 export interface Epilogue {
   /** Multiplies the product before the bias. Default 1. */
@@ -21,6 +21,13 @@ export interface Epilogue {
   act?: Activation;
   /** A batch×M×N tensor (output dtype) added last. */
   residual?: boolean;
+  /**
+   * Multiplies y by GELU's derivative at a batch×M×N tensor `preact` (output dtype; binding role
+   * "preact"), before the residual: an MLP backward's dg = dy·W_proj becomes df = dg ⊙ gelu'(f)
+   * for the pre-activation f, so dg is never stored. The tanh form's derivative (elementwise.ts
+   * geluGrad), as the elementwise geluBackward computes it.
+   */
+  geluGrad?: boolean;
 }
 
 /**
@@ -74,6 +81,7 @@ export function normalize(p: MatmulProblem): Required<Omit<MatmulProblem, "epilo
       biasDtype: p.epilogue?.biasDtype ?? outDtype,
       act: p.epilogue?.act ?? "none",
       residual: !!p.epilogue?.residual,
+      geluGrad: !!p.epilogue?.geluGrad,
     },
   };
 }

@@ -2,7 +2,7 @@
 //
 // Contract
 //   bindings  0 workspace (read, f32 [splits][batch][M][N]), 1 C (write, output dtype),
-//             then bias (read) and residual (read) when the epilogue uses them
+//             then the epilogue's bias, residual and preact (read; common.ts epilogueRoles)
 //   push      PUSH_FIELDS (common.ts)
 //   dispatch  [min(ceil(batch·M·N / 256), 65535), 1, 1], workgroup 256; grid-stride loop
 import { f32, kernel, type Expr, type KernelDesc } from "../../ir/index.js";

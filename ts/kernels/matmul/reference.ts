@@ -1,6 +1,6 @@
 // CPU references for matmul: fp64 products, f16/bf16 bit conversions, the relative Frobenius
 // error used as the correctness gate, and a seeded generator for random test data.
-import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
+import type { Activation, Epilogue, MatmulDtype, NormalizedProblem } from "./problem.js";
 
 const f32buf = new Float32Array(1);
 const u32buf = new Uint32Array(f32buf.buffer);
@@ -116,11 +116,36 @@ export function activate(act: Activation, x: number): number {
   }
 }
 
+/** GELU's derivative (tanh form, as elementwise.ts geluGrad), in fp64. */
+export function geluGradRef(x: number): number {
+  const c = 0.7978845608028654;
+  const t = Math.tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+}
+
+/** The epilogue's inputs at one output element: bias[col], residual and preact at the element. */
+export interface EpilogueValues {
+  bias?: number;
+  residual?: number;
+  preact?: number;
+}
+
+/** The epilogue applied to the fp64 product s (problem.ts Epilogue), for the values present. */
+export function refEpilogue(e: Required<Epilogue>, s: number, v: EpilogueValues): number {
+  let y = s * e.scale;
+  if (v.bias !== undefined) y += v.bias;
+  y = activate(e.act, y);
+  if (v.preact !== undefined) y *= geluGradRef(v.preact);
+  if (v.residual !== undefined) y += v.residual;
+  return y;
+}
+
 export interface RefInputs {
   a: Float64Array;
   b: Float64Array;
   bias?: Float64Array;
   residual?: Float64Array;
+  preact?: Float64Array;
 }
 
 /** One output element C[bt, i, j] in fp64, epilogue included. */
@@ -135,11 +160,12 @@ export function refElement(p: NormalizedProblem, x: RefInputs, bt: number, i: nu
     s += av * bv;
   }
   const e = p.epilogue;
-  let y = s * e.scale;
-  if (e.bias && x.bias) y += x.bias[j];
-  y = activate(e.act, y);
-  if (e.residual && x.residual) y += x.residual[bt * m * n + i * n + j];
-  return y;
+  const at = bt * m * n + i * n + j;
+  return refEpilogue(e, s, {
+    bias: e.bias ? x.bias?.[j] : undefined,
+    residual: e.residual ? x.residual?.[at] : undefined,
+    preact: e.geluGrad ? x.preact?.[at] : undefined,
+  });
 }
 
 /** Full fp64 reference C (batch×M×N). Cost batch·M·N·K: keep it for check-sized shapes. */

@@ -3,7 +3,8 @@
 //
 // Contract
 //   bindings  0 A (read), 1 B (read), 2 C (write; f32 workspace under split-K),
-//             then bias (read) and residual (read) when the epilogue uses them (not under split-K)
+//             then the epilogue's bias, residual and preact (read; common.ts epilogueRoles) when
+//             it uses them (not under split-K)
 //   push      PUSH_FIELDS (common.ts)
 //   dispatch  [ceil(N/bn), ceil(M/bm), batch·splits], workgroup 256 or 128 = (bm/tm)·(bn/tn)
 // Each workgroup computes a bm×bn tile of C; each thread a tm×tn register block (tm/4 4-row and
@@ -20,7 +21,7 @@ import {
   f32, fma, kernel, select, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc,
   type Var,
 } from "../../ir/index.js";
-import { applyEpilogue, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
+import { applyEpilogue, epilogueBuffers, PUSH_FIELDS, type EpilogueRefs, read, tileOrigin, epilogueTag, isPlainEpilogue } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export interface SimtConfig {
@@ -124,8 +125,7 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
   const B = k.buffer("b", p.dtype, "read");
   const C = k.buffer("c", split ? "f32" : p.outDtype, "write");
   const e = p.epilogue;
-  const bias = !split && e.bias ? k.buffer("bias", e.biasDtype, "read") : undefined;
-  const residual = !split && e.residual ? k.buffer("residual", p.outDtype, "read") : undefined;
+  const epi = split ? {} : epilogueBuffers(k, p);
   const pc = k.push(PUSH_FIELDS);
   const bx4 = c.bm / 4 + 1; // padded f32x4 row
   const tileVec4 = bk * bx4;
@@ -213,7 +213,7 @@ export function simtKernel(p: NormalizedProblem, c: SimtConfig, split: boolean):
     k.barrier();
   }, { name: "t" });
 
-  const refs: EpilogueRefs = { scale: pc.scale, bias, residual, dtype: p.outDtype };
+  const refs: EpilogueRefs = { scale: pc.scale, ...epi, dtype: p.outDtype };
   const cBase = k.let(split ? sp.mul(pc.batch).add(bt).mul(pc.strideC) : bt.mul(pc.strideC), "cbase");
   // whole tiles store unchecked
   const guard = (inBounds: Expr, body: () => void) => (c.aligned ? body() : k.if(inBounds, body));

@@ -20,7 +20,7 @@
 //
 // Fixup contract
 //   bindings  0 workspace (read, accumulator dtype [2P][BM·BN] in 16×16 blocks), 1 C (write),
-//             then bias (read) and residual (read) when the epilogue uses them
+//             then the epilogue's bias, residual and preact (read; common.ts epilogueRoles)
 //   dispatch  [S · BM·BN / FIXUP_SPAN, 1, 1], workgroup FIXUP_THREADS
 import { f32, kernel, lit, packHalves, select, vecOf, type Expr, type KernelBuilder, type KernelDesc, type ValueType } from "../../ir/index.js";
 import { applyEpilogue, epilogueTag, finishBindings, groupedTile, PUSH_FIELDS, read } from "./common.js";
