@@ -3,7 +3,7 @@
 # --suite=cuda` with this package and with the upstream Helios, side by side with Helios's own
 # trainer (bench/train/profile-step) and `helios bench --suite=cuda` on the same problems.
 #
-#   [PART=train|prof|own|bench|cold|tune] bash bench/alpha-gpu.sh ALPHA_HELIOS ALPHA_UPSTREAM [OUT]
+#   [PART=train|prof|own|bench|cold|tune] bash bench/alpha-gpu.sh ALPHA_HELIOS ALPHA_UPSTREAM|- [OUT]
 #
 # PART runs one part (each fits one 10-minute GPU-host call); unset runs them all.
 # ALPHA_HELIOS: a built Alpha tree whose packages/helios is this repository (a symlink);
@@ -13,7 +13,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-mine=$(cd "$1" && pwd); up=$(cd "$2" && pwd); out=${3:-${OUT:-perf}}
+# ALPHA_UPSTREAM "-": no upstream tree (its runs are skipped; the report leaves them empty)
+mine=$(cd "$1" && pwd); up=-; [ "$2" = - ] || up=$(cd "$2" && pwd); out=${3:-${OUT:-perf}}
 mkdir -p "$out/logs" && out=$(cd "$out" && pwd)
 # tuning and pipeline caches (kept out of OUT: hundreds of files); HELIOS_ALPHA_CACHES keeps them
 # across calls on a warm host
@@ -35,6 +36,7 @@ gpt2=(--layers=12 --dim=768 --heads=12 --block=1024 --batch=8)
 # alpha_train NAME TREE STEPS ARGS...: Alpha's CLI trainer, log to logs/NAME.log
 alpha_train() {
   local name=$1 tree=$2 steps=$3; shift 3
+  [ "$tree" = - ] && return 0
   echo "== $name" >&2
   local cache="$caches/$name"
   if [ "${!#}" = --cacheShared ]; then cache="$caches/tuned"; set -- "${@:1:$#-1}"; fi
@@ -105,6 +107,7 @@ if want bench; then
 shapes=2048x2048x2048,3072x3072x3072,4096x4096x4096,8192x8192x8192
 for tree in mine up; do
   dir=$mine; [ "$tree" = up ] && dir=$up
+  [ "$dir" = - ] && continue
   (cd "$dir" && HELIOS_CACHE_DIR="$caches/bench-$tree" timeout 900 node apps/cli/dist/main.js bench --suite=cuda --iters=40 --warmup=8 \
     --dtype=float16 --shapes=$shapes --check=true --out="$out/alpha-bench-$tree.json") > "$out/logs/alpha-bench-$tree.log" 2>&1
 done
