@@ -16,10 +16,16 @@
 //   within 2e-3 relative Frobenius (dy·W is no longer rounded to f16 before the product with
 //   gelu'(f): observed 7.1e-4, about one f16 ulp); losses and |g| within 2e-3 over 6 steps, eager
 //   and captured.
+// - LayerNorm backward adding the residual gradient and writing dx's f16 copy in its pass
+//   (GPT.fusedLnGrad: layerNormBackward's opts) against the add after it and the cast in the next
+//   linear layer's backward, everything else fused alike: bit for bit (losses, |g|, every gradient
+//   tensor, weights after 4 steps), eager and captured, with dropout (only the add fused: the mask
+//   multiply reads dx) and without. The add and cast are exact functions of the same f32 values.
 // - f32 mode does not use the switch: losses, norms and weights are bit for bit equal.
 // - a matmul16 step records 6 dispatches per layer and 1 more fewer (the LayerNorm casts, the qkv
 //   bias + cast, the two bias + residual passes, GELU's backward and cast, the final LayerNorm's
-//   cast), holds f in f16, and gets df from one linear() with geluGradOf per layer.
+//   cast), holds f in f16, and gets df from one linear() with geluGradOf per layer; the
+//   LayerNorm backward options take out the residual stream's elementwise kernels as well (below).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Trainer } from "../train/trainer.js";
@@ -44,16 +50,17 @@ function relClose(a: number, b: number, tol: number, what: string): void {
 }
 
 /**
- * Trainers from one init: on the fused backend and on the separate passes, or (geluOnly) both on
- * the fused backend, b's model running geluBackward after the product (its own unfused branch).
+ * Trainers from one init: on the fused backend and on the separate passes, or (`only`) both on
+ * the fused backend, b's model with that one fusion off (its own unfused branch): GELU's backward
+ * after the product, or LayerNorm backward without its options (the residual add and the cast apart).
  */
-function pair(cfg: GPTConfig, capture: boolean, matmul16: boolean, seed: number, geluOnly = false) {
+function pair(cfg: GPTConfig, capture: boolean, matmul16: boolean, seed: number, only: "gelu" | "ln" | null = null) {
   const init = initHostParams(cfg, seed);
   const opt = { ...TINY_OPT, lr: 3e-3, warmup: 2 };
   const mk = (H: HeliosBackend) => new Trainer(asTrainBackend(H), cfg, opt, { init, seed, capture, matmul16 });
-  if (!geluOnly) return { a: mk(on), b: mk(off) };
+  if (!only) return { a: mk(on), b: mk(off) };
   const b = mk(on);
-  Object.defineProperty(b.model, "fusedGeluGrad", { value: false });
+  Object.defineProperty(b.model, only === "gelu" ? "fusedGeluGrad" : "fusedLnGrad", { value: false });
   return { a: mk(on), b };
 }
 
@@ -109,7 +116,7 @@ for (const [i, cfg] of CFGS.entries()) {
     });
   }
   test(`matmul16: GELU's backward in the product's epilogue gives geluBackward's gradients (${tag})`, () => {
-    const { a, b } = pair(cfg, false, true, 61 + i, true);
+    const { a, b } = pair(cfg, false, true, 61 + i, "gelu");
     assert.ok(a.model.fusedGeluGrad && !b.model.fusedGeluGrad && a.model.fused && b.model.fused);
     const hb = randomBatch(cfg.vocab, 2, cfg.dim === 15 ? 5 : 13, 7);
     const sa = new Scope(a.B), sb = new Scope(b.B);
@@ -129,12 +136,65 @@ for (const [i, cfg] of CFGS.entries()) {
   for (const capture of [false, true]) {
     const skip = capture && !onNative() && "the mock runtime has no captured batches";
     test(`matmul16: GELU's backward in the epilogue tracks geluBackward over 6 steps (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
-      track(cfg, pair(cfg, capture, true, 71 + i, true));
+      track(cfg, pair(cfg, capture, true, 71 + i, "gelu"));
     });
   }
 }
 
-test("a matmul16 step records 6 dispatches per layer and 1 fewer; f is kept in f16; df comes from linear's geluGradOf", () => {
+for (const [i, cfg] of CFGS.entries()) {
+  const tag = `L=${cfg.layers} C=${cfg.dim} dropout ${cfg.dropout}`;
+  for (const capture of [false, true]) {
+    const skip = capture && !onNative() && "the mock runtime has no captured batches";
+    test(`matmul16: LayerNorm backward with the residual add and the f16 copy in its pass is bit for bit the separate add and cast (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
+      const { a, b } = pair(cfg, capture, true, 81 + i, "ln");
+      assert.ok(a.model.fusedLnGrad && !b.model.fusedLnGrad && b.model.fused);
+      if (!capture) {
+        const hb = randomBatch(cfg.vocab, 2, cfg.dim === 15 ? 5 : 13, 9);
+        const sa = new Scope(a.B), sb = new Scope(b.B);
+        try {
+          const x = a.lossAndGrads(hb, sa), y = b.lossAndGrads(hb, sb);
+          assert.equal(Number(x.loss.data[0]), Number(y.loss.data[0]));
+          assert.equal(x.grads.size, y.grads.size);
+          for (const [name, g] of x.grads) assert.deepEqual(Array.from(g.data), Array.from(y.grads.get(name)!.data), name);
+        } finally {
+          sa.releaseAll();
+          sb.releaseAll();
+        }
+      }
+      for (let s = 0; s < 4; s++) {
+        const x = a.step(batch(cfg, s)), y = b.step(batch(cfg, s));
+        assert.deepEqual([x.loss, x.gradNorm, x.applied], [y.loss, y.gradNorm, y.applied], `step ${s + 1}`);
+      }
+      for (const sp of a.specs) assert.deepEqual(Array.from(a.params.get(sp.name)!.data), Array.from(b.params.get(sp.name)!.data), sp.name);
+      a.dropCapture();
+      b.dropCapture();
+    });
+  }
+}
+
+test("fusedLnGrad: per layer two LayerNorm backwards with the residual (ln_1 of block 0 without the f16 copy), ln_f with the copy alone; with dropout the residual only", () => {
+  for (const cfg of CFGS) {
+    const { a } = pair(cfg, false, true, 91, "ln");
+    const H = a.B as unknown as HeliosBackend & { layerNormBackward: HeliosBackend["layerNormBackward"] };
+    const seen: string[] = [];
+    H.layerNormBackward = (x, w, g, eps, o = {}) => {
+      seen.push(`${o.residual ? "res" : "-"}${o.f16Copy ? "+h16" : ""}`);
+      return Object.getPrototypeOf(H).layerNormBackward.call(H, x, w, g, eps, o);
+    };
+    try {
+      a.step(patternBatch(cfg.vocab, 2, cfg.dim === 15 ? 5 : 13, 4));
+    } finally {
+      delete (H as Partial<typeof H>).layerNormBackward;
+    }
+    // backward order: ln_f, then per block from the top ln_2 and ln_1
+    const drop = cfg.dropout > 0;
+    const want = [drop ? "-" : "-+h16"];
+    for (let l = cfg.layers - 1; l >= 0; l--) want.push(drop ? "res" : "res+h16", drop || l === 0 ? "res" : "res+h16");
+    assert.deepEqual(seen, want, `L=${cfg.layers} dropout ${cfg.dropout}`);
+  }
+});
+
+test("a matmul16 step records 6 dispatches per layer and 1 fewer, and the residual stream's 2 per layer and 1 fewer; f is kept in f16; df comes from linear's geluGradOf", () => {
   const cfg = CFGS[1];
   const { a, b } = pair(cfg, false, true, 51);
   const per = (tr: Trainer) => {
@@ -145,8 +205,13 @@ test("a matmul16 step records 6 dispatches per layer and 1 fewer; f is kept in f
     tr.step(patternBatch(cfg.vocab, 2, 13, 1));
     return H.stats().dispatches - d0;
   };
-  const f = per(a), s = per(b);
-  assert.equal(s - f, 6 * cfg.layers + 1, `${s} -> ${f} dispatches`);
+  const noLn = pair(cfg, false, true, 51, "ln").b;
+  const f = per(a), s = per(b), n = per(noLn);
+  assert.equal(s - n, 6 * cfg.layers + 1, `${s} -> ${n} dispatches`);
+  // LayerNorm backward's options: the lazily fused residual stream (dout + ln_2's dx + ln_1's dx ...)
+  // was computed by the f16 casts before the two products of each layer that read it (2 per layer)
+  // and once in f32 for the embeddings' backward; at this depth the pending sum fits one kernel's inputs
+  assert.equal(n - f, 2 * cfg.layers + 1, `${n} -> ${f} dispatches`);
   const A = a.B as unknown as HeliosBackend & { linear: HeliosBackend["linear"] };
   const gates: string[] = [];
   A.linear = (x, W, bias, o = {}) => {
@@ -191,4 +256,7 @@ test("HELIOS_TRAIN_FUSED_LINEAR parsing; f32, or a backend without linear(), nev
   // GELU's backward in the product goes with the rest
   assert.deepEqual([on, off, noLinear].map((H) => new GPT(asTrainBackend(H), CFGS[1], { matmul16: true }).fusedGeluGrad), [true, false, false]);
   assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fusedGeluGrad, false, "f32");
+  // and LayerNorm backward's residual add and f16 copy
+  assert.deepEqual([on, off, noLinear].map((H) => new GPT(asTrainBackend(H), CFGS[1], { matmul16: true }).fusedLnGrad), [true, false, false]);
+  assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fusedLnGrad, false, "f32");
 });

@@ -41,6 +41,13 @@ export type TrainBackend = Required_<
   readonly fusedLinear?: boolean;
   /** layerNorm writing `opts.outDtype` (HeliosBackend; asked for only where `fusedLinear`). */
   layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts?: { outDtype?: Dtype }): TensorData;
+  /**
+   * layerNormBackward with `opts` (HeliosBackend; asked for only where `fusedLinear`): dx =
+   * residual + dx_LN, and dx16 (dx in f16, castDtype's rounding) with f16Copy, from one pass.
+   */
+  layerNormBackward(
+    x: TensorData, w: TensorData, g: TensorData, eps: number, opts?: { residual?: TensorData | null; f16Copy?: boolean },
+  ): { dx: TensorData; dw: TensorData; db: TensorData; dx16?: TensorData };
   releaseGpuTensor?(t: TensorData): void;
   /** Computes pending (lazily fused) tensors now, so the buffers they read can go back early. */
   evaluate?(...ts: TensorData[]): void;

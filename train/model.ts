@@ -106,6 +106,13 @@ export class GPT {
    * it), which the epilogue would have to write out first: the same dispatches and bytes.
    */
   readonly fusedGeluGrad: boolean;
+  /**
+   * (fused) Each LayerNorm backward adds the residual gradient into its dx and writes dx's f16
+   * copy in the same pass (TrainBackend.layerNormBackward's opts): the copy is the dy operand of
+   * the linear layer before it, so the elementwise add and the cast passes are gone. Where a
+   * dropout mask sits between (mask · dx is that layer's dy) only the add is fused.
+   */
+  readonly fusedLnGrad: boolean;
   readonly headChunkBytes: number;
   /** Attention on the qkv projection's rows (TrainBackend.attnHeadLayout "fused"), or null: head transposes. */
   readonly heads: AttentionLayout | null;
@@ -126,6 +133,7 @@ export class GPT {
     this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
     this.fused = this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
     this.fusedGeluGrad = this.fused;
+    this.fusedLnGrad = this.fused;
   }
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
@@ -442,16 +450,25 @@ export class GPT {
     const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
     const { dhf, dwteHead } = this.headBackward(p, c, top, lossScale);
     top.drop(c.hf);
-    const lnf = Bk.layerNormBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, LN_EPS);
+    // (fusedLnGrad) a block's output gradient comes with its f16 copy when block l's first
+    // product (the MLP projection's backward) reads it as it is: no dropout mask in between
+    const copyFor = (l: number) => this.fusedLnGrad && l >= 0 && c.blocks[l].m2 === null;
+    const last = this.cfg.layers - 1;
+    const lnf = this.lnBackward(c.xf, get(p, "transformer.ln_f.weight"), dhf, null, copyFor(last));
     top.drop(dhf);
     grads.set("transformer.ln_f.weight", lnf.dw);
     grads.set("transformer.ln_f.bias", lnf.db);
     let dx = top.keep(lnf.dx);
-    for (let l = this.cfg.layers - 1; l >= 0; l--) {
+    // the f16 copy is released by the block that reads it; top holds it until then
+    let dx16 = lnf.dx16 && top.keep(lnf.dx16);
+    for (let l = last; l >= 0; l--) {
       const w = block(p, l);
       const bc = c.blocks[l];
-      const prev = dx;
-      dx = top.keep(this.blockBackward(w, bc, dx, nb, T, scale, grads, `transformer.h.${l}.`));
+      const prev = dx, prev16 = dx16;
+      const out = this.blockBackward(w, bc, dx, dx16, copyFor(l - 1), nb, T, scale, grads, `transformer.h.${l}.`);
+      if (prev16) top.forget(prev16);
+      dx = top.keep(out.dx);
+      dx16 = out.dx16 && top.keep(out.dx16);
       bc.scope.releaseAll();
       // Block 0's input (the embeddings' sum) is held by top; later blocks' by the block before.
       top.drop(bc.x);
@@ -473,21 +490,35 @@ export class GPT {
   }
 
   /**
-   * One block's backward from dout (the caller's); returns dx. Each temporary, and each saved
-   * activation of the block (c.scope), is released right after its last reader is recorded.
+   * layerNormBackward, with `residual` added into dx and (`copy`) dx16, dx in f16, from the same
+   * pass (fusedLnGrad); else dx alone, the caller adding the residual.
+   */
+  private lnBackward(x: TensorData, w: TensorData, g: TensorData, residual: TensorData | null, copy: boolean) {
+    if (!this.fusedLnGrad) return { ...this.B.layerNormBackward(x, w, g, LN_EPS), dx16: null };
+    const r = this.B.layerNormBackward(x, w, g, LN_EPS, { residual, f16Copy: copy });
+    if (copy && !r.dx16) throw new Error(`backend ${this.B.name}: layerNormBackward returned no dx16 for f16Copy (fusedLinear needs its opts)`);
+    return { dx: r.dx, dw: r.dw, db: r.db, dx16: copy ? r.dx16! : null };
+  }
+
+  /**
+   * One block's backward from dout (the caller's) and, under fusedLnGrad without a dropout mask on
+   * the MLP projection, dout16 = dout in f16 (handed over: released once its products are recorded);
+   * returns dx, and dx16 when `copy`. Each temporary, and each saved activation of the block
+   * (c.scope), is released right after its last reader is recorded.
    */
   private blockBackward(
-    w: BlockParams, c: BlockCache, dout: TensorData, nb: number, T: number, scale: number,
+    w: BlockParams, c: BlockCache, dout: TensorData, dout16: TensorData | null, copy: boolean, nb: number, T: number, scale: number,
     grads: Map<string, TensorData>, pre: string,
-  ): TensorData {
+  ): { dx: TensorData; dx16: TensorData | null } {
     const Bk = this.B;
     const saved = (...ts: (TensorData | null)[]) => {
       for (const t of ts) if (t) c.scope.drop(t);
     };
     // Records dW and db of a linear layer from dy (the caller's); returns the dy its products read
-    // (under matmul16 a new f16 copy unless dy is f16 already: release it with `dropCopy`).
-    const weightGrads = (dy: TensorData, x: TensorData, name: string): TensorData => {
-      const dyOp = this.matmul16 ? Bk.castDtype!(dy, "f16") : dy;
+    // (under matmul16 dy16, dy's f16 copy made by the pass before, or a new one: release it with
+    // `dropCopy`).
+    const weightGrads = (dy: TensorData, x: TensorData, name: string, dy16: TensorData | null): TensorData => {
+      const dyOp = dy16 ?? (this.matmul16 ? Bk.castDtype!(dy, "f16") : dy);
       const dW = Bk.matmulTransposedA(dyOp, x);
       // The f32 gradient outlives this block (the trainer releases it after the update); its
       // pending cast holds the f16 product.
@@ -499,9 +530,10 @@ export class GPT {
       return dyOp;
     };
     const dropCopy = (dy: TensorData, dyOp: TensorData) => this.free(dyOp === dy ? null : dyOp);
-    // dy -> dx of a linear layer (f32); records dW and db. dy stays the caller's.
-    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string): TensorData => {
-      const dyOp = weightGrads(dy, x, name);
+    // dy -> dx of a linear layer (f32); records dW and db. dy stays the caller's; dy16 (its f16
+    // copy, or null) is released here.
+    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string, dy16: TensorData | null = null): TensorData => {
+      const dyOp = weightGrads(dy, x, name, dy16);
       const dx = this.f32Owned(Bk.matmul(dyOp, this.weight(W)));
       dropCopy(dy, dyOp);
       return dx;
@@ -509,34 +541,37 @@ export class GPT {
     // df = geluBackward(f, dm·W_proj): one product with gelu'(f) in its epilogue (fusedGeluGrad),
     // written in f's dtype (f16: the fc layer's products and bias sum read it as it is), or the
     // product and one elementwise pass.
-    const mlpGrad = (dm: TensorData): TensorData => {
+    const mlpGrad = (dm: TensorData, dm16: TensorData | null): TensorData => {
       if (!this.fusedGeluGrad) {
-        const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj");
+        const dg = lin(dm, c.g, w.mlpW, pre + "mlp.c_proj", dm16);
         const df = Bk.geluBackward(c.f, dg);
         this.free(dg);
         return df;
       }
-      const dyOp = weightGrads(dm, c.g, pre + "mlp.c_proj");
+      const dyOp = weightGrads(dm, c.g, pre + "mlp.c_proj", dm16);
       const df = Bk.linear!(dyOp, this.weight(w.mlpW), null, { inOut: true, outDtype: c.f.dtype, geluGradOf: c.f });
       dropCopy(dm, dyOp);
       return df;
     };
+    if (dout16 && c.m2) throw new Error("helios: internal error: an f16 dout for a block with a dropout mask");
     const dm = c.m2 ? Bk.mul(dout, c.m2) : dout;
-    const df = mlpGrad(dm);
+    const df = mlpGrad(dm, dout16);
     saved(c.g, c.m2, c.f);
     if (dm !== dout) this.free(dm);
     const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc");
     saved(c.h2);
     this.free(df);
-    const ln2 = Bk.layerNormBackward(c.x1, w.ln2w, dh2, LN_EPS);
+    // dx1 = dout + ln_2's dx (in its pass under fusedLnGrad, with dx1's f16 copy when no mask follows)
+    const fl = this.fusedLnGrad;
+    const ln2 = this.lnBackward(c.x1, w.ln2w, dh2, fl ? dout : null, fl && !c.m1);
     saved(c.x1);
     this.free(dh2);
     grads.set(pre + "ln_2.weight", ln2.dw);
     grads.set(pre + "ln_2.bias", ln2.db);
-    const dx1 = Bk.add(dout, ln2.dx);
-    this.free(ln2.dx);
+    const dx1 = fl ? ln2.dx : Bk.add(dout, ln2.dx);
+    if (!fl) this.free(ln2.dx);
     const da = c.m1 ? Bk.mul(dx1, c.m1) : dx1;
-    const dy = lin(da, c.y, w.projW, pre + "attn.c_proj");
+    const dy = lin(da, c.y, w.projW, pre + "attn.c_proj", ln2.dx16);
     // (with the fused head layout y is O, which attention backward still reads)
     saved(c.y === c.O ? null : c.y, c.m1);
     if (da !== dx1) this.free(da);
@@ -556,13 +591,17 @@ export class GPT {
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
     saved(c.h1);
     this.free(dqkv);
-    const ln1 = Bk.layerNormBackward(c.x, w.ln1w, dh1, LN_EPS);
+    const ln1 = this.lnBackward(c.x, w.ln1w, dh1, fl ? dx1 : null, fl && copy);
     this.free(dh1);
     grads.set(pre + "ln_1.weight", ln1.dw);
     grads.set(pre + "ln_1.bias", ln1.db);
+    if (fl) {
+      this.free(dx1);
+      return { dx: ln1.dx, dx16: ln1.dx16 };
+    }
     const dx = Bk.add(dx1, ln1.dx);
     this.free(dx1, ln1.dx);
-    return dx;
+    return { dx, dx16: null };
   }
 
   /** dQKV [N, 3C] from dO [N, C] (the caller's) on the qkv rows; releases the block's Q/K/V, O and lse. */

@@ -503,7 +503,13 @@ export class HeliosBackend implements Backend {
   layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts: { outDtype?: Dtype } = {}): TensorData {
     return NN.layerNorm(this.E, x, w, b, eps, opts.outDtype);
   }
-  layerNormBackward(x: TensorData, w: TensorData, g: TensorData, eps: number) { return NN.layerNormBackward(this.E, x, w, g, eps); }
+  /**
+   * `opts` (Helios extension, NN.LnBwdOptions): `residual` is added into dx in the same pass (dx =
+   * residual + dx_LN, as add(residual, dx) gives), `f16Copy` also returns dx16, castDtype(dx, "f16").
+   */
+  layerNormBackward(x: TensorData, w: TensorData, g: TensorData, eps: number, opts: NN.LnBwdOptions = {}): { dx: TensorData; dw: TensorData; db: TensorData; dx16?: TensorData } {
+    return NN.layerNormBackward(this.E, x, w, g, eps, opts);
+  }
   crossEntropy(logits: TensorData, targets: TensorData): TensorData {
     checkBindable("crossEntropy", "logits", logits.shape, logits.dtype, this.maxBind);
     return NN.crossEntropy(this.E, logits, targets);

@@ -6,6 +6,8 @@
 //   dtype when groups == 1). Push LN_BWD_FUSED_PUSH {rows, dim, eps, rowsPerGroup}. Dispatch
 //   [groups, 1, 1], S * ROW_WG threads; planLayerNormBwd gives V, S, rowsPerGroup and groups.
 //   Needs dim % 4 == 0 and dim <= 4 * ROW_WG * V (V <= 4: dim <= LN_BWD_FUSED_MAX_DIM).
+//   With LnDxOpts (norm.ts; name suffix `_res_<dtype>`, `_h16`): res binds after g and dx16 after
+//   dx; res is loaded (and prefetched) with x and g, and dx = res + dx_LN, dx16 = f16(dx).
 // Workgroup q owns rows [q * rowsPerGroup, min(rows, (q + 1) * rowsPerGroup)) and works on S of
 //   them at a time, one per slot of ROW_WG threads (a slot is whole subgroups: with S > 1, slot and
 //   lane come from the subgroup builtins). Within a slot, thread t does exactly what thread t of
@@ -30,6 +32,7 @@ import { f32, kernel, lit, min, rsqrt, select, u32, vecOf, type Buffer, type Exp
 import type { Dtype } from "../types.js";
 import { ROW_WG, storageOf, uvar, type StorageElem } from "./common.js";
 import { hsum, rows4Vpt, splat, tree } from "./rows4.js";
+import { LN_DX_PLAIN, lnDxBuffers, lnDxPlain, lnDxTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
 
 export const LN_BWD_FUSED_PUSH = { rows: "u32", dim: "u32", eps: "f32", rowsPerGroup: "u32" } as const;
 
@@ -199,15 +202,19 @@ function storePartials(k: KernelBuilder, l: Lanes, buf: Buffer, part: StorageEle
   });
 }
 
-export function layerNormBwdFusedKernel(dtype: Dtype, wDtype: Dtype, partDtype: Dtype, v4: number, slots: number, sg: boolean, prefetch: boolean): KernelDesc {
+/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass. */
+export function layerNormBwdFusedKernel(
+  dtype: Dtype, wDtype: Dtype, partDtype: Dtype, v4: number, slots: number, sg: boolean, prefetch: boolean, o: LnDxOpts = LN_DX_PLAIN,
+): KernelDesc {
   const S = slots;
   if (![1, 2, 4].includes(v4) || ![1, 2, 4].includes(S)) throw new Error(`helios: internal error: layernorm_bwd4_dwdb with v4 ${v4}, slots ${S}`);
   const part = storageOf(partDtype);
-  const k = kernel(`layernorm_bwd4_dwdb_v${v4}_s${S}${prefetch ? "_pf" : ""}${sg ? "_sg" : ""}_${dtype}_${part}`, { workgroup: [S * ROW_WG] });
+  const k = kernel(`layernorm_bwd4_dwdb_v${v4}_s${S}${prefetch ? "_pf" : ""}${sg ? "_sg" : ""}_${dtype}_${part}${lnDxTag(o)}`, { workgroup: [S * ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const g = k.buffer("g", storageOf(dtype), "read");
-  const dx = k.buffer("dx", storageOf(dtype), "write");
+  const bufs = lnDxPlain(o) ? null : lnDxBuffers(k, dtype, o);
+  const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const pw = k.buffer("pw", part, "write");
   const pb = k.buffer("pb", part, "write");
   const pc = k.push(LN_BWD_FUSED_PUSH);
@@ -227,30 +234,33 @@ export function layerNormBwdFusedKernel(dtype: Dtype, wDtype: Dtype, partDtype: 
   const dimF = k.let(pc.dim.cast(f32), "dimf");
   const zero = () => uvar(k, "f32x4", vecOf("f32x4", lit(f32, 0)), "acc");
   const accW = cols.map(zero), accB = cols.map(zero);
+  // the residual (with options) is loaded with x and g: prefetched alike, in flight during the reductions
   const loadRow = (row: Expr) => {
     const base = k.let(row.mul(dim4), "lb");
-    return { xs: at.map((c) => k.let(xv.load(base.add(c)).cast("f32x4"), "xv")), gs: at.map((c) => k.let(gv.load(base.add(c)).cast("f32x4"), "gq")) };
+    const xs = at.map((c) => k.let(xv.load(base.add(c)).cast("f32x4"), "xv")), gs = at.map((c) => k.let(gv.load(base.add(c)).cast("f32x4"), "gq"));
+    return { xs, gs, rs: bufs?.res ? at.map((c) => k.let(loadLnRes(bufs, base.add(c), 4)!, "rq")) : [] };
   };
-  let next: { xs: Var[]; gs: Var[] } | null = null;
+  let next: { xs: Var[]; gs: Var[]; rs: Var[] } | null = null;
   if (prefetch) {
     const first = loadRow(min(row0.add(slot), lastRow));
-    next = { xs: first.xs.map((v) => uvar(k, "f32x4", v, "nx")), gs: first.gs.map((v) => uvar(k, "f32x4", v, "ng")) };
+    next = { xs: first.xs.map((v) => uvar(k, "f32x4", v, "nx")), gs: first.gs.map((v) => uvar(k, "f32x4", v, "ng")), rs: first.rs.map((v) => uvar(k, "f32x4", v, "nr")) };
   }
   const mask = (xs: Expr[]) => tree(xs.map((v, r) => select(valid[r], v, lit(f32, 0))), (p, s) => p.add(s));
   k.for(row0, rowEnd, (i) => {
     const row = k.let(i.add(slot), "row");
     const active = k.let(row.lt(rowEnd), "act");
-    let cur: { xs: Expr[]; gs: Expr[] };
+    let cur: { xs: Expr[]; gs: Expr[]; rs: Expr[] };
     if (next) {
       const n = next;
-      cur = { xs: n.xs.map((v) => v.get()), gs: n.gs.map((v) => v.get()) };
+      cur = { xs: n.xs.map((v) => v.get()), gs: n.gs.map((v) => v.get()), rs: n.rs.map((v) => v.get()) };
       const ahead = loadRow(min(row.add(S), lastRow));
       ahead.xs.forEach((v, r) => n.xs[r].set(v));
       ahead.gs.forEach((v, r) => n.gs[r].set(v));
+      ahead.rs.forEach((v, r) => n.rs[r].set(v));
     } else {
       cur = loadRow(min(row, lastRow));
     }
-    const { xs, gs } = cur;
+    const { xs, gs, rs } = cur;
     const dys = gs.map((gq, r) => k.let(gq.mul(wq[r]), "dy"));
     const [sumX, sum1] = reduce([mask(xs.map(hsum)), mask(dys.map(hsum))]);
     const mean = k.let(sumX.div(dimF), "mean");
@@ -262,7 +272,9 @@ export function layerNormBwdFusedKernel(dtype: Dtype, wDtype: Dtype, partDtype: 
     const a = k.let(splat(sum1.div(dimF)), "a"), b = k.let(splat(sum2.div(dimF)), "b"), rv = k.let(splat(rstd), "rv");
     const base4 = k.let(row.mul(dim4), "base4");
     cols.forEach((c, r) => {
-      k.if(valid[r].and(active), () => dxv.store(base4.add(c), dys[r].sub(a.add(xh[r].mul(b))).mul(rv).cast(`${storageOf(dtype)}x4` as "f32x4")));
+      const v = dys[r].sub(a.add(xh[r].mul(b))).mul(rv);
+      if (bufs) k.if(valid[r].and(active), () => storeLnDx(k, bufs, base4.add(c), v, rs[r] ?? null, 4));
+      else k.if(valid[r].and(active), () => dxv.store(base4.add(c), v.cast(`${storageOf(dtype)}x4` as "f32x4")));
     });
     k.if(active, () => cols.forEach((_, r) => {
       accW[r].set(accW[r].get().add(gs[r].mul(xh[r])));

@@ -12,15 +12,80 @@
 //   buffer: binding 2 holds [mean, rstd] pairs written by the dx kernel). For few rows; many rows
 //   take layernorm_bwd_dwdb_cols (below), a column sum. Rows with dim % 4 == 0 up to 4096 take
 //   neither: layernorm_bwd4_dwdb (layernorm-bwd.ts) sums dw/db partials in the dx pass.
+// The three dx kernels (layernorm_bwd_dx, layernorm_bwd_dx4, layernorm_bwd4_dwdb) take LnDxOpts
+//   (issue 27): `_res_<dtype>` binds res (read, after g) and writes dx = res + dx_LN, dx_LN first
+//   rounded to x's dtype, one f32 add rounded once to res's dtype (what add(res, dx) computes);
+//   `_h16` binds dx16 (write, after dx) and writes that dx rounded to f16 (castDtype's
+//   conversion). Without options the kernels are built exactly as before (same names, same IR).
 import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
-import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
+import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg, type StorageElem } from "./common.js";
 import { COLS_WG, COLSUM_PUSH, columnSums, loadVector } from "./colsum.js";
 
 /** Rows a thread of layernorm_bwd_dwdb_cols loads before adding them (two 16-byte loads each; 4 beat 1 and 2 on the H200). */
 export const LN_COLS_UNROLL = 4;
 
 export const LN_PUSH = { rows: "u32", dim: "u32", eps: "f32" } as const;
+
+/**
+ * What a LayerNorm-backward dx kernel does beyond dx (header): `res` adds a residual gradient of
+ * that dtype (x's or f32; dx is then written in it), `copy16` writes an f16 copy of dx as well.
+ */
+export interface LnDxOpts {
+  readonly res: Dtype | null;
+  readonly copy16: boolean;
+}
+
+export const LN_DX_PLAIN: LnDxOpts = Object.freeze({ res: null, copy16: false });
+
+export const lnDxPlain = (o: LnDxOpts): boolean => o.res === null && !o.copy16;
+
+/** The kernel name's suffix for `o`: "" for the plain kernel. */
+export function lnDxTag(o: LnDxOpts): string {
+  return `${o.res ? `_res_${storageOf(o.res)}` : ""}${o.copy16 ? "_h16" : ""}`;
+}
+
+/** The bindings after x, w and g of a dx kernel with options: res (read), dx (write), dx16 (write). */
+export interface LnDxBufs {
+  res: Buffer | null;
+  dx: Buffer;
+  dx16: Buffer | null;
+  /** x's storage type (dx_LN is rounded to it before the residual add). */
+  xs: StorageElem;
+}
+
+/** Declares res, dx and dx16 in binding order; call right after g. */
+export function lnDxBuffers(k: KernelBuilder, dtype: Dtype, o: LnDxOpts): LnDxBufs {
+  const res = o.res ? k.buffer("res", storageOf(o.res), "read") : null;
+  const dx = k.buffer("dx", storageOf(o.res ?? dtype), "write");
+  const dx16 = o.copy16 ? k.buffer("dx16", storageOf("f16"), "write") : null;
+  return { res, dx, dx16, xs: storageOf(dtype) };
+}
+
+/** The residual's element(s) at `i` (f32, or f32x4 with width 4), for storeLnDx. */
+export function loadLnRes(b: LnDxBufs, i: Expr, width: 1 | 4): Expr | null {
+  if (!b.res) return null;
+  return width === 1 ? toF32(b.res.load(i)) : b.res.as(b.res.elem as StorageElem, 4).load(i).cast("f32x4");
+}
+
+/**
+ * Stores dx at `i` (elements, or 4-vectors with width 4) from dx_LN `v` (f32 / f32x4) and the
+ * residual `r` (loadLnRes): r + round_x(v) in f32, rounded to dx's dtype; dx16 gets it in f16.
+ */
+export function storeLnDx(k: KernelBuilder, b: LnDxBufs, i: Expr, v: Expr, r: Expr | null, width: 1 | 4): void {
+  const ty = (s: StorageElem) => (width === 1 ? s : (`${s}x4` as "f32x4"));
+  const f = ty("f32");
+  let sum = v;
+  if (r) {
+    const dxLn = b.xs === "f32" ? v : v.cast(ty(b.xs)).cast(f);
+    sum = k.let(r.add(dxLn), "dxr");
+  } else if (b.dx16) {
+    sum = k.let(v, "dxv");
+  }
+  const outs = b.dx.elem as StorageElem;
+  (width === 1 ? b.dx : b.dx.as(outs, 4)).store(i, sum.cast(ty(outs)));
+  if (b.dx16) (width === 1 ? b.dx16 : b.dx16.as("f16", 4)).store(i, sum.cast(ty("f16")));
+}
 
 function rowStats(k: KernelBuilder, x: Buffer, base: Expr, t: Expr, dim: Expr, eps: Expr) {
   const sh = k.shared("partial", f32, ROW_WG);
@@ -60,12 +125,13 @@ export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype, outDtype: Dtype 
   return k.finish();
 }
 
-export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
-  const k = kernel(`layernorm_bwd_dx_${dtype}`, { workgroup: [ROW_WG] });
+export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype, o: LnDxOpts = LN_DX_PLAIN): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx_${dtype}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const g = k.buffer("g", storageOf(dtype), "read");
-  const dx = k.buffer("dx", storageOf(dtype), "write");
+  const bufs = lnDxPlain(o) ? null : lnDxBuffers(k, dtype, o);
+  const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const stats = k.buffer("stats", f32, "write");
   const pc = k.push(LN_PUSH);
   const row = rowIndex(k, pc.rows);
@@ -87,7 +153,8 @@ export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
     const xh = toF32(x.load(base.add(j))).sub(mean).mul(rstd);
     const dy = toF32(g.load(base.add(j))).mul(toF32(w.load(j)));
     const r = rstd.mul(dy.sub(sum1.add(xh.mul(sum2)).div(dimF)));
-    dx.store(base.add(j), fromF32(r, dtype));
+    if (bufs) storeLnDx(k, bufs, base.add(j), r, loadLnRes(bufs, base.add(j), 1), 1);
+    else dx.store(base.add(j), fromF32(r, dtype));
   }, { step: ROW_WG });
   k.if(t.eq(0), () => {
     stats.store(row.mul(2), mean);

@@ -5,7 +5,8 @@
 //   {rows, dim}. layernorm_fwd4: bindings x, w, b (read), out (write; x's dtype or another, as
 //   layernorm_fwd). Push LN_PUSH
 //   {rows, dim, eps}. layernorm_bwd_dx4: bindings x, w, g (read), dx, stats (write f32 [rows, 2]:
-//   mean, rstd), push LN_PUSH: layernorm_bwd_dx's contract with x and g read once.
+//   mean, rstd), push LN_PUSH: layernorm_bwd_dx's contract with x and g read once (and its
+//   LnDxOpts: res loaded with g, before the reductions).
 //   All need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
 // Dispatch: gridRows(rows), ROW_WG threads, one workgroup per row.
 // Thread t owns the vectors t, t + ROW_WG, ... (< dim/4) of its row: every load is issued
@@ -19,7 +20,7 @@ import { exp, f32, kernel, lit, log, max, min, rsqrt, select, vecOf, type Buffer
 import type { Dtype } from "../types.js";
 import { ROW_WG, rowIndex, storageOf, wgReduce, wgReduceSg } from "./common.js";
 import { SOFTMAX_ROWS_PUSH } from "./reduce.js";
-import { LN_PUSH, lnOutTag } from "./norm.js";
+import { LN_DX_PLAIN, LN_PUSH, lnDxBuffers, lnDxPlain, lnDxTag, lnOutTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
 
 /** Vectors per thread for a row of `dim` elements, or 0 when the 4-wide kernels do not apply. */
 export function rows4Vpt(dim: number): number {
@@ -110,12 +111,14 @@ export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg:
 }
 
 
-export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean): KernelDesc {
-  const k = kernel(`layernorm_bwd_dx4_v${v4}${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass. */
+export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, o: LnDxOpts = LN_DX_PLAIN): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx4_v${v4}${sg ? "_sg" : ""}_${dtype}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const g = k.buffer("g", storageOf(dtype), "read");
-  const dx = k.buffer("dx", storageOf(dtype), "write");
+  const bufs = lnDxPlain(o) ? null : lnDxBuffers(k, dtype, o);
+  const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const stats = k.buffer("stats", f32, "write");
   const pc = k.push(LN_PUSH);
   const { row, t, base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
@@ -123,6 +126,8 @@ export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, s
   const last = k.let(pc.dim.shr(2).sub(1), "glast");
   // dy = g * w for this thread's vectors (loaded at clamped indices like x, masked in the sums)
   const dys = cols.map((c) => k.let(gv.load(base4.add(min(c, last))).cast("f32x4").mul(wv.load(min(c, last)).cast("f32x4")), "dy"));
+  // the residual is loaded with g, in flight during the reductions
+  const res = bufs ? cols.map((c) => loadLnRes(bufs, base4.add(min(c, last)), 4)) : [];
   const dimF = k.let(pc.dim.cast(f32), "dimf");
   const mask = (xs: Expr[]) => tree(xs.map((v, r) => select(valid[r], v, lit(f32, 0))), (p, q) => p.add(q));
   const mean = k.let(red(mask(vals.map(hsum)), "add").div(dimF), "mean");
@@ -134,7 +139,9 @@ export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, s
   const sum2 = k.let(red(mask(dys.map((d, r) => hsum(d.mul(xh[r])))), "add"), "sum2");
   const a = k.let(splat(sum1.div(dimF)), "a"), b = k.let(splat(sum2.div(dimF)), "b"), rv = k.let(splat(rstd), "rv");
   cols.forEach((c, r) => {
-    k.if(valid[r], () => dxv.store(base4.add(c), dys[r].sub(a.add(xh[r].mul(b))).mul(rv).cast(`${storageOf(dtype)}x4` as "f32x4")));
+    const v = dys[r].sub(a.add(xh[r].mul(b))).mul(rv);
+    if (bufs) k.if(valid[r], () => storeLnDx(k, bufs, base4.add(c), v, res[r], 4));
+    else k.if(valid[r], () => dxv.store(base4.add(c), v.cast(`${storageOf(dtype)}x4` as "f32x4")));
   });
   k.if(t.eq(0), () => {
     stats.store(row.mul(2), mean);

@@ -1,12 +1,12 @@
 // Host side of layerNorm, cross-entropy and embedding: validation and dispatch.
 import type { Dtype, TensorData } from "../types.js";
-import { type Engine, run } from "../engine.js";
+import { type Engine, promote, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { checkIndices, hostIndices, indexCsr } from "./indices.js";
-import { fail, fmt, size } from "../shape.js";
-import { gridRows, grid1d } from "../kernels/common.js";
+import { fail, fmt, sameShape, size } from "../shape.js";
+import { gridRows, grid1d, storageOf } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
-import { LN_PUSH, LN_DWDB_PUSH, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
@@ -49,16 +49,55 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   return out;
 }
 
-export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: TensorData, eps: number) {
+/** layerNormBackward's options (Helios extension, issue 27): work the caller would do on dx, done in the same pass. */
+export interface LnBwdOptions {
+  /**
+   * A residual gradient added into dx: dx = residual + dx_LN, bit for bit add(residual, dx_LN)
+   * on drivers that do not contract the add (lavapipe). x's shape; x's dtype or f32 (dx is then
+   * written in the sum's dtype, promote(x, residual), as add would).
+   */
+  residual?: TensorData | null;
+  /** Also return dx16: dx in f16, castDtype(dx, "f16") bit for bit (dx must not be f16 itself). */
+  f16Copy?: boolean;
+}
+
+function checkLnBwdOptions(op: string, x: TensorData, o: LnBwdOptions): LnDxOpts {
+  if (o === null || typeof o !== "object") fail(op, `opts must be an object, got ${o === null ? "null" : typeof o}`);
+  const res = o.residual ?? null;
+  if (res) {
+    floatOnly(op, res, "residual");
+    if (!sameShape(res.shape, x.shape)) fail(op, `residual ${fmt(res.shape)} must match x ${fmt(x.shape)}`);
+    if (res.dtype !== x.dtype && res.dtype !== "f32") fail(op, `residual dtype ${res.dtype} must be x's (${x.dtype}) or f32`);
+  }
+  if (o.f16Copy !== undefined && typeof o.f16Copy !== "boolean") fail(op, `f16Copy must be a boolean, got ${String(o.f16Copy)}`);
+  const dxDtype = res ? promote(x.dtype, res.dtype) : x.dtype;
+  if (o.f16Copy && dxDtype === "f16") fail(op, `f16Copy: dx is f16 already (x f16${res ? ", residual f16" : ""}); it asks for an f16 copy of an f32 dx`);
+  return { res: res ? res.dtype : null, copy16: o.f16Copy === true };
+}
+
+/**
+ * dx, dw, db of LayerNorm over the last axis; with `opts` (LnBwdOptions) the same pass adds a
+ * residual gradient into dx and writes dx16, an f16 copy of dx. Every dx kernel takes the options.
+ */
+export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: TensorData, eps: number, opts: LnBwdOptions = {}) {
   const op = "layerNormBackward";
   const dim = checkLn(op, x, w, null);
   if (g.shape.join() !== x.shape.join()) fail(op, `gradOutput ${fmt(g.shape)} must match x ${fmt(x.shape)}`);
   if (g.dtype !== x.dtype) fail(op, `gradOutput dtype ${g.dtype} must match x dtype ${x.dtype}`);
-  const dx = E.alloc(x.shape, x.dtype);
+  const o = checkLnBwdOptions(op, x, opts);
+  const res = opts.residual ?? null;
+  const plain = lnDxPlain(o);
+  // the plain call's keys and kernels are the ones before the options (shipped caches and tuning apply)
+  const key = plain ? {} : { res: o.res && storageOf(o.res), h16: o.copy16 };
+  const dx = E.alloc(x.shape, res ? promote(x.dtype, res.dtype) : x.dtype);
+  const dx16 = o.copy16 ? E.alloc(x.shape, "f16") : null;
+  const dxs = dx16 ? [dx, dx16] : [dx];
+  const ins = res ? [x, w, g, res] : [x, w, g];
+  const result = (dw: HeliosTensor, db: HeliosTensor) => (dx16 ? { dx, dw, db, dx16 } : { dx, dw, db });
   const dw = E.alloc(w.shape, w.dtype);
   const db = E.alloc(w.shape, w.dtype);
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
-  if (rows === 0 || dim === 0) return { dx, dw: E.filled(w.shape, w.dtype, 0), db: E.filled(w.shape, w.dtype, 0) };
+  if (rows === 0 || dim === 0) return result(E.filled(w.shape, w.dtype, 0), E.filled(w.shape, w.dtype, 0));
   const fused = planLayerNormBwd(rows, dim, E.device);
   if (fused) {
     // dx and the dw/db partials in one pass over x and g (ts/kernels/layernorm-bwd.ts), folded by one colsum
@@ -66,19 +105,19 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
     const one = groups === 1;
     const parts = one ? [dw, db] : [E.alloc([1, groups, dim], "f32"), E.alloc([1, groups, dim], "f32")];
     const part = parts[0].dtype, sg = E.subgroups;
-    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch }, () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch),
-      LN_BWD_FUSED_PUSH, { rows, dim, eps, rowsPerGroup }, [x, w, g], [dx, ...parts], [groups, 1, 1]);
+    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch, ...key }, () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch, o),
+      LN_BWD_FUSED_PUSH, { rows, dim, eps, rowsPerGroup }, ins, [...dxs, ...parts], [groups, 1, 1]);
     if (!one) foldPartials(E, op, parts, 1, dim, 1, [dw, db]);
-    return { dx, dw, db };
+    return result(dw, db);
   }
   const stats = E.alloc([rows, 2], "f32");
   const v4 = rows4Vpt(dim), sg = E.subgroups;
   if (v4 > 0) {
-    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg), LN_PUSH,
-      { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg, ...key }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg, o), LN_PUSH,
+      { rows, dim, eps }, ins, [...dxs, stats], gridRows(rows));
   } else {
-    run(E, op, { lnDx: x.dtype, w: w.dtype }, () => layerNormBwdDxKernel(x.dtype, w.dtype), LN_PUSH,
-      { rows, dim, eps }, [x, w, g], [dx, stats], gridRows(rows));
+    run(E, op, { lnDx: x.dtype, w: w.dtype, ...key }, () => layerNormBwdDxKernel(x.dtype, w.dtype, o), LN_PUSH,
+      { rows, dim, eps }, ins, [...dxs, stats], gridRows(rows));
   }
   if (rows < 64) {
     run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
@@ -95,7 +134,7 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
     if (!one) foldPartials(E, op, outs, 1, dim, 1, [dw, db]);
   }
   E.release(stats);
-  return { dx, dw, db };
+  return result(dw, db);
 }
 
 function checkXent(op: string, logits: TensorData, targets: TensorData): [number, number] {
