@@ -14,7 +14,7 @@ import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../ts/kernels/attention-cm-bwd-kv.js";
-import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../ts/kernels/norm.js";
+import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel, lnDxTag, type LnDxOpts } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
@@ -31,6 +31,11 @@ const FLOATS: Dtype[] = ["f32", "f16"];
 
 function needs(d: Dtype): KernelVariant["needs"] {
   return d === "f16" ? ["f16"] : [];
+}
+
+/** LayerNorm backward's dx options for x of `d`: an f32 residual with the f16 copy, x's own residual, and (f32) the copy alone. */
+function lnDxOptionSets(d: Dtype): LnDxOpts[] {
+  return [{ res: "f32", copy16: true }, { res: d, copy16: false }, ...(d === "f32" ? [{ res: null, copy16: true }] : [])];
 }
 
 /** Representative fused programs: every unary/binary op, broadcasting, f16 in/out. */
@@ -118,6 +123,19 @@ export function backendVariants(): KernelVariant[] {
     }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });
+    // layerNormBackward's dx options (norm.ts LnDxOpts: residual added in, f16 copy) in all three dx kernels
+    for (const o of lnDxOptionSets(d)) {
+      const nf = needs(o.copy16 ? "f16" : d);
+      v.push({ id: `backend/layernorm_bwd_dx/${d}${lnDxTag(o)}`, needs: nf, build: () => layerNormBwdDxKernel(d, d, o) });
+      for (const v4 of [1, 4]) for (const sg of [false, true]) {
+        const n = sg ? [...nf, "subgroup" as const] : nf;
+        const tag = `${d}_${v4}${sg ? "_sg" : ""}`;
+        v.push({ id: `backend/layernorm_bwd_dx4/${tag}${lnDxTag(o)}`, needs: n, build: () => layerNormBwdDx4Kernel(d, d, v4, sg, o) });
+        for (const [slots, pf] of [[1, false], [4, true]] as const) {
+          v.push({ id: `backend/layernorm_bwd4_dwdb/${tag}_s${slots}${pf ? "_pf" : ""}${lnDxTag(o)}`, needs: n, build: () => layerNormBwdFusedKernel(d, d, "f32", v4, slots, sg, pf, o) });
+        }
+      }
+    }
     v.push({ id: `backend/xent_rows/${d}`, needs: needs(d), build: () => xentRowsKernel(d) });
     v.push({ id: `backend/xent_bwd/${d}`, needs: needs(d), build: () => xentBwdKernel(d, "f32") });
     for (const sg of [false, true]) {
