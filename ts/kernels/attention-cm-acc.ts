@@ -96,7 +96,7 @@ export function flashCmAccName(v: FlashCmAccVariant): string {
 
 
 /** What the parts of one forward kernel share: its shape, bindings, shared tiles, ids and per-subgroup state. */
-interface Fa {
+export interface Fa {
   k: KernelBuilder;
   v: FlashCmAccVariant;
   RB: number; BC: number; DC: number; LD: number; ROWS: number; THREADS: number; TILE: number;
@@ -126,17 +126,7 @@ interface Fa {
 export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   const x = declare(v);
   const { k, BC, ROWS, TILE, RB, rf } = x;
-  // K/V register prefetch (the next tile is loaded before the math, stored after it)
-  const { hr, loOff } = x;
-  const stager = (off: Expr | null, dsts: [Shared, Shared]) => {
-    const at = (e: Expr) => (off ? e.add(off) : e);
-    const where = v.layout === "rows" ? { strided: { bases: [at(hr.k), at(hr.v)], strides: [hr.ld as Expr, hr.ld as Expr] } } : { base: at(hr.k) };
-    return tileStager(k, { srcs: [x.Kg, x.Vg], dsts, ...where, D: v.D, ld: x.LD, rows: BC, tid: x.tid, threads: x.THREADS });
-  };
-  const stagers = [stager(null, [x.KsV, x.VsV]), ...(loOff && x.KsLV && x.VsLV ? [stager(loOff, [x.KsLV, x.VsLV])] : [])];
-  const fetch = (row0: Expr) => stagers.forEach((g) => g.fetch(row0));
-  const put = (slot: Expr) => stagers.forEach((g) => g.put(slot));
-
+  const { fetch, put } = kvStaging(x);
   const nt = k.let(x.q0.add(ROWS).div(BC), "nt");
   streamTiles(k, nt, BC, lit("u32", 0), fetch, put, (t, slot) => {
     const k0 = k.let(t.mul(BC), "k0");
@@ -150,8 +140,29 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   return k.finish();
 }
 
-/** Bindings, push constants, shared tiles, ids, the lane-layout probe and the subgroup's Q, O, l, M, S and P. */
-function declare(v: FlashCmAccVariant): Fa {
+/**
+ * The K/V register prefetch: `fetch` loads the tile of keys from row0 on into registers (hi and lo
+ * parts when split), `put` stores them into stage `slot` of the shared tiles.
+ */
+export function kvStaging(x: Fa): { fetch: (row0: Expr) => void; put: (slot: Expr) => void } {
+  const { k, v, hr, loOff } = x;
+  const stager = (off: Expr | null, dsts: [Shared, Shared]) => {
+    const at = (e: Expr) => (off ? e.add(off) : e);
+    const where = v.layout === "rows" ? { strided: { bases: [at(hr.k), at(hr.v)], strides: [hr.ld as Expr, hr.ld as Expr] } } : { base: at(hr.k) };
+    return tileStager(k, { srcs: [x.Kg, x.Vg], dsts, ...where, D: v.D, ld: x.LD, rows: x.BC, tid: x.tid, threads: x.THREADS });
+  };
+  const stagers = [stager(null, [x.KsV, x.VsV]), ...(loOff && x.KsLV && x.VsLV ? [stager(loOff, [x.KsLV, x.VsLV])] : [])];
+  return { fetch: (row0) => stagers.forEach((g) => g.fetch(row0)), put: (slot) => stagers.forEach((g) => g.put(slot)) };
+}
+
+/** What another form of the kernel (lab/flash-fwd-variants.ts) changes in `declare`: its name and the K/V stages. */
+export interface FwdForm { readonly name: string; readonly stages: 1 | 2 }
+
+/**
+ * Bindings, push constants, shared tiles (`form.stages` K/V stages of TILE halves each, default
+ * one), ids, the lane-layout probe and the subgroup's Q, O, l, M, S and P.
+ */
+export function declare(v: FlashCmAccVariant, form?: FwdForm): Fa {
   const { D, nsg } = v;
   const RB = v.rb ?? 1, BC = v.bc ?? 64, NF = BC / CM;
   if (D % CM !== 0 || D > 64) throw new Error(`flash_fwd_cmacc: D=${D} must be a multiple of 16, at most 64`);
@@ -166,14 +177,14 @@ function declare(v: FlashCmAccVariant): Fa {
   const tB: CoopMatType = coopmat("b", el, CM, CM);
   const tC: CoopMatType = coopmat("acc", "f32", CM, CM);
   const tC16: CoopMatType = coopmat("acc", "f16", CM, CM);
-  const k = kernel(flashCmAccName(v), { workgroup: [THREADS] });
+  const k = kernel(form?.name ?? flashCmAccName(v), { workgroup: [THREADS] });
   const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
   const O = k.buffer("o", split ? f32 : f16, "write"), L = k.buffer("lse", f32, "write");
   const pc = k.push(faPush(v.layout));
   const Kg = K.as("u32", 4), Vg = V.as("u32", 4);
   // The tiles are u32x4 arrays (the IR loads fragments through an array's widest view); offsets
   // and strides are in halves and divided by VW at each use.
-  const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
+  const tile = (name: string) => k.shared(name, "u32x4", ((form?.stages ?? 1) * TILE) / VW);
   const KsV = tile("Ks"), VsV = tile("Vs");
   const KsLV = split ? tile("KsL") : null, VsLV = split ? tile("VsL") : null;
   const st = k.shared("st", f32, nsg * 256);
@@ -250,20 +261,22 @@ function sgSync(k: KernelBuilder): void {
 /**
  * One tile's math. With `skip`, fragment j's products run only if some of the subgroup's rows
  * see some of its keys (k0 + 16 j <= last row): the masked ones are -inf in S (below) and
- * contribute nothing to O.
+ * contribute nothing to O. With `straight` (a tile wholly before the subgroup's first row, on P
+ * path `regs`): no mask test and no P-path branch; `mid` runs between P and P V.
  */
-function tileMath(x: Fa, k0: Expr, kvOff: Expr, skip: boolean): void {
+export function tileMath(x: Fa, k0: Expr, kvOff: Expr, skip: boolean, straight?: { regs: boolean; mid?: () => void }): void {
   const { k, rf, RB } = x;
   const live = (j: number, body: () => void) => (skip ? k.if(k0.add(j * CM).le(rf.add(CM * RB - 1)), body) : body());
-  scores(x, k0, kvOff, live);
-  probabilities(x);
+  scores(x, k0, kvOff, live, !straight);
+  probabilities(x, straight?.regs);
+  straight?.mid?.();
   accumulate(x, kvOff, skip, live);
 }
 
 type Live = (j: number, body: () => void) => void;
 
-/** S = Q K^T of the live fragments (soft-capped), and the causal mask on the diagonal. */
-function scores(x: Fa, k0: Expr, kvOff: Expr, live: Live): void {
+/** S = Q K^T of the live fragments (soft-capped), and (with `mask`) the causal mask on the diagonal. */
+function scores(x: Fa, k0: Expr, kvOff: Expr, live: Live, mask: boolean): void {
   const { k, blocks, frags, tC, rf, s } = x;
   // S = Q K^T: each K fragment read from shared memory feeds every row block
   for (const j of frags) {
@@ -282,6 +295,7 @@ function scores(x: Fa, k0: Expr, kvOff: Expr, live: Live): void {
     });
   }
   // causal mask: only fragments that reach past the subgroup's first row
+  if (!mask) return;
   k.if(k0.add(x.BC - 1).gt(rf), () => {
     for (const b of blocks) {
       for (const j of frags) {
@@ -296,9 +310,9 @@ function scores(x: Fa, k0: Expr, kvOff: Expr, live: Live): void {
 
 /**
  * P = exp2(S - M) into the A operands pa (and paL), l accumulated; the slow path first where some
- * element exceeds the stale M by more than TAU.
+ * element exceeds the stale M by more than TAU. `regs` given: that P path without the branch.
  */
-function probabilities(x: Fa): void {
+function probabilities(x: Fa, regs?: boolean): void {
   const { k, blocks, frags, tC, s, pa, paL, lsum, mb } = x;
   const over = k.var(f32, lit(f32, "-inf"), "over");
   elements(k, tC, (i) => {
@@ -308,7 +322,7 @@ function probabilities(x: Fa): void {
     }
   });
   k.if(k.sgAny(over.get().gt(TAU)), () => blocks.forEach((b) => rescale(x, b)));
-  k.if(x.regP, () => {
+  const inRegs = () => {
     elements(k, tC, (i) => {
       for (const b of blocks) {
         const mi = mb[b].at(i);
@@ -321,7 +335,8 @@ function probabilities(x: Fa): void {
         lsum[b].setAt(i, sum);
       }
     });
-  }, () => {
+  };
+  const viaShared = () => {
     for (const b of blocks) {
       for (const j of frags) {
         elements(k, tC, (i) => {
@@ -339,7 +354,10 @@ function probabilities(x: Fa): void {
         pa[b][j].set(x.pt.cmLoad(x.tA, x.stOff, CM, "row"));
       }
     }
-  });
+  };
+  if (regs === undefined) k.if(x.regP, inRegs, viaShared);
+  else if (regs) inRegs();
+  else viaShared();
 }
 
 /** O += P V: each V fragment read feeds every row block. */
@@ -404,7 +422,7 @@ function broadcast(x: Fa, value: Expr): void {
 }
 
 /** l: reduce the per-column partial sums; O / l through a broadcast tile; lse = M ln 2 + ln l. */
-function finish(x: Fa): void {
+export function finish(x: Fa): void {
   const { k, tC, st, stOff, v } = x;
   for (const b of x.blocks) {
     sgSync(k);
