@@ -4,9 +4,10 @@
 // edge and whole tiles, split-K reduce), tensor-core tiles (edge blocks staged, whole blocks on the
 // accumulator fragment with f16 and f32 16-byte stores or a coopmat store, f16 accumulation, bf16
 // output, 128-bit and pair staging, split-K reduce), stream-K fixups, f32 on bf16 tensor cores
-// (in-kernel split, presplit three- and two-block operands). Held well under the gates: f32 paths
-// 1e-5 (the epilogue's exp-form tanh agrees with tanh to f32 rounding), f16 output 1e-3 (one
-// rounding). A control shows the check sees a missing gate. Plus names, bindings and classes.
+// (in-kernel split, presplit three- and two-block operands); whole blocks with 16-byte stores get the
+// gate at those stores (preact read ahead with 16-byte loads). Held well under the gates: f32 paths
+// 1e-5 (the epilogue's exp-form tanh agrees with tanh to f32 rounding), f16 output 1e-3 (one or two
+// roundings). A control shows the check sees a missing gate. Plus names, bindings and classes.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
@@ -76,6 +77,59 @@ test("tensor-core tiles: edge blocks, whole blocks on the fragment (f16 16-byte,
   run(["cm_64x64x32_w2x2_sk4"], [F16], [{ name: "splitk_20x33x200", problem: { m: 20, n: 33, k: 200, epilogue: g }, full: true }], tight);
   // 128-bit staging with pair loads on whole tiles (the trainer's NN product on the shipped tiles)
   run(["cm_128x128x32_w2x2_v128_s1_kpa"], [F16], [{ name: "kpa_whole_128x128x64", problem: { m: 128, n: 128, k: 64, epilogue: g }, full: true }], tight);
+});
+
+test("whole blocks gated at their 16-byte lane stores: more blocks than the read-ahead, the residual after the gate, odd edge tiles, f16 and f32 out", () => {
+  const all = { scale: 0.5, bias: true, act: "gelu", geluGrad: true, residual: true } as const;
+  // 16 blocks per subgroup: past the 8 (f16) and 4 (f32) blocks of preact read ahead
+  const whole: CheckCase[] = [
+    { name: "whole_128x256x64_b2", problem: { m: 128, n: 256, k: 64, batch: 2, epilogue: g }, full: true },
+    { name: "whole_all_terms_128x128x96", problem: { m: 128, n: 128, k: 96, epilogue: all }, full: true },
+    { name: "f32out_whole_256x128x64", problem: { m: 256, n: 128, k: 64, outDtype: "f32", epilogue: g }, full: true },
+    { name: "f32out_whole_all_terms_128x128x64", problem: { m: 128, n: 128, k: 64, outDtype: "f32", epilogue: all }, full: true },
+  ];
+  run(["cm_128x128x32_w2x2_v128_s1_kpa"], [F16], whole, tight);
+  // the trainer's tile (GPT-2's dg product takes it on the H200)
+  run(["cm_128x256x32_w2x4_v128_s1_kpr_a2"], [F16], whole.slice(0, 1), tight);
+  // edge tiles with odd M and K: whole blocks (lane loads in the full-block branch) beside edge blocks (staged)
+  run(["cm_64x64x32_w2x2"], [F16], [
+    { name: "edge_83x136x45", problem: { m: 83, n: 136, k: 45, epilogue: g }, full: true },
+    { name: "edge_all_terms_83x136x45", problem: { m: 83, n: 136, k: 45, transA: true, epilogue: all }, full: true },
+    { name: "f32out_edge_77x52x33", problem: { m: 77, n: 52, k: 33, outDtype: "f32", epilogue: g }, full: true },
+    { name: "f32out_edge_all_terms_77x52x33", problem: { m: 77, n: 52, k: 33, transB: true, outDtype: "f32", epilogue: all }, full: true },
+  ], tight);
+});
+
+test("the gate on whole tiles reads preact with 16-byte loads, ahead of the blocks, and never as a coopmat", () => {
+  const caps = { ...new InterpRuntime().info, computeUnits: 132 };
+  const body = (variant: string, p: MatmulProblem) => {
+    const desc = planMatmul(p, caps, { variant }).steps[0].desc;
+    const preact = desc.bindings.findIndex((b) => b.name === "preact");
+    const nodes: Record<string, unknown>[] = [];
+    const walk = (x: unknown): void => {
+      if (Array.isArray(x)) x.forEach(walk);
+      else if (x && typeof x === "object") {
+        const o = x as Record<string, unknown>;
+        if (o.b === preact || o.s === "cmstore") nodes.push(o);
+        Object.values(o).forEach(walk);
+      }
+    };
+    walk(desc.body);
+    return { desc, nodes, preact };
+  };
+  // GPT-2's dg product: 16384×3072×768, f16 out, whole 128×256 tiles (16 blocks per subgroup)
+  const { desc, nodes } = body("cm_128x256x32_w2x4_v128_s1_kpr_a2", { m: 16384, n: 3072, k: 768, dtype: "f16", epilogue: g });
+  assert.match(desc.name, /_al_so8_dgelu$/);
+  const reads = nodes.filter((n) => n.op === "load" || n.op === "cmload");
+  assert.deepEqual(new Set(reads.map((n) => `${n.op} ${n.as} x${n.vec}`)), new Set(["load u32 x4"]));
+  assert.equal(reads.length, 16);
+  // 8 blocks' preact loads are issued before the first block's store
+  const order = nodes.map((n) => (n.op === "load" ? "L" : n.s === "cmstore" ? "S" : "")).join("");
+  assert.match(order, /^L{8}S/);
+  // f32 out: two f32x4 per lane and block, 4 blocks ahead
+  const f32 = body("cm_128x128x32_w2x2_v128_s1_kpa", { m: 256, n: 256, k: 256, dtype: "f16", outDtype: "f32", epilogue: g });
+  assert.deepEqual(new Set(f32.nodes.filter((n) => n.op).map((n) => `${n.op} x${n.vec}`)), new Set(["load x4"]));
+  assert.match(f32.nodes.map((n) => (n.op === "load" ? "L" : n.s === "cmstore" ? "S" : "")).join(""), /^L{8}S/);
 });
 
 test("stream-K fixups and f32 on bf16 tensor cores (in-kernel split, presplit three- and two-block operands)", () => {

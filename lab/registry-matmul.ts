@@ -42,6 +42,8 @@ function problems(): MatmulProblem[] {
   out.push({ m: 256, n: 256, k: 256, dtype: "f16", epilogue: { geluGrad: true } });
   out.push({ m: 256, n: 256, k: 256, dtype: "f32", epilogue: { geluGrad: true } });
   out.push({ m: 100, n: 96, k: 64, dtype: "f16", outDtype: "f32", epilogue: { scale: 0.5, bias: true, act: "relu", geluGrad: true, residual: true } });
+  // whole f16 tiles with every term: the gate and the residual at the 16-byte lane stores
+  out.push({ m: 256, n: 256, k: 256, dtype: "f16", epilogue: { bias: true, act: "gelu", geluGrad: true, residual: true } });
   return out;
 }
 

@@ -128,10 +128,10 @@ export function geluSigmoid(k: KernelBuilder, x: Expr): Expr {
  * with tanh(u) = 1 − 2/(1 + exp(2u)): the same function, equal to f32 rounding, without NVIDIA's
  * ~60-instruction tanh (see geluSigmoid: 97 µs of a 284 µs 16384×3072×768 product in tanh form,
  * the shape of GPT-2's MLP backward product this epilogue serves). exp → ∞ gives 1, exp → 0
- * gives −1: no clamp needed.
+ * gives −1: no clamp needed. x is f32 or an f32 vector (the lane-store epilogue takes 4 at once).
  */
 export function geluGradExp(k: KernelBuilder, x: Expr): Expr {
-  const tanh = (u: Expr) => k.let(lift(2, f32).div(exp(u.mul(2)).add(1)).neg().add(1), "th");
+  const tanh = (u: Expr) => k.let(lift(2, u.type).div(exp(u.mul(2)).add(1)).neg().add(1), "th");
   return k.let(geluGrad(x, tanh), "dgelu");
 }
 
