@@ -8,6 +8,7 @@ import { createRequire } from "node:module";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { allKernelVariants, type KernelNeed } from "../lab/registry.js";
+import { spillOf } from "./pipeline-stats.js";
 
 const require = createRequire(import.meta.url);
 const root = resolve(new URL(".", import.meta.url).pathname, "..", "..");
@@ -53,7 +54,6 @@ writeFileSync(outPath, JSON.stringify({ device: info.deviceName, driver: info.dr
 // spill or stack. Not NVIDIA's "Local Memory Size": it is no spill count (2^36 for every dK/dV
 // kernel of the H200 race in session 21, whose Stack Size was 0); the JSON keeps it.
 const keyOf = (n: string) => /regist|spill|shared|stack|thread|binary/i.test(n);
-const spillOf = (stats: Record<string, number>) => Object.entries(stats).filter(([n]) => /spill|stack/i.test(n)).reduce((a, [, v]) => a + v, 0);
 const names = [...new Set(rows.flatMap((r) => Object.keys(r.stats).filter(keyOf)))];
 console.log(`device: ${info.deviceName}, ${rows.length} kernels matching ${match}`);
 console.log(["kernel", "spill", ...names].join(" | "));

@@ -33,7 +33,7 @@
 import { f32, lit, type Buffer, type Expr, type KernelDesc, type Shared, type Var } from "../ir/index.js";
 import { layoutTag } from "./attention.js";
 import type { FlashDevice } from "./attention-variants.js";
-import { CM, causalTriangle, splitMma as mma, streamTiles, type Pair } from "./attention-cm-parts.js";
+import { CM, causalTriangle, splitMma as mma, streamStraight, streamTiles, type Pair } from "./attention-cm-parts.js";
 import {
   LOG2E, begin, diAt, kernelSuffix, pAndDs, pAndDsOn, pairOf, pairStager, rowFrags, sAndDp, storeScaled, tileFrag, tileRows, varPair,
   type Common, type FlashBwdCmVariant, type VarPair,
@@ -152,8 +152,14 @@ export function flashBwdDkDvCmKernel(v: FlashBwdDkDvVariant): KernelDesc {
   const { fetch, put } = staging(x, [Q, dO, L, Di], hi, lo);
   // query tiles from the block's first key on
   const nt = k.let(nblk.sub(rank).mul(ROWS / TR), "nt");
-  if (shape.straight) stream(x, nt, ROWS / TR, fetch, put);
-  else streamTiles(k, nt, TR, k0, fetch, put, (t, slot) => tileMath(x, t, slot, null, null));
+  if (shape.straight) {
+    streamStraight(k, {
+      nt, rows: TR, first: k0, masked: ROWS / TR, maskedAt: "first", stages: shape.stages, regP: c.regP, fetch, put,
+      math: (t, slot, regs, mid) => tileMath(x, t, slot, regs, mid),
+    });
+  } else {
+    streamTiles(k, nt, TR, k0, fetch, put, (t, slot) => tileMath(x, t, slot, null, null));
+  }
   storeScaled(c, dk, c.scale, dK, "k", kf, D);
   storeScaled(c, dv, null, dV, "v", kf, D);
   return k.finish();
@@ -188,51 +194,6 @@ function staging(x: Kv, [Q, dO, L, Di]: Buffer[], hi: [Shared, Shared], lo: [Sha
     });
   };
   return { fetch, put };
-}
-
-/**
- * The straight-line tile loop over `nt` tiles from the block's first key: the first `P` (holding its
- * diagonal) with masks, then the rest in one loop per P/dS path. One stage: each iteration stores the
- * tile its predecessor loaded, then a barrier; two stages: the next tile is stored into the other
- * stage halfway through the math, and one barrier ends the tile. The next tile's loads are clamped
- * to the last tile (which the last iteration loads again) instead of guarded.
- */
-function stream(x: Kv, nt: Expr, P: number, fetch: (q0: Expr) => void, put: (slot: Expr) => void): void {
-  const { k } = x.c;
-  const last = k.let(nt.sub(1), "last");
-  const fetchNext = (t: Expr) => fetch(x.k0.add(t.add(1).min(last).mul(x.TR)));
-  const u0 = lit("u32", 0);
-  const two = x.shape.stages === 2;
-  const slotOf = (t: Expr) => (two ? k.let(t.band(1), "slot") : u0);
-  fetch(x.k0);
-  put(u0);
-  k.barrier();
-  k.for(u0, lit("u32", P), (t) => {
-    if (!two && P > 1) {
-      k.if(t.gt(0), () => {
-        put(u0);
-        k.barrier();
-      });
-    }
-    const slot = slotOf(t);
-    fetchNext(t);
-    tileMath(x, t, slot, null, null);
-    if (two) put(slot.bxor(1));
-    k.barrier();
-  });
-  const rest = (regs: boolean) => {
-    k.for(lit("u32", P), nt, (t) => {
-      if (!two) {
-        put(u0);
-        k.barrier();
-      }
-      const slot = slotOf(t);
-      fetchNext(t);
-      tileMath(x, t, slot, regs, two ? () => put(slot.bxor(1)) : null);
-      k.barrier();
-    });
-  };
-  k.if(x.c.regP, () => rest(true), () => rest(false));
 }
 
 /**

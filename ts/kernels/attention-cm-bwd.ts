@@ -307,55 +307,109 @@ export function pairStager(
 
 export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
   const { D } = v;
-  const DC = D / CM, LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD, VW = 8;
+  const LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD;
   const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${kernelSuffix(v)}`, v, ["dq"]);
-  const { k, tC, sg, lane, bh, rank, st, stOff } = c;
-  const tile = (name: string) => k.shared(name, "u32x4", TILE / VW);
+  const { k, rank } = c;
+  const tile = (name: string) => k.shared(name, "u32x4", TILE / 8);
   const Ks = tile("Ks"), Vs = tile("Vs");
   const KsL = c.split ? tile("KsL") : null, VsL = c.split ? tile("VsL") : null;
-  const kTiles = KsL ? [Ks, KsL] : [Ks], vTiles = VsL ? [Vs, VsL] : [Vs];
   const q0 = k.let(nblk.sub(1).sub(rank).mul(ROWS), "q0");
-  const rf = k.let(q0.add(sg.mul(CM)), "rf");
-  // lse (log2 units) and Di of the subgroup's rows as broadcast matrices, built once
-  const r = k.let(lane.shr(1), "r");
-  const rowOff = k.let(stOff.add(r.mul(CM)).add(lane.band(1).mul(8)), "rowoff");
-  const row = k.let(bh.mul(c.T).add(rf).add(r), "qrow");
-  const diRow = c.H ? k.let(diAt(c, rf.add(r), row), "dirow") : row;
-  const broadcast = (value: Expr, name: string) => {
-    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-    for (let e = 0; e < 8; e++) st.store(rowOff.add(e), value);
-    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-    return k.var(tC, st.cmLoad(tC, stOff, CM, "row"), name);
-  };
-  const lse2 = broadcast(L.load(row).mul(LOG2E), "lse2");
-  const di = broadcast(Di.load(diRow), "dib");
-  const tri = causalTriangle(k, tC, c.idxC, "above");
-  const qa = rowFrags(c, Q, "q", rf, D, "qa");
-  const doa = rowFrags(c, dO, "o", rf, D, "doa");
-  const dq = Array.from({ length: DC }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dq${d}`));
-  const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
-  const dsa = varPair(c, "dsa");
-
+  const x = dqRegisters(c, { Q, dO, L, Di, q0, D, kTiles: KsL ? [Ks, KsL] : [Ks], vTiles: VsL ? [Vs, VsL] : [Vs], rowv: "tiles" });
   const { fetch, put } = pairStager(c, [K, V], ["k", "v"], [Ks, Vs], KsL && VsL ? [KsL, VsL] : null, D, LD, TR);
   // key tiles up to the one holding the block's last query
   const nt = k.let(TR === ROWS ? q0.div(ROWS).add(1) : q0.add(ROWS).div(TR), "nt");
   streamTiles(k, nt, TR, lit("u32", 0), fetch, put, (t, slot) => {
     const k0 = k.let(t.mul(TR), "k0");
     const off = k.let(slot.mul(TILE), "kvoff");
-    for (let j = 0; j < TR / CM; j++) {
-      const kf = k.let(k0.add(j * CM), "kf");
-      // keys kf..kf+15 against queries rf..rf+15: all masked when kf > rf
-      k.if(kf.le(rf), () => {
-        sAndDp(c, { aS: qa, bS: kTiles, aDp: doa, bDp: vTiles, at: off.add(j * CM * LD), LD }, s, dp);
-        k.if(kf.eq(rf), () => s.set(s.get().add(tri.get())));
-        pAndDs(c, s, dp, lse2, di, null, dsa);
-        for (let dn = 0; dn < DC; dn++) {
-          const kb = tileFrag(c, kTiles, off.add(j * CM * LD + dn * CM).div(VW), LD / VW, "row");
-          dq[dn].set(mma(k, pairOf(dsa), kb, dq[dn].get()));
-        }
-      });
-    }
+    for (let j = 0; j < TR / CM; j++) dqMaskedFragment(x, k0, off, j);
   });
-  storeScaled(c, dq, c.scale, dQ, "q", rf, D);
+  storeScaled(c, x.dq, c.scale, dQ, "q", x.rf, D);
   return k.finish();
+}
+
+/** A dQ kernel's per-subgroup state (dqRegisters) and the staged K and V tiles (hi and, when split, lo). */
+export interface DqRegs {
+  c: Common;
+  LD: number;
+  kTiles: Shared[]; vTiles: Shared[];
+  /** The subgroup's first query. */
+  rf: Expr;
+  lse2: Var; di: Var; tri: Var;
+  qa: Pair[]; doa: Pair[];
+  dq: Var[];
+  s: Var; dp: Var; dsa: VarPair;
+}
+
+/**
+ * The subgroup's 16 queries from `q0` + 16 sg: lse (log2 units) and Di as broadcast matrices
+ * (element (r, c) = query r's value), built once — "tiles": each subgroup writes 16x16 tiles into
+ * its 256 floats of `st`; "stride0": thread t < rows stores lse2 of query q0 + t and thread rows + t
+ * its Di into the first 2 rows floats of `st` (free after the lane-layout probe; rows = threads /
+ * 2), read by column-major loads with stride 0 — then the diagonal's triangle, the Q and dO
+ * fragments and zeroed dQ accumulators.
+ */
+export function dqRegisters(
+  c: Common, o: { Q: Buffer; dO: Buffer; L: Buffer; Di: Buffer; q0: Expr; D: number; kTiles: Shared[]; vTiles: Shared[]; rowv: "tiles" | "stride0" },
+): DqRegs {
+  const { k, tC, sg, lane, bh, st, stOff } = c;
+  const { q0, D } = o;
+  const rf = k.let(q0.add(sg.mul(CM)), "rf");
+  let lse2: Var, di: Var;
+  if (o.rowv === "tiles") {
+    const r = k.let(lane.shr(1), "r");
+    const rowOff = k.let(stOff.add(r.mul(CM)).add(lane.band(1).mul(8)), "rowoff");
+    const row = k.let(bh.mul(c.T).add(rf).add(r), "qrow");
+    const diRow = c.H ? k.let(diAt(c, rf.add(r), row), "dirow") : row;
+    const broadcast = (value: Expr, name: string) => {
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      for (let e = 0; e < 8; e++) st.store(rowOff.add(e), value);
+      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+      return k.var(tC, st.cmLoad(tC, stOff, CM, "row"), name);
+    };
+    lse2 = broadcast(o.L.load(row).mul(LOG2E), "lse2");
+    di = broadcast(o.Di.load(diRow), "dib");
+  } else {
+    const rows = c.threads / 2;
+    const qi = k.let(c.tid.rem(rows), "qi");
+    const row = k.let(bh.mul(c.T).add(q0).add(qi), "qrow");
+    k.if(c.tid.lt(rows), () => st.store(c.tid, o.L.load(row).mul(LOG2E)), () => st.store(c.tid, o.Di.load(diAt(c, q0.add(qi), row))));
+    k.barrier();
+    lse2 = k.var(tC, st.cmLoad(tC, sg.mul(CM), 0, "col"), "lse2");
+    di = k.var(tC, st.cmLoad(tC, sg.mul(CM).add(rows), 0, "col"), "dib");
+  }
+  const tri = causalTriangle(k, tC, c.idxC, "above");
+  const qa = rowFrags(c, o.Q, "q", rf, D, "qa");
+  const doa = rowFrags(c, o.dO, "o", rf, D, "doa");
+  const dq = Array.from({ length: D / CM }, (_, d) => k.var(tC, k.cmFill(tC, 0), `dq${d}`));
+  const s = k.var(tC, k.cmFill(tC, 0), "s"), dp = k.var(tC, k.cmFill(tC, 0), "dp");
+  const dsa = varPair(c, "dsa");
+  return { c, LD: D + 8, kTiles: o.kTiles, vTiles: o.vTiles, rf, lse2, di, tri, qa, doa, dq, s, dp, dsa };
+}
+
+/**
+ * Key fragment j of the tile at half `off` (keys from `k0` + 16 j) behind its mask test: skipped
+ * when every key comes after the subgroup's queries, the triangle added on the diagonal.
+ */
+export function dqMaskedFragment(x: DqRegs, k0: Expr, off: Expr, j: number): void {
+  const { k } = x.c;
+  const kf = k.let(k0.add(j * CM), "kf");
+  // keys kf..kf+15 against queries rf..rf+15: all masked when kf > rf
+  k.if(kf.le(x.rf), () => dqFragment(x, off, j, null, () => k.if(kf.eq(x.rf), () => x.s.set(x.s.get().add(x.tri.get())))));
+}
+
+/**
+ * Key fragment j of the tile at half `off`: S = Q K^T and dP = dO V^T, the diagonal hook, dS (on
+ * path `regs`, or behind the laneLayout branch when null), dQ += dS K.
+ */
+export function dqFragment(x: DqRegs, off: Expr, j: number, regs: boolean | null, diag: (() => void) | null): void {
+  const { c, LD } = x;
+  const { k } = c;
+  sAndDp(c, { aS: x.qa, bS: x.kTiles, aDp: x.doa, bDp: x.vTiles, at: off.add(j * CM * LD), LD }, x.s, x.dp);
+  if (diag) diag();
+  if (regs === null) pAndDs(c, x.s, x.dp, x.lse2, x.di, null, x.dsa);
+  else pAndDsOn(c, regs, x.s, x.dp, x.lse2, x.di, null, x.dsa);
+  for (let dn = 0; dn < x.dq.length; dn++) {
+    const kb = tileFrag(c, x.kTiles, off.add(j * CM * LD + dn * CM).div(8), LD / 8, "row");
+    x.dq[dn].set(mma(k, pairOf(x.dsa), kb, x.dq[dn].get()));
+  }
 }

@@ -1,7 +1,7 @@
 // Pieces the cooperative-matrix attention kernels share (forward: attention-cm-acc.ts, backward:
 // attention-cm-bwd.ts): element loops over a fragment, the accumulator/A lane-layout probe, the
-// causal triangle of a diagonal fragment, and the register-prefetched staging of [rows, D] f16
-// tiles into shared memory.
+// causal triangle of a diagonal fragment, the register-prefetched staging of [rows, D] f16
+// tiles into shared memory, and the loops that stream those tiles.
 import {
   f16, f32, floor, lit, select, toBf16,
   type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type Shared, type SharedView, type Var,
@@ -213,4 +213,70 @@ export function streamTiles(
     math(t, slot);
     k.barrier();
   });
+}
+
+/** The straight-line tile stream of the backward kernels (streamStraight). */
+export interface StraightStream {
+  /** `nt` tiles of `rows` rows from row `first`. */
+  nt: Expr; rows: number; first: Expr;
+  /** How many tiles hold the block's diagonal (they run with masks), and where: first (dK/dV: queries from the block's first key on) or last (dQ: keys up to the block's last query). */
+  masked: number; maskedAt: "first" | "last";
+  stages: 1 | 2;
+  /** laneLayout's regP: the branch-free loop is emitted once per P/dS path and chosen once. */
+  regP: Expr;
+  fetch(row0: Expr): void;
+  put(slot: Expr): void;
+  /** Tile t on stage `slot`: with masks (`regs` null) or branch-free on that P/dS path, calling `mid` (two stages: the next tile's stores) halfway. */
+  math(t: Expr, slot: Expr, regs: boolean | null, mid: (() => void) | null): void;
+}
+
+/**
+ * Streams tiles so that only the `masked` tiles holding the block's diagonal carry branches; the
+ * rest run in a loop with none (the P/dS path chosen outside it, the next tile's loads clamped to
+ * the last tile, which the last iteration loads again, instead of guarded). One stage: a tile is
+ * stored from the registers, a barrier, the next one loaded into registers, the math, a barrier
+ * (diagonal first: tile 0 is stored before the loop; diagonal last: every iteration stores its
+ * own tile, so the branch-free loop needs no first-iteration test). Two stages: the next tile is
+ * stored into the other stage halfway through the branch-free math (after the masked math), and
+ * one barrier ends each tile.
+ */
+export function streamStraight(k: KernelBuilder, o: StraightStream): void {
+  const P = o.masked;
+  const last = k.let(o.nt.sub(1), "last");
+  const fetchNext = (t: Expr) => o.fetch(o.first.add(t.add(1).min(last).mul(o.rows)));
+  const u0 = lit("u32", 0);
+  const two = o.stages === 2;
+  const head = o.maskedAt === "first";
+  const slotOf = (t: Expr) => (two ? k.let(t.band(1), "slot") : u0);
+  const stage = () => {
+    o.put(u0);
+    k.barrier();
+  };
+  o.fetch(o.first);
+  if (two || head) stage();
+  const masked = (lo: Expr, hi: Expr) => k.for(lo, hi, (t) => {
+    if (!two && !head) stage();
+    else if (!two && P > 1) k.if(t.gt(0), stage);
+    const slot = slotOf(t);
+    fetchNext(t);
+    o.math(t, slot, null, null);
+    if (two) o.put(slot.bxor(1));
+    k.barrier();
+  });
+  const straight = (lo: Expr, hi: Expr, regs: boolean) => k.for(lo, hi, (t) => {
+    if (!two) stage();
+    const slot = slotOf(t);
+    fetchNext(t);
+    o.math(t, slot, regs, two ? () => o.put(slot.bxor(1)) : null);
+    k.barrier();
+  });
+  const branchFree = (lo: Expr, hi: Expr) => k.if(o.regP, () => straight(lo, hi, true), () => straight(lo, hi, false));
+  if (head) {
+    masked(u0, lit("u32", P));
+    branchFree(lit("u32", P), o.nt);
+    return;
+  }
+  const split = k.let(o.nt.sub(P), "nstraight");
+  branchFree(u0, split);
+  masked(split, o.nt);
 }
