@@ -530,11 +530,13 @@ export class GPT {
       return dyOp;
     };
     const dropCopy = (dy: TensorData, dyOp: TensorData) => this.free(dyOp === dy ? null : dyOp);
-    // dy -> dx of a linear layer (f32); records dW and db. dy stays the caller's; dy16 (its f16
-    // copy, or null) is released here.
-    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string, dy16: TensorData | null = null): TensorData => {
+    // dy -> dx of a linear layer (f32; with `raw` the product as it is: f16 under matmul16, for a
+    // consumer that reads f16, which f32 and back would only copy); records dW and db. dy stays the
+    // caller's; dy16 (its f16 copy, or null) is released here.
+    const lin = (dy: TensorData, x: TensorData, W: TensorData, name: string, dy16: TensorData | null = null, raw = false): TensorData => {
       const dyOp = weightGrads(dy, x, name, dy16);
-      const dx = this.f32Owned(Bk.matmul(dyOp, this.weight(W)));
+      const product = Bk.matmul(dyOp, this.weight(W));
+      const dx = raw ? product : this.f32Owned(product);
       dropCopy(dy, dyOp);
       return dx;
     };
@@ -571,24 +573,24 @@ export class GPT {
     const dx1 = fl ? ln2.dx : Bk.add(dout, ln2.dx);
     if (!fl) this.free(ln2.dx);
     const da = c.m1 ? Bk.mul(dx1, c.m1) : dx1;
-    const dy = lin(da, c.y, w.projW, pre + "attn.c_proj", ln2.dx16);
+    // Under matmul16 Q, K, V and O are f16 (forward) and dO joins them, so the backward runs on
+    // tensor cores (HELIOS_ATTN_BWD): dO is the projection's f16 product as it is, and the f16
+    // dqkv feeds the qkv layer's products and bias sum as it is (no f32 round trip: f16 -> f32 ->
+    // f16 is exact, so this only drops two copies per block).
+    const dyA = lin(da, c.y, w.projW, pre + "attn.c_proj", ln2.dx16, this.matmul16);
     // (with the fused head layout y is O, which attention backward still reads)
     saved(c.y === c.O ? null : c.y, c.m1);
     if (da !== dx1) this.free(da);
-    // Under matmul16 Q, K, V and O are f16 (forward) and dO joins them, so the backward runs on
-    // tensor cores (HELIOS_ATTN_BWD); its f16 gradients come back to f32 in dqkv.
-    const dyA = this.matmul16 ? Bk.castDtype!(dy, "f16") : dy;
-    const done = () => this.free(dy, dyA === dy ? null : dyA);
     let dqkv: TensorData;
     if (this.heads) {
-      dqkv = this.f32Owned(this.attendRowsBackward(c, dyA, T, scale));
-      done();
+      dqkv = this.attendRowsBackward(c, dyA, T, scale);
+      this.free(dyA);
     } else {
       const dO = this.toHeads(c.scope, dyA, nb, T);
-      done();
-      dqkv = this.f32Owned(this.attendHeadsBackward(c, dO, nb, T, scale));
+      this.free(dyA);
+      dqkv = this.attendHeadsBackward(c, dO, nb, T, scale);
     }
-    const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn");
+    const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn", this.matmul16 ? dqkv : null);
     saved(c.h1);
     this.free(dqkv);
     const ln1 = this.lnBackward(c.x, w.ln1w, dh1, fl ? dx1 : null, fl && copy);
