@@ -1,12 +1,14 @@
 // The cooperative-matrix flash attention backward run by the kernel interpreter against float64
-// attention gradients: lavapipe has no cooperative matrices, so this is where the dQ kernel's
-// tiling, causal masks (skipped fragments, diagonal triangles), broadcast lse / Di matrices, both
-// P/dS conversions and the block order are checked, in both tensor layouts ([BH, T, D] and the rows
+// attention gradients: lavapipe has no cooperative matrices, so this is where the f16 dQ kernel's
+// (`_w4_s1_sl`: straight-line key tiles, the diagonal tile last) tiling, causal masks (skipped
+// fragments, diagonal triangles), broadcast lse / Di matrices, both P/dS conversions and the block
+// order are checked on every BWD_CASES problem (T 64..256, 64 and 192 not multiples of 128; D 16,
+// 32, 48, 64; softCap; the shared P/dS path), in both tensor layouts ([BH, T, D] and the rows
 // layout: q, k, v packed in one [B*T, 3*H*D] tensor or three, dO [B*T, H*D], di [B*T, H]); then
-// HeliosBackend's backward on a cooperative-matrix device, which runs the dQ kernel and the dK/dV
-// form pickFlashBwdDkDv chooses (the dK/dV forms themselves: attention-cm-bwd-kv.test.ts). Every
-// description also goes through the native validator and assembler when the addon is built
-// (InterpRuntime.compileKernel).
+// HeliosBackend's backward on a cooperative-matrix device, which runs that dQ kernel and the dK/dV
+// form pickFlashBwdDkDv chooses (the dK/dV forms themselves: attention-cm-bwd-kv.test.ts; the
+// split f32 dQ kernel: attention-cm-x3.test.ts). Every description also goes through the native
+// validator and assembler when the addon is built (InterpRuntime.compileKernel).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { InterpRuntime } from "./support/interp-runtime.js";
@@ -39,6 +41,12 @@ for (const c of BWD_CASES) {
   test(`flash backward dQ on cooperative matrices ${JSON.stringify(c)} matches float64 gradients (interpreter)`, () => check(c));
 }
 
+test("the dQ kernel is named by its form: sl for f16, x3 (split) for f32", () => {
+  assert.equal(flashBwdDqCmKernel({ D: 64 }).name, "flash_bwd_dq_cm_f16_d64_w4_s1_sl");
+  assert.equal(flashBwdDqCmKernel({ D: 16, pShared: true, softCap: true, layout: "rows" }).name, "flash_bwd_dq_cm_f16_d16_w4_s1_sl_psh_cap_rows");
+  assert.equal(flashBwdDqCmKernel({ D: 64, split: true, layout: "rows" }).name, "flash_bwd_dq_cm_x3_d64_s1_rows");
+});
+
 test("the dQ kernel applies to f16 and (split) f32, T % 64 == 0, D % 16 == 0 (<= 64), 32-wide subgroups", () => {
   const dev = { coopMatSupported: true, subgroupSize: 32, maxSharedMemoryBytes: 48 * 1024 };
   assert.equal(flashBwdDqCmApplies(dev, "f16", 1024, 64), true);
@@ -60,7 +68,7 @@ test("the dQ kernel applies to f16 and (split) f32, T % 64 == 0, D % 16 == 0 (<=
 const DKDV_TAG: [number, string][] = [[64, "w4_s1_sl"], [128, "w8_s2_rv0_sl"]];
 
 for (const [T, tag] of DKDV_TAG) {
-  test(`flashAttentionBackward runs the tensor-core flash kernels on a cooperative-matrix device and matches float64 (HELIOS_ATTN_BWD=auto, T=${T}: dK/dV ${tag})`, () => {
+  test(`flashAttentionBackward runs the tensor-core flash kernels on a cooperative-matrix device and matches float64 (HELIOS_ATTN_BWD=auto, T=${T}: dQ sl, dK/dV ${tag})`, () => {
     const [bh, D] = [2, 32];
     const rng = new Rng(977 + T);
     const [q, k, v, dO] = [0, 1, 2, 3].map(() => randTensor(rng, [bh, T, D], "f16"));
@@ -77,7 +85,7 @@ for (const [T, tag] of DKDV_TAG) {
       assert.ok(worst < 1.5e-2, `${name}: max abs error ${worst}`);
     }
     const ran = rt.labels.filter((l) => l.startsWith("flash_bwd") || l.startsWith("attn_") || l.startsWith("mm_"));
-    assert.deepEqual(ran, ["attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_s1", `flash_bwd_dkdv_cm_f16_d32_${tag}`]);
+    assert.deepEqual(ran, ["attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_w4_s1_sl", `flash_bwd_dkdv_cm_f16_d32_${tag}`]);
   });
 }
 
@@ -97,7 +105,7 @@ for (const [T, tag] of DKDV_TAG) {
     assert.ok(e < 1.5e-2, `dQKV: max abs error ${e}`);
     assert.deepEqual(rt.labels, [
       "flash_fwd_cmacc_f16_d32_w4_s1_r1_k64_v128_skip_lpt_rows",
-      "attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_s1_rows", `flash_bwd_dkdv_cm_f16_d32_${tag}_rows`,
+      "attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_w4_s1_sl_rows", `flash_bwd_dkdv_cm_f16_d32_${tag}_rows`,
     ]);
   });
 }

@@ -15,13 +15,6 @@
 // [B*T, 3*H*D] tensor with H = --heads (B = BH / H; the gate's small cases take one batch row),
 // O and dO [B*T, H*D], dQKV [B*T, 3*H*D]; the _rows kernels (the dense path adds head copies).
 //
-// The dQ kernel race (issue 27; bench/flash-dq-race.ts has the protocol):
-//   node dist/bench/flash-bwd.js --dq-variants=all [--layouts=bhtd,rows] [--bh=192] [--t=1024] [--d=64]
-//                                [--heads=12] [--iters=20] [--warm-ms=500] [--torch=0] [--out=FILE]
-// times the shipped flash_bwd_dq_cm ("current") and every candidate of lab/flash-bwd-dq.ts (or
-// --dq-variants=name,name) in the bhtd layout and the trainer's rows layout, each first gated
-// against float64 and compared with current's dQ; the shipped dK/dV kernel beside; f16 only.
-//
 // Timing (bench/ops' protocol): Q/K/V/dO in the dtype, causal, scale 1/sqrt(D), O and lse from
 // the backend's forward; `iters` calls recorded back to back (each result released, so buffers
 // are reused as in training), one warm-up repetition, 400 ms of sustained load, then 3 profiled
@@ -38,7 +31,6 @@ import { f16BitsToF32 } from "../ts/f16.js";
 import { ProfilingRuntime, summarize, warmFor } from "./profiling.js";
 import { attnErrors, naive, naiveBackward, torchEventsMs } from "./flash-check.js";
 import type { AttentionLayout } from "../ts/ops/attention.js";
-import { dqRace, type RaceLayout } from "./flash-dq-race.js";
 
 function arg(name: string, dflt: string): string {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -212,17 +204,4 @@ function main(): number {
   return failed ? 1 : 0;
 }
 
-const dqVariants = arg("dq-variants", "");
-if (dqVariants) {
-  if (dtype !== "f16") throw new Error("bench/flash-bwd: --dq-variants races the f16 dQ kernels (--dtype=f16)");
-  const layouts = arg("layouts", "bhtd,rows").split(",") as RaceLayout[];
-  for (const l of layouts) if (l !== "bhtd" && l !== "rows") throw new Error(`bench/flash-bwd: --layouts=${l}: expected bhtd and/or rows`);
-  // registers and spills of each kernel (read by the driver when the device opens)
-  process.env.HELIOS_PIPELINE_STATS ??= "1";
-  process.exitCode = dqRace({
-    variants: dqVariants.split(","), layouts, bh: BH, t: T, d: D, heads: HEADS, iters, warmMs: Number(arg("warm-ms", "500")),
-    out: arg("out", "bench/flash-dq-variants.json"), torchBwd: () => (useTorch ? torchMs(false) : "PyTorch reference skipped (--torch=0)"),
-  });
-} else {
-  process.exitCode = main();
-}
+process.exitCode = main();

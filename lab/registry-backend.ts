@@ -14,7 +14,6 @@ import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../ts/kernels/attention-cm-bwd-kv.js";
-import { DQ_CANDIDATES, dqKernel } from "./flash-bwd-dq.js";
 import { FWD_CANDIDATES, fwdKernel } from "./flash-fwd-variants.js";
 import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel, lnDxTag, type LnDxOpts } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
@@ -201,14 +200,6 @@ export function backendVariants(): KernelVariant[] {
       const kv = { D, pShared, softCap, form, ...lv };
       const name = flashBwdDkDvCmKernel(kv).name.replace(/^flash_bwd_dkdv_cm_(f16_)?/, "");
       v.push({ id: `backend/flash_bwd_dkdv_cm/${name}`, needs: ["coopmat", form === "x3" ? "bf16" : "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(kv) });
-    }
-  }
-  // the lab dQ candidates (lab/flash-bwd-dq.ts; f16), until their race decides
-  for (const D of [16, 32, 64]) for (const softCap of [false, true]) for (const pShared of [false, true]) for (const layout of ["bhtd", "rows"] as const) {
-    for (const c of DQ_CANDIDATES.filter((x) => x.shape)) {
-      const bv = { D, pShared, softCap, ...(layout === "rows" ? { layout } : {}) };
-      const name = dqKernel(c, bv).name.replace(/^flash_bwd_dq_cm_f16_/, "");
-      v.push({ id: `backend/flash_bwd_dq_cm/${name}`, needs: ["coopmat", "f16", "subgroup"], build: () => dqKernel(c, bv) });
     }
   }
   // the split form's operands: f32 -> bf16 [hi | lo] (ts/ops/attention.ts splitHiLo)

@@ -18,7 +18,9 @@
 // and V fragments per subgroup). The other side streams through shared memory in 64-row tiles, one
 // stage with a register prefetch (two barriers per tile: one stage fits 48 KiB at D = 64), 128-bit
 // copies. Longest blocks first across all heads (the last query block for dQ, the first key block
-// for dKdV), as in the forward's `lpt`.
+// for dKdV), as in the forward's `lpt`. The f16 dQ kernel (`_w4_s1_sl`) runs the key tiles before
+// the block's diagonal tile straight (no mask or P/dS-path branch per fragment) and the diagonal
+// tile last; the split one (`x3`, 32-row tiles) tests every fragment.
 // Row values (lse and Di per query) enter the element-wise math as broadcast matrices: a 16x16
 // accumulator whose (r, c) element is the value of query r (dQ: built once per subgroup) or of
 // query c (dKdV). dS and P become A operands in registers where the accumulator and A layouts
@@ -41,7 +43,7 @@ import { faPush, headRows, layoutTag, rowsPush, type HeadLayout, type HeadRows }
 import type { FlashDevice } from "./attention-variants.js";
 import { safeTanh } from "./common.js";
 import {
-  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma as mma, streamTiles, tileStager,
+  CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma as mma, streamStraight, streamTiles, tileStager,
   type HalfType, type Pair,
 } from "./attention-cm-parts.js";
 
@@ -84,7 +86,7 @@ export function flashBwdDqCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "split"
   return parts * 2 * tileRows(v) * (v.D + 8) * 2 + NSG * 256 * 4 + NSG * 256 * 2;
 }
 
-/** The name tail of the one-stage kernels (the dQ kernel and the split dK/dV kernel): dtype, D, options, layout. */
+/** The name tail of the split (x3) dQ and dK/dV kernels: dtype, D, options, layout. */
 export function kernelSuffix(v: FlashBwdCmVariant): string {
   return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
@@ -305,19 +307,59 @@ export function pairStager(
   return { fetch: (row0: Expr) => all.forEach((x) => x.fetch(row0)), put: (slot: Expr) => all.forEach((x) => x.put(slot)) };
 }
 
+/** The dQ kernel of the problem options `v`: the straight-line f16 kernel, or the split (x3) kernel for f32. */
 export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
+  return v.split ? dqSplitKernel(v) : dqStraightKernel(v);
+}
+
+/**
+ * f16 (`_w4_s1_sl`): the key tiles before the ones holding the block's diagonal run in a loop with no
+ * branch (the P/dS path chosen once outside it, the next tile's loads clamped), the last ROWS / TR
+ * tiles (the diagonal) after them behind each fragment's mask test (attention-cm-parts
+ * streamStraight, maskedAt "last"): key order is kept, so dQ's f32 sums run in the order of the
+ * split kernel's per-fragment stream (bench/FLASH_NOTES.md, the dQ race).
+ */
+function dqStraightKernel(v: FlashBwdCmVariant): KernelDesc {
+  const { D } = v;
+  const LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD;
+  const name = `flash_bwd_dq_cm_f16_d${D}_w${NSG}_s1_sl${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
+  const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(name, v, ["dq"]);
+  const { k, rank } = c;
+  const Ks = k.shared("Ks", "u32x4", TILE / 8), Vs = k.shared("Vs", "u32x4", TILE / 8);
+  const q0 = k.let(nblk.sub(1).sub(rank).mul(ROWS), "q0");
+  const x = dqRegisters(c, { Q, dO, L, Di, q0, D, kTiles: [Ks], vTiles: [Vs] });
+  const { fetch, put } = pairStager(c, [K, V], ["k", "v"], [Ks, Vs], null, D, LD, TR);
+  // key tiles up to the block's last query; the last ROWS / TR hold its diagonal
+  const nt = k.let(q0.div(TR).add(ROWS / TR), "nt");
+  streamStraight(k, {
+    nt, rows: TR, first: lit("u32", 0), masked: ROWS / TR, maskedAt: "last", stages: 1, regP: c.regP, fetch, put,
+    math: (t, slot, regs) => {
+      const off = k.let(slot.mul(TILE), "kvoff");
+      if (regs === null) {
+        const k0 = k.let(t.mul(TR), "k0");
+        for (let j = 0; j < TR / CM; j++) dqMaskedFragment(x, k0, off, j);
+        return;
+      }
+      for (let j = 0; j < TR / CM; j++) dqFragment(x, off, j, regs, null);
+    },
+  });
+  storeScaled(c, x.dq, c.scale, dQ, "q", x.rf, D);
+  return k.finish();
+}
+
+/** f32 (x3, `_s1`): hi/lo tiles of 32 keys, every fragment behind its mask test and the P/dS-path branch. */
+function dqSplitKernel(v: FlashBwdCmVariant): KernelDesc {
   const { D } = v;
   const LD = D + 8, ROWS = FLASH_BWD_CM_ROWS, TR = tileRows(v), TILE = TR * LD;
   const { common: c, Q, K, V, dO, L, Di, outs: [dQ], nblk } = begin(`flash_bwd_dq_cm_${kernelSuffix(v)}`, v, ["dq"]);
   const { k, rank } = c;
   const tile = (name: string) => k.shared(name, "u32x4", TILE / 8);
-  const Ks = tile("Ks"), Vs = tile("Vs");
-  const KsL = c.split ? tile("KsL") : null, VsL = c.split ? tile("VsL") : null;
+  const Ks = tile("Ks"), Vs = tile("Vs"), KsL = tile("KsL"), VsL = tile("VsL");
   const q0 = k.let(nblk.sub(1).sub(rank).mul(ROWS), "q0");
-  const x = dqRegisters(c, { Q, dO, L, Di, q0, D, kTiles: KsL ? [Ks, KsL] : [Ks], vTiles: VsL ? [Vs, VsL] : [Vs], rowv: "tiles" });
-  const { fetch, put } = pairStager(c, [K, V], ["k", "v"], [Ks, Vs], KsL && VsL ? [KsL, VsL] : null, D, LD, TR);
+  const x = dqRegisters(c, { Q, dO, L, Di, q0, D, kTiles: [Ks, KsL], vTiles: [Vs, VsL] });
+  const { fetch, put } = pairStager(c, [K, V], ["k", "v"], [Ks, Vs], [KsL, VsL], D, LD, TR);
   // key tiles up to the one holding the block's last query
-  const nt = k.let(TR === ROWS ? q0.div(ROWS).add(1) : q0.add(ROWS).div(TR), "nt");
+  const nt = k.let(q0.add(ROWS).div(TR), "nt");
   streamTiles(k, nt, TR, lit("u32", 0), fetch, put, (t, slot) => {
     const k0 = k.let(t.mul(TR), "k0");
     const off = k.let(slot.mul(TILE), "kvoff");
@@ -328,7 +370,7 @@ export function flashBwdDqCmKernel(v: FlashBwdCmVariant): KernelDesc {
 }
 
 /** A dQ kernel's per-subgroup state (dqRegisters) and the staged K and V tiles (hi and, when split, lo). */
-export interface DqRegs {
+interface DqRegs {
   c: Common;
   LD: number;
   kTiles: Shared[]; vTiles: Shared[];
@@ -342,41 +384,27 @@ export interface DqRegs {
 
 /**
  * The subgroup's 16 queries from `q0` + 16 sg: lse (log2 units) and Di as broadcast matrices
- * (element (r, c) = query r's value), built once — "tiles": each subgroup writes 16x16 tiles into
- * its 256 floats of `st`; "stride0": thread t < rows stores lse2 of query q0 + t and thread rows + t
- * its Di into the first 2 rows floats of `st` (free after the lane-layout probe; rows = threads /
- * 2), read by column-major loads with stride 0 — then the diagonal's triangle, the Q and dO
- * fragments and zeroed dQ accumulators.
+ * (element (r, c) = query r's value; each subgroup writes 16x16 tiles into its 256 floats of `st`),
+ * built once, then the diagonal's triangle, the Q and dO fragments and zeroed dQ accumulators.
  */
-export function dqRegisters(
-  c: Common, o: { Q: Buffer; dO: Buffer; L: Buffer; Di: Buffer; q0: Expr; D: number; kTiles: Shared[]; vTiles: Shared[]; rowv: "tiles" | "stride0" },
+function dqRegisters(
+  c: Common, o: { Q: Buffer; dO: Buffer; L: Buffer; Di: Buffer; q0: Expr; D: number; kTiles: Shared[]; vTiles: Shared[] },
 ): DqRegs {
   const { k, tC, sg, lane, bh, st, stOff } = c;
   const { q0, D } = o;
   const rf = k.let(q0.add(sg.mul(CM)), "rf");
-  let lse2: Var, di: Var;
-  if (o.rowv === "tiles") {
-    const r = k.let(lane.shr(1), "r");
-    const rowOff = k.let(stOff.add(r.mul(CM)).add(lane.band(1).mul(8)), "rowoff");
-    const row = k.let(bh.mul(c.T).add(rf).add(r), "qrow");
-    const diRow = c.H ? k.let(diAt(c, rf.add(r), row), "dirow") : row;
-    const broadcast = (value: Expr, name: string) => {
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      for (let e = 0; e < 8; e++) st.store(rowOff.add(e), value);
-      k.barrier({ scope: "subgroup", mem: ["workgroup"] });
-      return k.var(tC, st.cmLoad(tC, stOff, CM, "row"), name);
-    };
-    lse2 = broadcast(o.L.load(row).mul(LOG2E), "lse2");
-    di = broadcast(o.Di.load(diRow), "dib");
-  } else {
-    const rows = c.threads / 2;
-    const qi = k.let(c.tid.rem(rows), "qi");
-    const row = k.let(bh.mul(c.T).add(q0).add(qi), "qrow");
-    k.if(c.tid.lt(rows), () => st.store(c.tid, o.L.load(row).mul(LOG2E)), () => st.store(c.tid, o.Di.load(diAt(c, q0.add(qi), row))));
-    k.barrier();
-    lse2 = k.var(tC, st.cmLoad(tC, sg.mul(CM), 0, "col"), "lse2");
-    di = k.var(tC, st.cmLoad(tC, sg.mul(CM).add(rows), 0, "col"), "dib");
-  }
+  const r = k.let(lane.shr(1), "r");
+  const rowOff = k.let(stOff.add(r.mul(CM)).add(lane.band(1).mul(8)), "rowoff");
+  const row = k.let(bh.mul(c.T).add(rf).add(r), "qrow");
+  const diRow = c.H ? k.let(diAt(c, rf.add(r), row), "dirow") : row;
+  const broadcast = (value: Expr, name: string) => {
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    for (let e = 0; e < 8; e++) st.store(rowOff.add(e), value);
+    k.barrier({ scope: "subgroup", mem: ["workgroup"] });
+    return k.var(tC, st.cmLoad(tC, stOff, CM, "row"), name);
+  };
+  const lse2 = broadcast(o.L.load(row).mul(LOG2E), "lse2");
+  const di = broadcast(o.Di.load(diRow), "dib");
   const tri = causalTriangle(k, tC, c.idxC, "above");
   const qa = rowFrags(c, o.Q, "q", rf, D, "qa");
   const doa = rowFrags(c, o.dO, "o", rf, D, "doa");
@@ -390,7 +418,7 @@ export function dqRegisters(
  * Key fragment j of the tile at half `off` (keys from `k0` + 16 j) behind its mask test: skipped
  * when every key comes after the subgroup's queries, the triangle added on the diagonal.
  */
-export function dqMaskedFragment(x: DqRegs, k0: Expr, off: Expr, j: number): void {
+function dqMaskedFragment(x: DqRegs, k0: Expr, off: Expr, j: number): void {
   const { k } = x.c;
   const kf = k.let(k0.add(j * CM), "kf");
   // keys kf..kf+15 against queries rf..rf+15: all masked when kf > rf
@@ -401,7 +429,7 @@ export function dqMaskedFragment(x: DqRegs, k0: Expr, off: Expr, j: number): voi
  * Key fragment j of the tile at half `off`: S = Q K^T and dP = dO V^T, the diagonal hook, dS (on
  * path `regs`, or behind the laneLayout branch when null), dQ += dS K.
  */
-export function dqFragment(x: DqRegs, off: Expr, j: number, regs: boolean | null, diag: (() => void) | null): void {
+function dqFragment(x: DqRegs, off: Expr, j: number, regs: boolean | null, diag: (() => void) | null): void {
   const { c, LD } = x;
   const { k } = c;
   sAndDp(c, { aS: x.qa, bS: x.kTiles, aDp: x.doa, bDp: x.vTiles, at: off.add(j * CM * LD), LD }, x.s, x.dp);
