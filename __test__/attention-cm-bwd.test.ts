@@ -104,7 +104,7 @@ for (const [T, tag] of DKDV_TAG) {
     const e = worst(fromF16Array(g.dQ.data as Uint16Array), dQKV);
     assert.ok(e < 1.5e-2, `dQKV: max abs error ${e}`);
     assert.deepEqual(rt.labels, [
-      "flash_fwd_cmacc_f16_d32_w4_s1_r1_k64_v128_skip_lpt_rows",
+      "flash_fwd_cmacc_f16_d32_w4_s1_sl_rows",
       "attn_rowdot_f16_l8", "flash_bwd_dq_cm_f16_d32_w4_s1_sl_rows", `flash_bwd_dkdv_cm_f16_d32_${tag}_rows`,
     ]);
   });

@@ -149,9 +149,9 @@ test("the x3 kernels apply to f32 only, within 48 KiB; auto picks them for f32 o
   assert.ok(!flashCmAccApplies({ ...dev, maxSharedMemoryBytes: 32 * 1024 }, { ...fw, bc: 64 }, "f32", 1024), "64-key hi/lo tiles exceed 32 KiB");
   assert.equal(pickFlashFwd("auto", dev, "f32", 1024, 64).name, "x3-w8s1-k32x");
   assert.equal(pickFlashFwd("auto", dev, "f32", 64, 64).name, "x3-w4s1-k32x", "T=64 is not a multiple of 8 subgroups' 128 rows");
-  assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1-x");
+  assert.equal(pickFlashFwd("auto", dev, "f16", 1024, 64).name, "acc-w4s1-sl");
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f32", 1024, 64).name, "simt");
-  assert.equal(pickFlashFwd("x3-w4s1-k32x", dev, "f16", 1024, 64).name, "acc-w4s1-x", "an x3 kernel named for f16 falls back in auto order");
+  assert.equal(pickFlashFwd("x3-w4s1-k32x", dev, "f16", 1024, 64).name, "acc-w4s1-sl", "an x3 kernel named for f16 falls back in auto order");
   assert.ok(flashBwdDqCmApplies(dev, "f32", 1024, 64));
   assert.equal(pickFlashBwdDkDv(dev, "f32", 1024, 64), "x3");
   assert.equal(pickFlashBwdDkDv(dev, "f32", 64, 16), "x3");

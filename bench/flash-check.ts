@@ -11,7 +11,7 @@ import { Mulberry32 } from "../ts/random.js";
 import { torchEventsBatch } from "./torch.js";
 
 /** Uniform in [-2, 2), rounded to f16 bits. */
-export function randHalves(n: number, seed: number): Uint16Array {
+function randHalves(n: number, seed: number): Uint16Array {
   const rng = new Mulberry32(seed);
   return Uint16Array.from({ length: n }, () => f16Bits(-2 + 4 * rng.next()));
 }
@@ -84,17 +84,6 @@ export function naiveBackward(q: Float64Array, k: Float64Array, v: Float64Array,
   return { dq, dk, dv };
 }
 
-/** Part `part` (0 q, 1 k, 2 v) of rows-layout values [B*T, W] (H heads side by side, B = bh / H) as [BH, T, D]. */
-export function rowsToHeads(x: ArrayLike<number>, p: { bh: number; t: number; d: number; H: number }, part: number): Float64Array {
-  const { bh, t, d, H } = p;
-  const W = x.length / ((bh / H) * t), out = new Float64Array(bh * t * d);
-  for (let b = 0; b < bh / H; b++) for (let h = 0; h < H; h++) for (let i = 0; i < t; i++) {
-    const src = (b * t + i) * W + part * H * d + h * d, dst = ((b * H + h) * t + i) * d;
-    for (let e = 0; e < d; e++) out[dst + e] = x[src + e];
-  }
-  return out;
-}
-
 /**
  * Errors of `got` against `want`: the largest absolute error relative to max(1, largest |want|)
  * (a non-finite value counts as infinite), and the relative Frobenius-norm error.
@@ -156,13 +145,6 @@ export function flashGate(rt: MatmulRuntime, name: FlashKernelName, p: Problem):
   } finally {
     s.free();
   }
-}
-
-/** PyTorch sdpa's causal f16 forward on [1, bh, t, d] (bench/flash, its forward race): median ms per call, or why none. */
-export function torchSdpaFwdMs(p: { bh: number; t: number; d: number }, iters: number, repeats: number) {
-  return torchEventsMs(
-    `q=torch.randn(1,${p.bh},${p.t},${p.d},device=d,dtype=torch.float16);k=torch.randn_like(q);v=torch.randn_like(q)
-f=lambda: torch.nn.functional.scaled_dot_product_attention(q,k,v,is_causal=True)`, iters, repeats);
 }
 
 /** One subgroup writes, per lane, its acc f32 then its A f16 elements of 16r + c index matrices (64 floats per lane, after the two lengths). */

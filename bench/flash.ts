@@ -6,14 +6,6 @@
 //   node dist/bench/flash.js [--bh=96] [--t=1024] [--d=64] [--iters=30] [--variants=a,b]
 //                            [--out=bench/flash.json] [--torch=0]
 //
-// The forward candidates' race (issue 27; bench/flash-fwd-race.ts has the protocol):
-//   node dist/bench/flash.js --fwd-variants=all [--layouts=bhtd,rows] [--bh=192] [--t=1024] [--d=64]
-//                            [--heads=12] [--iters=20] [--warm-ms=500] [--torch=0] [--out=FILE]
-// times the shipped acc-w4s1-x ("current") and every candidate of lab/flash-fwd-variants.ts (or
-// --fwd-variants=name,name) in the bhtd layout and the trainer's rows layout (packed qkv), each first
-// gated against float64 and compared with the current kernel's O and lse; f16 only. Its defaults
-// are the GPT-2 124M training shape (BH = 16 x 12), not the ones above.
-//
 // Timing: raw dispatches of the kernel (no backend), f16 Q/K/V uniform in [-2, 2], causal,
 // scale 1/sqrt(D); one warm-up batch, then 3 batches of `iters` dispatches with GPU timestamps;
 // the figure is the median per-dispatch time of the median batch. TFLOP/s counts the causal
@@ -23,8 +15,7 @@ import { writeFileSync } from "node:fs";
 import { FLASH_FWD, type FlashKernelName } from "../ts/kernels/attention-variants.js";
 import type { MatmulRuntime } from "../ts/kernels/matmul/device.js";
 import { nativeMatmulRuntime } from "./native-runtime.js";
-import { dispatchArgs, flashGate, setup, torchSdpaFwdMs, type Problem } from "./flash-check.js";
-import { raceForward, type RaceLayout } from "./flash-fwd-race.js";
+import { dispatchArgs, flashGate, setup, torchEventsMs, type Problem } from "./flash-check.js";
 
 function arg(name: string, dflt: string): string {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -62,7 +53,9 @@ function time(rt: MatmulRuntime, name: FlashKernelName, p: Problem): { ms: numbe
 }
 
 function torchMs(p: Problem): number | string {
-  const r = torchSdpaFwdMs(p, iters, REPEATS);
+  const r = torchEventsMs(
+    `q=torch.randn(1,${p.bh},${p.t},${p.d},device=d,dtype=torch.float16);k=torch.randn_like(q);v=torch.randn_like(q)
+f=lambda: torch.nn.functional.scaled_dot_product_attention(q,k,v,is_causal=True)`, iters, REPEATS);
   if (typeof r === "string") return r;
   torchMeta = { device: r.device, torch: r.torch };
   return r.ms;
@@ -125,25 +118,4 @@ async function main(): Promise<number> {
   return failed ? 1 : 0;
 }
 
-async function fwdRace(variants: string): Promise<number> {
-  const layouts = arg("layouts", "bhtd,rows").split(",") as RaceLayout[];
-  for (const l of layouts) if (l !== "bhtd" && l !== "rows") throw new Error(`bench/flash: --layouts=${l}: expected bhtd and/or rows`);
-  // registers and spills of each kernel (read by the driver when the device opens)
-  process.env.HELIOS_PIPELINE_STATS ??= "1";
-  const rt = await nativeMatmulRuntime();
-  rt.initDevice();
-  const p = { bh: Number(arg("bh", "192")), t: Number(arg("t", "1024")), d: Number(arg("d", "64")) };
-  const raceIters = Number(arg("iters", "20"));
-  return raceForward({
-    variants: variants.split(","), layouts, ...p, heads: Number(arg("heads", "12")), iters: raceIters, warmMs: Number(arg("warm-ms", "500")),
-    out: arg("out", "") || null, runtime: rt,
-    torchFwd: () => {
-      if (!useTorch) return "PyTorch reference skipped (--torch=0)";
-      const r = torchSdpaFwdMs(p, raceIters, REPEATS);
-      return typeof r === "string" ? r : r.ms;
-    },
-  }).code;
-}
-
-const fwdVariants = arg("fwd-variants", "");
-(fwdVariants ? fwdRace(fwdVariants) : main()).then((code) => { process.exitCode = code; }, (e) => { console.error(e); process.exitCode = 2; });
+main().then((code) => { process.exitCode = code; }, (e) => { console.error(e); process.exitCode = 2; });

@@ -12,9 +12,9 @@ import { reduceRowsKernel, reduceStridedKernel, softmaxRowsKernel, softmaxStride
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, softmaxRows4Kernel } from "../ts/kernels/rows4.js";
 import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
+import { flashFwdCmSlKernel } from "../ts/kernels/attention-cm-acc.js";
 import { flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../ts/kernels/attention-cm-bwd-kv.js";
-import { FWD_CANDIDATES, fwdKernel } from "./flash-fwd-variants.js";
 import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel, lnDxTag, type LnDxOpts } from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
@@ -177,14 +177,9 @@ export function backendVariants(): KernelVariant[] {
         v.push({ id: `backend/flash_fwd_cmacc/${name}`, needs: ["coopmat", "bf16", "subgroup"], build: () => c.build("f32", D, softCap, layout) });
       }
     }
-  }
-  // the forward candidates bench/flash --fwd-variants races (lab/flash-fwd-variants.ts): D 16/32/64,
-  // both layouts, soft-capped, the shared-memory P path
-  for (const c of FWD_CANDIDATES.filter((x) => x.shape)) {
-    for (const D of [16, 32, 64]) for (const softCap of [false, true]) for (const layout of ["bhtd", "rows"] as const) for (const pShared of [false, true]) {
-      const fo = { D, softCap, pShared, ...(layout === "rows" ? { layout } : {}) };
-      v.push({ id: `backend/flash_fwd_cmacc/${fwdKernel(c, fo).name.replace(/^flash_fwd_cmacc_f16_/, "")}`, needs: ["coopmat", "f16", "subgroup"], build: () => fwdKernel(c, fo) });
-    }
+    // the f16 kernel through the shared-memory P path (where the accumulator and A layouts differ)
+    const fo = { D, softCap, pShared: true, ...(layout === "rows" ? { layout } : {}) };
+    v.push({ id: `backend/flash_fwd_cmacc/${flashFwdCmSlKernel(fo).name.replace(/^flash_fwd_cmacc_f16_/, "")}`, needs: ["coopmat", "f16", "subgroup"], build: () => flashFwdCmSlKernel(fo) });
   }
   // the tensor-core flash backward: dQ and every dK/dV form (attention-cm-bwd-kv.ts), f16 and the
   // split (x3) form for f32, in both head layouts, soft-capped or not, also through the

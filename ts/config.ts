@@ -3,10 +3,10 @@
 
 /**
  * HELIOS_FLASH_VARIANT values (ts/kernels/attention-variants.ts): `auto` takes the first that
- * serves the problem in FLASH_AUTO order (f16: acc-w4s1-x, f32: x3-w8s1-k32x, x3-w4s1-k32x, then
+ * serves the problem in FLASH_AUTO order (f16: acc-w4s1-sl, f32: x3-w8s1-k32x, x3-w4s1-k32x, then
  * simt); a named variant that cannot serve it falls back the same way.
  */
-export const FLASH_VARIANTS = ["auto", "acc-w4s1-x", "x3-w8s1-k32x", "x3-w4s1-k32x", "simt"] as const;
+export const FLASH_VARIANTS = ["auto", "acc-w4s1-sl", "x3-w8s1-k32x", "x3-w4s1-k32x", "simt"] as const;
 export type FlashVariantName = (typeof FLASH_VARIANTS)[number];
 
 export interface HeliosConfig {

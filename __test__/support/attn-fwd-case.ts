@@ -1,6 +1,6 @@
-// One forward problem of the tensor-core flash attention tests (attention-cm.test.ts, the lab
-// candidates' attention-cm-fwd-variants.test.ts): seeded f16 inputs in either tensor layout, one
-// dispatch in the kernel interpreter, O and lse against float64 attention.
+// One forward problem of the tensor-core flash attention tests (attention-cm.test.ts): seeded f16
+// inputs in either tensor layout, one dispatch in the kernel interpreter, O and lse against float64
+// attention.
 import assert from "node:assert/strict";
 import { InterpRuntime } from "./interp-runtime.js";
 import { Rng, randTensor, sampleOf } from "../harness.js";

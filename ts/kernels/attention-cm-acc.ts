@@ -1,6 +1,19 @@
 // Causal flash attention forward on KHR cooperative matrices (16x16x16 f16 -> f32) with the
-// output kept in accumulators: flash_fwd's contract (bindings q, k, v, o, lse; FA_PUSH) for f16
-// tensors with D % 16 == 0, D <= 64, T % rows == 0, on 32-wide subgroups.
+// output kept in accumulators: flash_fwd's contract (bindings q, k, v, o, lse; FA_PUSH, or
+// FA_ROWS_PUSH in the rows layout) for tensors with D % 16 == 0, D <= 64, T % rows == 0, on
+// 32-wide subgroups. Two forms, one set of pieces (declare, kvStaging, tileMath, finish):
+// - f16 (flashFwdCmSlKernel, `_w4_s1_sl`): 4 subgroups, 64-key tiles, straight-line tiles: the
+//   q0 / 64 tiles wholly before the workgroup's first query row run in a loop with no branch but
+//   the lazy softmax's rescale test (no "does the subgroup see this tile" or "is it its diagonal"
+//   test, no mask test, the P path chosen once outside the loop, the next tile's loads unguarded:
+//   it always exists); then the tile holding the block's diagonal runs the per-subgroup body
+//   (skipped, masked or whole).
+// - f32 (flashFwdCmAccKernel, `x3`: q, k, v split into bf16 hi/lo, FlashCmAccVariant.split): every
+//   tile behind the per-subgroup tests (streamTiles), 4 or 8 subgroups, 32- or 64-key tiles. The
+//   straight-line form was built and raced for f16 only.
+// H200, causal f16, BH = 192, T = 1024, D = 64 (bench/FLASH_NOTES.md, session 21): the f16 form
+// 0.165 ms in the [BH, T, D] layout and 0.200 in the trainer's rows layout, the per-tile f16 kernel
+// it replaced 0.188 / 0.204 (O and lse the same bits); 8 subgroups sharing each K/V tile lost.
 //
 // Dispatch: [T / rows, BH] with rows = 16 * rb * nsg, 32 * nsg threads; the workgroups, numbered
 //   x-fastest, take query blocks from the last (the most key tiles) down, every head's before the
@@ -9,7 +22,8 @@
 //   from shared memory feeds one MMA per block.
 // Per tile of bc keys (64 or 32): K and V (f16, rows padded by 8 halves) staged in shared memory
 //   through 128-bit copies, one stage: the next tile is loaded into registers before the math and
-//   stored after the barrier that ends the math's reads (attention-cm-parts.ts streamTiles). On the
+//   stored after the barrier that ends the math's reads (streamTiles; the f16 form's loops stage
+//   the same way). On the
 //   subgroup's diagonal tile the S and P V products of fragments wholly above the diagonal are
 //   skipped. S = Q K^T is
 //   rb x bc/16 x D/16 products (Q fragments stay in registers); the softmax works on accumulator
@@ -34,6 +48,7 @@ import {
   type Buffer, type BufferView, type CoopMatType, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var,
 } from "../ir/index.js";
 import { safeTanh } from "./common.js";
+import type { FlashDevice } from "./attention-variants.js";
 import { FA_PUSH, faPush, headRows, layoutTag, rowsPush, type HeadLayout, type HeadRows } from "./attention.js";
 import {
   CM, accToOperands, causalTriangle, elements, laneLayout, splitElement, splitMma, streamTiles, tileStager, type HalfType,
@@ -62,6 +77,7 @@ export interface FlashCmAccVariant {
    * f32 attention at f32 accuracy (x3): q, k, v arrive split into bf16 high and low parts (one
    * binding each: the high parts of all heads, then the low parts; ts/ops/attention.ts splits),
    * every product runs as hi·hi + hi·lo + lo·hi (P split the same way in registers), and o is f32.
+   * flashFwdCmAccKernel builds this form only; f16 runs flashFwdCmSlKernel.
    */
   readonly split?: boolean;
   /** Where q, k, v and o are (attention.ts HeadLayout; default "bhtd"). Split: q, k, v's [hi | lo] halves each as long as the tensor. */
@@ -89,14 +105,31 @@ export function flashCmAccApplies(
     T % flashCmAccRows(v) === 0 && v.D % CM === 0 && v.D <= 64;
 }
 
-export function flashCmAccName(v: FlashCmAccVariant): string {
+function flashCmAccName(v: FlashCmAccVariant): string {
   // (one stage, 128-bit copies, masked fragments skipped, longest blocks first: `_s1`, `_v128_skip_lpt`)
-  return `flash_fwd_cmacc_${v.split ? "x3" : "f16"}_d${v.D}_w${v.nsg}_s1_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}_v128_skip_lpt${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
+  return `flash_fwd_cmacc_x3_d${v.D}_w${v.nsg}_s1_r${v.rb ?? 1}_k${v.bc ?? 64}${v.pShared ? "_psh" : ""}_v128_skip_lpt${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
+}
+
+/** The f16 kernel's options: its shape is fixed (4 subgroups, one row block each, 64-key tiles). */
+export type FlashCmSlVariant = Pick<FlashCmAccVariant, "D" | "softCap" | "pShared" | "layout">;
+
+const SL_SHAPE = { nsg: 4, rb: 1, bc: 64 } as const;
+
+/** Query rows per workgroup of the f16 kernel: dispatch [T / rows, BH, 1]. */
+export const FLASH_CM_SL_ROWS = flashCmAccRows(SL_SHAPE);
+
+/** Whether the f16 kernel serves the problem on this device (f16, T % 64 == 0, D % 16 == 0 up to 64, 24 KiB at D = 64). */
+export function flashCmSlApplies(info: FlashDevice, dtype: string, T: number, D: number): boolean {
+  return flashCmAccApplies(info, { ...SL_SHAPE, D }, dtype, T);
+}
+
+function flashCmSlName(o: FlashCmSlVariant): string {
+  return `flash_fwd_cmacc_f16_d${o.D}_w4_s1_sl${o.pShared ? "_psh" : ""}${o.softCap ? "_cap" : ""}${layoutTag(o.layout)}`;
 }
 
 
 /** What the parts of one forward kernel share: its shape, bindings, shared tiles, ids and per-subgroup state. */
-export interface Fa {
+interface Fa {
   k: KernelBuilder;
   v: FlashCmAccVariant;
   RB: number; BC: number; DC: number; LD: number; ROWS: number; THREADS: number; TILE: number;
@@ -123,8 +156,10 @@ export interface Fa {
   o: Var[][]; lsum: Var[]; mb: Var[]; mrow: Var[]; s: Var[][]; pa: Var[][]; paL: Var[][] | null;
 }
 
+/** The split (x3) kernel: f32 tensors as bf16 hi/lo parts, every tile behind the per-subgroup tests. */
 export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
-  const x = declare(v);
+  if (!v.split) throw new Error("flash_fwd_cmacc: the per-tile kernel is the split (x3) form; f16 runs flashFwdCmSlKernel");
+  const x = declare(v, flashCmAccName(v));
   const { k, BC, ROWS, TILE, RB, rf } = x;
   const { fetch, put } = kvStaging(x);
   const nt = k.let(x.q0.add(ROWS).div(BC), "nt");
@@ -140,11 +175,51 @@ export function flashFwdCmAccKernel(v: FlashCmAccVariant): KernelDesc {
   return k.finish();
 }
 
+/** The f16 kernel (the header): straight-line tiles before the block's diagonal. */
+export function flashFwdCmSlKernel(o: FlashCmSlVariant): KernelDesc {
+  const x = declare({ ...o, ...SL_SHAPE }, flashCmSlName(o));
+  const { k, BC, ROWS, TILE, rf } = x;
+  const { fetch, put } = kvStaging(x);
+  const u0 = lit("u32", 0);
+  // tiles up to the block's last row, and those wholly before its first row (every subgroup sees all their keys)
+  const nt = k.let(x.q0.add(ROWS).div(BC), "nt");
+  const nfull = k.let(x.q0.div(BC), "nfull");
+  // Tile t is in registers at the top of iteration t and stored there.
+  fetch(u0);
+  const top = () => {
+    put(u0);
+    k.barrier();
+  };
+  const straight = (regs: boolean) => {
+    k.for(u0, nfull, (t) => {
+      top();
+      fetch(t.add(1).mul(BC)); // t + 1 <= nfull < nt
+      const k0 = k.let(t.mul(BC), "k0");
+      tileMath(x, k0, u0.mul(TILE), false, { regs });
+      k.barrier();
+    });
+  };
+  k.if(x.regP, () => straight(true), () => straight(false));
+  // the tile holding the block's diagonal (ROWS == BC: one), with the per-subgroup body
+  k.for(nfull, nt, (t) => {
+    top();
+    const more = k.let(t.add(1).lt(nt), "more");
+    k.if(more, () => fetch(t.add(1).mul(BC)));
+    const k0 = k.let(t.mul(BC), "k0");
+    k.if(k0.le(rf.add(CM - 1)), () => {
+      k.if(k0.add(BC - 1).gt(rf), () => tileMath(x, k0, u0.mul(TILE), true), () => tileMath(x, k0, u0.mul(TILE), false));
+    });
+    k.barrier();
+  });
+  finish(x);
+  return k.finish();
+}
+
 /**
  * The K/V register prefetch: `fetch` loads the tile of keys from row0 on into registers (hi and lo
  * parts when split), `put` stores them into stage `slot` of the shared tiles.
  */
-export function kvStaging(x: Fa): { fetch: (row0: Expr) => void; put: (slot: Expr) => void } {
+function kvStaging(x: Fa): { fetch: (row0: Expr) => void; put: (slot: Expr) => void } {
   const { k, v, hr, loOff } = x;
   const stager = (off: Expr | null, dsts: [Shared, Shared]) => {
     const at = (e: Expr) => (off ? e.add(off) : e);
@@ -155,14 +230,11 @@ export function kvStaging(x: Fa): { fetch: (row0: Expr) => void; put: (slot: Exp
   return { fetch: (row0) => stagers.forEach((g) => g.fetch(row0)), put: (slot) => stagers.forEach((g) => g.put(slot)) };
 }
 
-/** What another form of the kernel (lab/flash-fwd-variants.ts) changes in `declare`: its name and the K/V stages. */
-export interface FwdForm { readonly name: string; readonly stages: 1 | 2 }
-
 /**
- * Bindings, push constants, shared tiles (`form.stages` K/V stages of TILE halves each, default
- * one), ids, the lane-layout probe and the subgroup's Q, O, l, M, S and P.
+ * Kernel `name`: bindings, push constants, shared tiles (one K/V stage of TILE halves), ids, the
+ * lane-layout probe and the subgroup's Q, O, l, M, S and P.
  */
-export function declare(v: FlashCmAccVariant, form?: FwdForm): Fa {
+function declare(v: FlashCmAccVariant, name: string): Fa {
   const { D, nsg } = v;
   const RB = v.rb ?? 1, BC = v.bc ?? 64, NF = BC / CM;
   if (D % CM !== 0 || D > 64) throw new Error(`flash_fwd_cmacc: D=${D} must be a multiple of 16, at most 64`);
@@ -177,14 +249,14 @@ export function declare(v: FlashCmAccVariant, form?: FwdForm): Fa {
   const tB: CoopMatType = coopmat("b", el, CM, CM);
   const tC: CoopMatType = coopmat("acc", "f32", CM, CM);
   const tC16: CoopMatType = coopmat("acc", "f16", CM, CM);
-  const k = kernel(form?.name ?? flashCmAccName(v), { workgroup: [THREADS] });
+  const k = kernel(name, { workgroup: [THREADS] });
   const Q = k.buffer("q", el, "read"), K = k.buffer("k", el, "read"), V = k.buffer("v", el, "read");
   const O = k.buffer("o", split ? f32 : f16, "write"), L = k.buffer("lse", f32, "write");
   const pc = k.push(faPush(v.layout));
   const Kg = K.as("u32", 4), Vg = V.as("u32", 4);
   // The tiles are u32x4 arrays (the IR loads fragments through an array's widest view); offsets
   // and strides are in halves and divided by VW at each use.
-  const tile = (name: string) => k.shared(name, "u32x4", ((form?.stages ?? 1) * TILE) / VW);
+  const tile = (tag: string) => k.shared(tag, "u32x4", TILE / VW);
   const KsV = tile("Ks"), VsV = tile("Vs");
   const KsLV = split ? tile("KsL") : null, VsLV = split ? tile("VsL") : null;
   const st = k.shared("st", f32, nsg * 256);
@@ -262,14 +334,13 @@ function sgSync(k: KernelBuilder): void {
  * One tile's math. With `skip`, fragment j's products run only if some of the subgroup's rows
  * see some of its keys (k0 + 16 j <= last row): the masked ones are -inf in S (below) and
  * contribute nothing to O. With `straight` (a tile wholly before the subgroup's first row, on P
- * path `regs`): no mask test and no P-path branch; `mid` runs between P and P V.
+ * path `regs`): no mask test and no P-path branch.
  */
-export function tileMath(x: Fa, k0: Expr, kvOff: Expr, skip: boolean, straight?: { regs: boolean; mid?: () => void }): void {
+function tileMath(x: Fa, k0: Expr, kvOff: Expr, skip: boolean, straight?: { regs: boolean }): void {
   const { k, rf, RB } = x;
   const live = (j: number, body: () => void) => (skip ? k.if(k0.add(j * CM).le(rf.add(CM * RB - 1)), body) : body());
   scores(x, k0, kvOff, live, !straight);
   probabilities(x, straight?.regs);
-  straight?.mid?.();
   accumulate(x, kvOff, skip, live);
 }
 
@@ -422,7 +493,7 @@ function broadcast(x: Fa, value: Expr): void {
 }
 
 /** l: reduce the per-column partial sums; O / l through a broadcast tile; lse = M ln 2 + ln l. */
-export function finish(x: Fa): void {
+function finish(x: Fa): void {
   const { k, tC, st, stOff, v } = x;
   for (const b of x.blocks) {
     sgSync(k);
