@@ -122,3 +122,30 @@ export function recordingBackend(config: HeliosBackendOptions["config"] = {}): {
   });
   return { B: new HeliosBackend({ runtime: spy, config, validation: true }), names, calls, leases };
 }
+
+/**
+ * Whether two kernels computing the same f32 expressions agree bit for bit on this device: on
+ * lavapipe they do; NVIDIA's compiler contracts multiplies and adds into FMAs differently per
+ * kernel (H200: LayerNorm dx a few ulps apart), so there "the same" means equal to rounding.
+ */
+export function bitExactDevice(B: { getDeviceInfo(): { deviceName: string } }): boolean {
+  return /llvmpipe|lavapipe|mock/i.test(B.getDeviceInfo().deviceName);
+}
+
+/**
+ * `a` equals `b` bit for bit on a bit-exact device, else within `rel` of |b| plus `rel` of the
+ * mean |b| (so an element near zero after cancellation is held to the tensor's scale).
+ */
+export function assertSameOrRounding(exact: boolean, a: ArrayLike<number>, b: ArrayLike<number>, rel: number, what: string): void {
+  if (exact) {
+    assert.deepEqual(Array.from(a), Array.from(b), what);
+    return;
+  }
+  assert.equal(a.length, b.length, `${what}: length`);
+  let mean = 0;
+  for (let i = 0; i < b.length; i++) mean += Math.abs(b[i]) / b.length;
+  for (let i = 0; i < b.length; i++) {
+    const d = Math.abs(a[i] - b[i]);
+    if (!(d <= rel * (Math.abs(b[i]) + mean))) assert.fail(`${what}: element ${i} is ${a[i]}, expected ${b[i]} to rounding (rel ${rel})`);
+  }
+}

