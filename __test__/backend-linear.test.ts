@@ -153,16 +153,18 @@ test("geluGradOf gives geluBackward of the product to rounding, in one dispatch 
     const d1 = B.stats().dispatches;
     const sep = B.castDtype(B.geluBackward(f, B.matmul(dy, W)), dt);
     B.evaluate(sep);
-    assert.deepEqual([d1 - d0, B.stats().dispatches - d1], [1, 2], `${dt}: dispatches fused, separate`);
+    // the elementwise pass is the one dispatch more (the product itself may be several on a GPU:
+    // split-K or stream-K)
+    assert.equal(B.stats().dispatches - d1 - (d1 - d0), 1, `${dt}: dispatches separate minus fused`);
     const a = values(fused), b = values(sep);
     let worst = 0, scale = 0;
     for (let i = 0; i < a.length; i++) {
       worst = Math.max(worst, Math.abs(a[i] - b[i]));
       scale = Math.max(scale, Math.abs(b[i]));
     }
-    // f32: one product, the same f32 arithmetic; f16: the separate path also rounds dy·W to f16
+    // f32: one product, the same f32 arithmetic; f16: the separate path rounds dy·W to f16 first
+    // (as whole tensor-core blocks do at their lane stores; the other paths gate before rounding)
     assert.ok(worst <= scale * (dt === "f32" ? 1e-6 : 2 ** -9), `${dt}: max |fused - separate| ${worst} (max |df| ${scale})`);
-    assert.ok(worst > 0 || dt === "f32", "f16: the separate path's extra rounding shows");
   }
 });
 

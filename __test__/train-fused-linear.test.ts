@@ -169,7 +169,15 @@ for (const [i, cfg] of CFGS.entries()) {
         assert.equal(x.applied, y.applied, `step ${s + 1} applied`);
         assertSameOrRounding(exact, [x.loss, x.gradNorm], [y.loss, y.gradNorm], 2e-3, `step ${s + 1} loss, |g|`);
       }
-      for (const sp of a.specs) assertSameOrRounding(exact, a.params.get(sp.name)!.data as ArrayLike<number>, b.params.get(sp.name)!.data as ArrayLike<number>, 1e-2, sp.name);
+      // Weights after 4 steps: bit for bit where the device is exact. Elsewhere Adam's update of a
+      // near-zero gradient is about ±lr whatever its size, so a rounding difference can move such a
+      // weight by up to lr a step: held to that.
+      const lr = a.optim.lr;
+      for (const sp of a.specs) {
+        const x = a.params.get(sp.name)!.data, y = b.params.get(sp.name)!.data;
+        if (exact) assert.deepEqual(Array.from(x), Array.from(y), sp.name);
+        else for (let k = 0; k < y.length; k++) assert.ok(Math.abs(x[k] - y[k]) <= 8 * lr, `${sp.name}[${k}]: ${x[k]} vs ${y[k]} (8 lr = ${8 * lr})`);
+      }
       a.dropCapture();
       b.dropCapture();
     });
