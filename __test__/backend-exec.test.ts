@@ -8,7 +8,7 @@ import { HeliosTensor } from "../ts/tensor.js";
 import type { TensorData } from "../ts/types.js";
 
 test("ops return at once; data reads back lazily and only once", () => {
-  const B = makeBackend({ batchSize: 1000 });
+  const B = makeBackend({ batchSize: 1000, submitEarlyUs: 0 });
   const s0 = B.stats();
   const x = B.fromArray([1, 2, 3, 4], [2, 2]);
   const y = B.softmax(x);
@@ -22,7 +22,7 @@ test("ops return at once; data reads back lazily and only once", () => {
 });
 
 test("a batch is submitted at the size threshold and on flush()", () => {
-  const B = makeBackend({ batchSize: 4, fusion: false });
+  const B = makeBackend({ batchSize: 4, fusion: false, submitEarlyUs: 0 });
   const x = B.fromArray([1, 2], [2]);
   const b0 = B.stats().batches;
   let t = x;

@@ -23,6 +23,7 @@ function rejects(read: () => unknown, name: string, value: string, accepted: Reg
 
 test("invalid HELIOS_* values are coded errors naming the variable and the accepted range", () => {
   for (const v of ["abc", "-1", "0", "65537", "1.5", "0x10", "1e3"]) rejects(() => readConfig({ HELIOS_BATCH_SIZE: v }), "HELIOS_BATCH_SIZE", v, /from 1 to 65536/);
+  for (const v of ["abc", "-1", "1000001", "1.5", "0x10"]) rejects(() => readConfig({ HELIOS_SUBMIT_EARLY_US: v }), "HELIOS_SUBMIT_EARLY_US", v, /from 0 to 1000000/);
   rejects(() => readConfig({ HELIOS_FUSION_MAX_NODES: "257" }), "HELIOS_FUSION_MAX_NODES", "257", /from 1 to 256/);
   rejects(() => readConfig({ HELIOS_FUSION: "maybe" }), "HELIOS_FUSION", "maybe", /0 or 1/);
   rejects(() => readConfig({ HELIOS_ATTN_BWD: "fast" }), "HELIOS_ATTN_BWD", "fast", /one of auto, cm, dense, flash/);
@@ -33,6 +34,8 @@ test("invalid HELIOS_* values are coded errors naming the variable and the accep
   rejects(() => readMatmulConfig({ HELIOS_MATMUL_STORE: "fast" }), "HELIOS_MATMUL_STORE", "fast", /wide, coopmat or staged4/);
   // valid values, unset and empty still read as before
   assert.equal(readConfig({ HELIOS_BATCH_SIZE: " 64 " }).batchSize, 64);
+  assert.equal(readConfig({ HELIOS_SUBMIT_EARLY_US: "0" }).submitEarlyUs, 0);
+  assert.equal(readConfig({ HELIOS_SUBMIT_EARLY_US: "250" }).submitEarlyUs, 250);
   assert.deepEqual(readConfig({ HELIOS_BATCH_SIZE: "" }), DEFAULT_CONFIG);
   assert.equal(readConfig({ HELIOS_FUSION: "off" }).fusion, false);
   assert.equal(readConfig({}).multiTensorAdamw, true);

@@ -14,6 +14,13 @@ export interface HeliosConfig {
   readonly fusion: boolean;
   /** HELIOS_BATCH_SIZE: dispatches recorded before the open batch is submitted. Default 256. */
   readonly batchSize: number;
+  /**
+   * HELIOS_SUBMIT_EARLY_US: an open batch older than this many microseconds is submitted as soon
+   * as the GPU has at most one submission left to run (ts/exec/scheduler.ts, Scheduler.early), so
+   * a GPU that would run dry starts on what is recorded instead of waiting for HELIOS_BATCH_SIZE
+   * dispatches or a read. Default 100; 0: batches go only at the size threshold, a read or a flush.
+   */
+  readonly submitEarlyUs: number;
   /** HELIOS_FUSION_MAX_NODES: largest expression fused into one kernel. Default 32. */
   readonly fusionMaxNodes: number;
   /** HELIOS_CAPTURE: run the training step as a captured batch replayed each step. Default on. */
@@ -75,6 +82,7 @@ export interface HeliosConfig {
 export const DEFAULT_CONFIG: HeliosConfig = Object.freeze({
   fusion: true,
   batchSize: 256,
+  submitEarlyUs: 100,
   fusionMaxNodes: 32,
   capture: true,
   flashVariant: "auto",
@@ -118,6 +126,15 @@ function positiveInt(env: Env, name: string, dflt: number, max: number): number 
   return n;
 }
 
+/** A whole number from 0 to max (0 usually meaning "off"). */
+function nonNegativeInt(env: Env, name: string, dflt: number, max: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === "") return dflt;
+  const n = /^\d+$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isInteger(n) || n > max) throw new HeliosConfigError(name, env[name], `an integer from 0 to ${max}`);
+  return n;
+}
+
 function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {
   const raw = env[name]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return dflt;
@@ -137,6 +154,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
   return Object.freeze({
     fusion: flag(env, "HELIOS_FUSION", DEFAULT_CONFIG.fusion),
     batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
+    submitEarlyUs: nonNegativeInt(env, "HELIOS_SUBMIT_EARLY_US", DEFAULT_CONFIG.submitEarlyUs, 1_000_000),
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),

@@ -89,7 +89,7 @@ export class Engine implements TensorHost, ResidencyHost {
     this.device = rt.getDeviceInfo();
     this.subgroups = (this.device.subgroupSize ?? 0) >= 4;
     this.pool = new BufferPool(rt);
-    this.sched = schedulerFor(rt, config.batchSize, config.compileThreads);
+    this.sched = schedulerFor(rt, config.batchSize, config.compileThreads, config.submitEarlyUs);
     this.pool.queue = this.sched;
     this.kernels = new KernelCache(rt, config.compileThreads === 1 ? null : this.sched.pipelines);
   }

@@ -58,7 +58,7 @@ export function deferBudget(liveBytes: number): number {
  * One scheduler per runtime: the runtime has a single open batch per process, so every
  * HeliosBackend on it must record into the same one.
  */
-export function schedulerFor(rt: Runtime, threshold: number, compileThreads = 0): Scheduler {
+export function schedulerFor(rt: Runtime, threshold: number, compileThreads = 0, submitEarlyUs = 0): Scheduler {
   let s = shared.get(rt);
   if (!s) {
     s = new Scheduler(rt, threshold);
@@ -67,6 +67,7 @@ export function schedulerFor(rt: Runtime, threshold: number, compileThreads = 0)
   s.followDevice();
   // the batch size and compile threads are process-wide: the most recently created backend's settings win
   s.threshold = threshold;
+  s.earlyMs = submitEarlyUs / 1000;
   if (s.pipelines) s.pipelines.threads = compileThreads;
   return s;
 }
@@ -99,6 +100,11 @@ export class Scheduler implements QueuedWork {
   private reusable = new Map<number, Deferred[]>();
   /** Calls of sync(): a buffer leased since the last one is unknown to recorded work. */
   handOvers = 0;
+  /** HELIOS_SUBMIT_EARLY_US in ms (0: off): see early(). */
+  earlyMs = 0;
+  /** performance.now() of the open batch's first dispatch, and the earliest next look at the GPU. */
+  private openedAt = 0;
+  private nextLook = 0;
 
   constructor(
     private readonly rt: Runtime,
@@ -122,6 +128,8 @@ export class Scheduler implements QueuedWork {
     this.rt.beginBatch(capture ? undefined : { overlapAllocations: true });
     this.open = new Ticket();
     this.recorded = 0;
+    this.openedAt = this.earlyMs > 0 ? performance.now() : 0;
+    this.nextLook = this.openedAt + this.earlyMs;
     return this.open;
   }
 
@@ -161,8 +169,27 @@ export class Scheduler implements QueuedWork {
     this.recorded++;
     this.stats.dispatches++;
     // A captured batch must stay whole (a split batch cannot be captured), so no threshold.
-    if (!this.capturing && this.recorded >= this.threshold) this.submit();
+    if (!this.capturing && (this.recorded >= this.threshold || this.early())) this.submit();
     return ticket;
+  }
+
+  /**
+   * Whether the open batch should go now although it is below the size threshold: it is older
+   * than earlyMs and the GPU has at most one submission left to run, so it would otherwise run
+   * dry while the host records (a loop of large products whose results are read only at the end:
+   * Alpha's `bench --suite=cuda` recorded all 40 products before the GPU started on the first).
+   * The batch grows while the GPU is busy, so a step the GPU is behind on still goes in large
+   * batches; a host slower than the GPU submits at most once per earlyMs. Not while dispatches
+   * wait for pipeline compiles (their group would be cut) nor for a captured or profiled batch.
+   * Costs a clock read per dispatch and a timeline query per look.
+   */
+  private early(): boolean {
+    if (this.earlyMs <= 0 || this.threshold === Infinity || this.provisional.length > 0) return false;
+    const now = performance.now();
+    if (now < this.nextLook) return false;
+    if (this.rt.getCompleted() + 1 >= this.lastValue) return true;
+    this.nextLook = now + this.earlyMs / 4;
+    return false;
   }
 
   private packed = new Uint32Array(4096);
