@@ -7,6 +7,8 @@
 // contracts the add differently), dw and db unchanged bit for bit; plus
 // the float64 reference. Odd row counts and widths, f32 and f16 x, f32 and x-dtype residuals,
 // subgroups and the shared-memory tree, several fused-plan knobs (slots, prefetch, partials).
+// An f16 g with an f32 x (every kernel that reads g converts it on load: `_g_f16`): the same call
+// with castDtype(g, "f32") bit for bit on lavapipe, on every path, with and without the options.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { HeliosBackend } from "../ts/backend.js";
@@ -138,4 +140,92 @@ test("layerNormBackward's options are checked: errors name the call and the valu
   assert.equal(raw(ln({}).dx), raw(ln(undefined).dx));
   const e = B.layerNormBackward(B.zeros([0, 8]), w.td, B.zeros([0, 8]), EPS, { residual: B.zeros([0, 8]), f16Copy: true });
   assert.deepEqual([e.dx.shape, e.dx16?.shape, e.dx16?.dtype], [[0, 8], [0, 8], "f16"]);
+});
+
+/** [rows, dim, the dx kernel it takes, knobs as in Case]: the fused pass, dx4 and the scalar dx, dw/db by one workgroup, dwdb or the column sum. */
+const G16_CASES: Case[] = [
+  [1, 64, "layernorm_bwd4_dwdb_v1_s1_pf", null],
+  [7, 768, "layernorm_bwd4_dwdb_v1_s1_pf", null],
+  [300, 768, "layernorm_bwd4_dwdb_v1_s2_pf", null],
+  [300, 64, "layernorm_bwd4_dwdb_v1_s2", { slots: 2, prefetch: false, partials: 7 }],
+  [33, 2052, "layernorm_bwd4_dwdb_v4_s1_pf", null],
+  [7, 768, "layernorm_bwd_dx4_v1", "separate"],
+  [300, 768, "layernorm_bwd_dx4_v1", "separate"],
+  [33, 4100, "layernorm_bwd_dx4_v8", null],
+  [1, 3, "layernorm_bwd_dx_", null],
+  [7, 17, "layernorm_bwd_dx_", null],
+  [33, 770, "layernorm_bwd_dx_", null],
+  [300, 770, "layernorm_bwd_dx_", null],
+  [300, 17, "layernorm_bwd_dx_", null],
+];
+
+/** (residual, f16Copy) for an f32 x: every combination the options allow. */
+const G16_OPTS: [boolean, boolean][] = [[false, false], [true, false], [true, true], [false, true]];
+
+test("an f16 g with an f32 x: dx, dw, db (and the options' dx, dx16) are the call with castDtype(g, f32)'s, bit for bit, on every path", () => {
+  const rng = new Rng(2714);
+  for (const [label, be] of [["subgroups", B], ["no subgroups", noSubgroupBackend()]] as const) {
+    const exact = bitExactDevice(be);
+    for (const c of G16_CASES) {
+      const [rows, dim] = c;
+      for (const [withRes, copy] of G16_OPTS) {
+        if (be !== B && withRes !== copy) continue; // the shared-memory tree: no options and both are enough
+        const what = `${label} [${rows}, ${dim}] residual ${withRes} f16Copy ${copy}`;
+        const x = randTensor(rng, [rows, dim], "f32", -2, 3), w = randTensor(rng, [dim], "f32", 0.5, 1.5);
+        const g16 = randTensor(rng, [rows, dim], "f16");
+        const opts = { residual: withRes ? randTensor(rng, [rows, dim], "f32", -1, 1).td : null, f16Copy: copy };
+        runCase(c, () => {
+          const want = be.layerNormBackward(x.td, w.td, be.castDtype(g16.td, "f32"), EPS, opts);
+          const got = be.layerNormBackward(x.td, w.td, g16.td, EPS, opts);
+          assert.equal(got.dx.dtype, "f32", `dx dtype ${what}`);
+          // NVIDIA may contract the f16 and f32 kernels' arithmetic differently (as the options' test)
+          assertSameOrRounding(exact, values(got.dx), values(want.dx), 2 ** -20, `dx ${what}`);
+          assertSameOrRounding(exact, values(got.dw), values(want.dw), 2 ** -18, `dw ${what}`);
+          assertSameOrRounding(exact, values(got.db), values(want.db), 2 ** -18, `db ${what}`);
+          assert.equal(got.dx16 === undefined, !copy, `dx16 present ${what}`);
+          if (copy) assertSameOrRounding(exact, values(got.dx16!), values(want.dx16!), 2 ** -10, `dx16 ${what}`);
+          if (!withRes) assertClose(got.dx, N.layerNormBackward(x.ref, w.ref, g16.ref, EPS).dx, TOLS.f32, `dx vs float64 ${what}`);
+        });
+      }
+    }
+  }
+});
+
+test("an f16 g runs each path's kernels tagged _g_f16 in the f32 g's dispatches (no cast pass); an f32 g keeps the untagged kernels", () => {
+  const rng = new Rng(2715);
+  for (const c of G16_CASES) {
+    const [rows, dim, kernel] = c;
+    const x = randTensor(rng, [rows, dim]), w = randTensor(rng, [dim]), g16 = randTensor(rng, [rows, dim], "f16");
+    const run = (gDtype: Dtype) => {
+      const rec = recordingBackend();
+      const g = gDtype === "f16" ? g16.td : rec.B.castDtype(g16.td, "f32");
+      void g.data;
+      let dispatches = 0;
+      runCase(c, () => {
+        const before = rec.B.stats().dispatches;
+        const out = rec.B.layerNormBackward(x.td, w.td, g, EPS);
+        dispatches = rec.B.stats().dispatches - before;
+        void out.dw.data;
+      });
+      return { dispatches, names: [...rec.names].filter((n) => n.startsWith("layernorm_bwd")).sort() };
+    };
+    const what = `[${rows}, ${dim}]`;
+    const f32 = run("f32"), f16 = run("f16");
+    assert.ok(f32.names.some((n) => n.replace("_sg", "").startsWith(kernel)), `${what} takes ${kernel}: ${f32.names}`);
+    assert.ok(f32.names.every((n) => !n.includes("_g_")), `${what}: ${f32.names}`);
+    assert.deepEqual(f16.names.map((n) => n.replace("_g_f16", "")), f32.names, what);
+    assert.ok(f16.names.every((n) => n.includes("_g_f16")), `${what}: ${f16.names}`);
+    assert.equal(f16.dispatches, f32.dispatches, `dispatches ${what}`);
+  }
+});
+
+test("layerNormBackward's gradOutput dtype: x's, or f16 with an f32 x; anything else is a coded error naming the call", () => {
+  const rng = new Rng(2716);
+  const bad = (what: RegExp, fn: () => unknown) =>
+    assert.throws(fn, (e: Error & { code?: string }) => e.code === "ERR_HELIOS_SHAPE" && /^layerNormBackward: /.test(e.message) && what.test(e.message), String(what));
+  const x16 = randTensor(rng, [5, 8], "f16"), w16 = randTensor(rng, [8], "f16");
+  const x = randTensor(rng, [5, 8]), w = randTensor(rng, [8]);
+  bad(/gradOutput dtype f32 must match x dtype f16$/, () => B.layerNormBackward(x16.td, w16.td, randTensor(rng, [5, 8]).td, EPS));
+  bad(/gradOutput dtype i32 must match x dtype f32 or be f16/, () => B.layerNormBackward(x.td, w.td, B.fromArray(new Array(40).fill(3), [5, 8], "i32"), EPS));
+  bad(/gradOutput \[5, 4\] must match x \[5, 8\]/, () => B.layerNormBackward(x.td, w.td, randTensor(rng, [5, 4], "f16").td, EPS));
 });

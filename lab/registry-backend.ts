@@ -15,7 +15,10 @@ import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashFwdCmSlKernel } from "../ts/kernels/attention-cm-acc.js";
 import { flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
 import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../ts/kernels/attention-cm-bwd-kv.js";
-import { layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel, lnDxTag, type LnDxOpts } from "../ts/kernels/norm.js";
+import {
+  LN_COLS_UNROLL, LN_DX_PLAIN, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel,
+  lnDxTag, lnGradTag, type LnDxOpts,
+} from "../ts/kernels/norm.js";
 import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
@@ -37,6 +40,30 @@ function needs(d: Dtype): KernelVariant["needs"] {
 /** LayerNorm backward's dx options for x of `d`: an f32 residual with the f16 copy, x's own residual, and (f32) the copy alone. */
 function lnDxOptionSets(d: Dtype): LnDxOpts[] {
   return [{ res: "f32", copy16: true }, { res: d, copy16: false }, ...(d === "f32" ? [{ res: null, copy16: true }] : [])];
+}
+
+/** LayerNorm backward with an f16 g beside an f32 x (norm.ts lnGradTag): every kernel that reads g, plain and with the dx options. */
+function lnF16GradVariants(): KernelVariant[] {
+  const v: KernelVariant[] = [];
+  const n16 = needs("f16");
+  const gt = lnGradTag("f32", "f16");
+  v.push({ id: `backend/layernorm_bwd_dwdb/f32${gt}`, needs: n16, build: () => layerNormBwdDwDbKernel("f32", "f32", "f16") });
+  for (const [vec, tx] of [[4, 16], [1, 64]]) {
+    v.push({ id: `backend/layernorm_bwd_dwdb_cols/f32${gt}_v${vec}_tx${tx}`, needs: n16, build: () => layerNormBwdColsKernel("f32", "f32", vec, tx, LN_COLS_UNROLL, "f16") });
+  }
+  for (const o of [LN_DX_PLAIN, ...lnDxOptionSets("f32")]) {
+    const tag = `${gt}${lnDxTag(o)}`;
+    v.push({ id: `backend/layernorm_bwd_dx/f32${tag}`, needs: n16, build: () => layerNormBwdDxKernel("f32", "f32", o, "f16") });
+    for (const v4 of [1, 4]) for (const sg of [false, true]) {
+      const n = sg ? [...n16, "subgroup" as const] : n16;
+      const at = `f32_${v4}${sg ? "_sg" : ""}`;
+      v.push({ id: `backend/layernorm_bwd_dx4/${at}${tag}`, needs: n, build: () => layerNormBwdDx4Kernel("f32", "f32", v4, sg, o, "f16") });
+      for (const [slots, pf] of [[1, false], [4, true]] as const) {
+        v.push({ id: `backend/layernorm_bwd4_dwdb/${at}_s${slots}${pf ? "_pf" : ""}${tag}`, needs: n, build: () => layerNormBwdFusedKernel("f32", "f32", "f32", v4, slots, sg, pf, o, "f16") });
+      }
+    }
+  }
+  return v;
 }
 
 /** Representative fused programs: every unary/binary op, broadcasting, f16 in/out. */
@@ -74,7 +101,7 @@ function fusedSamples(): KernelVariant[] {
 }
 
 export function backendVariants(): KernelVariant[] {
-  const v: KernelVariant[] = [...fusedSamples()];
+  const v: KernelVariant[] = [...fusedSamples(), ...lnF16GradVariants()];
   for (const d of FLOATS) {
     for (const fn of ["sum", "sumsq", "nonfinite", "flag"] as ReduceFn[]) {
       v.push({ id: `backend/reduce_rows/${fn}_${d}`, needs: needs(d), build: () => reduceRowsKernel(d, fn === "sum" ? d : "f32", fn) });

@@ -504,6 +504,9 @@ export class HeliosBackend implements Backend {
     return NN.layerNorm(this.E, x, w, b, eps, opts.outDtype);
   }
   /**
+   * `g` is x's dtype, or f16 when x is f32 (Helios extension): the kernels convert it as they load
+   * it, so the results are those of castDtype(g, "f32") bit for bit without the cast pass. Other
+   * combinations throw ERR_HELIOS_SHAPE.
    * `opts` (Helios extension, NN.LnBwdOptions): `residual` is added into dx in the same pass (dx =
    * residual + dx_LN, as add(residual, dx) gives), `f16Copy` also returns dx16, castDtype(dx, "f16").
    */

@@ -163,10 +163,14 @@ export function columnSums(kb: KernelBuilder, o: ColumnSumsOpts, load: RowLoader
   });
 }
 
-/** Vector `idx` (V elements, V = 1, 4 or 8 as planned) of `x` as V f32 values; the load is bound once. */
+/**
+ * Vector `idx` (V elements, V = 1, 4 or 8 as planned) of `x` as V f32 values; the load is bound once.
+ * 16-bit data takes V = 8 (16 bytes) where its own plan says so, or V = 4 (8 bytes) beside 32-bit
+ * data planned at 4 (layernorm_bwd_dwdb_cols' f16 g with an f32 x).
+ */
 export function loadVector(kb: KernelBuilder, x: Buffer, dtype: Dtype, V: number, idx: Expr): Expr[] {
   if (V === 1) return [kb.let(toF32(x.load(idx)), "xv")];
-  if (storageBytes(dtype) === 2) {
+  if (storageBytes(dtype) === 2 && V !== 4) {
     if (V !== 8) throw new Error(`helios: internal error: ${V}-wide 16-bit column loads`);
     const words = kb.let(x.as("u32", 4).load(idx), "xw");
     return unpackHalves(words).flatMap((h) => {

@@ -8,6 +8,7 @@
 //   Needs dim % 4 == 0 and dim <= 4 * ROW_WG * V (V <= 4: dim <= LN_BWD_FUSED_MAX_DIM).
 //   With LnDxOpts (norm.ts; name suffix `_res_<dtype>`, `_h16`): res binds after g and dx16 after
 //   dx; res is loaded (and prefetched) with x and g, and dx = res + dx_LN, dx16 = f16(dx).
+//   An f16 g with an f32 x (`_g_f16` after <part>, lnGradTag) is converted to f32 as it loads.
 // Workgroup q owns rows [q * rowsPerGroup, min(rows, (q + 1) * rowsPerGroup)) and works on S of
 //   them at a time, one per slot of ROW_WG threads (a slot is whole subgroups: with S > 1, slot and
 //   lane come from the subgroup builtins). Within a slot, thread t does exactly what thread t of
@@ -32,7 +33,7 @@ import { f32, kernel, lit, min, rsqrt, select, u32, vecOf, type Buffer, type Exp
 import type { Dtype } from "../types.js";
 import { ROW_WG, storageOf, uvar, type StorageElem } from "./common.js";
 import { hsum, rows4Vpt, splat, tree } from "./rows4.js";
-import { LN_DX_PLAIN, lnDxBuffers, lnDxPlain, lnDxTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
+import { LN_DX_PLAIN, lnDxBuffers, lnDxPlain, lnDxTag, lnGradTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
 
 export const LN_BWD_FUSED_PUSH = { rows: "u32", dim: "u32", eps: "f32", rowsPerGroup: "u32" } as const;
 
@@ -202,17 +203,18 @@ function storePartials(k: KernelBuilder, l: Lanes, buf: Buffer, part: StorageEle
   });
 }
 
-/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass. */
+/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass; g of `gDtype` (lnGradTag). */
 export function layerNormBwdFusedKernel(
   dtype: Dtype, wDtype: Dtype, partDtype: Dtype, v4: number, slots: number, sg: boolean, prefetch: boolean, o: LnDxOpts = LN_DX_PLAIN,
+  gDtype: Dtype = dtype,
 ): KernelDesc {
   const S = slots;
   if (![1, 2, 4].includes(v4) || ![1, 2, 4].includes(S)) throw new Error(`helios: internal error: layernorm_bwd4_dwdb with v4 ${v4}, slots ${S}`);
   const part = storageOf(partDtype);
-  const k = kernel(`layernorm_bwd4_dwdb_v${v4}_s${S}${prefetch ? "_pf" : ""}${sg ? "_sg" : ""}_${dtype}_${part}${lnDxTag(o)}`, { workgroup: [S * ROW_WG] });
+  const k = kernel(`layernorm_bwd4_dwdb_v${v4}_s${S}${prefetch ? "_pf" : ""}${sg ? "_sg" : ""}_${dtype}_${part}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`, { workgroup: [S * ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
-  const g = k.buffer("g", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(gDtype), "read");
   const bufs = lnDxPlain(o) ? null : lnDxBuffers(k, dtype, o);
   const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const pw = k.buffer("pw", part, "write");
@@ -229,7 +231,7 @@ export function layerNormBwdFusedKernel(
   const valid = cols.map((c) => k.let(c.lt(dim4), "ok"));
   // loads at clamped indices, masked in the sums (as layernorm_bwd_dx4)
   const at = cols.map((c) => k.let(min(c, last), "ci"));
-  const xv = x.as(storageOf(dtype), 4), gv = g.as(storageOf(dtype), 4), wv = w.as(storageOf(wDtype), 4), dxv = dx.as(storageOf(dtype), 4);
+  const xv = x.as(storageOf(dtype), 4), gv = g.as(storageOf(gDtype), 4), wv = w.as(storageOf(wDtype), 4), dxv = dx.as(storageOf(dtype), 4);
   const wq = at.map((c) => k.let(wv.load(c).cast("f32x4"), "wq"));
   const dimF = k.let(pc.dim.cast(f32), "dimf");
   const zero = () => uvar(k, "f32x4", vecOf("f32x4", lit(f32, 0)), "acc");

@@ -17,6 +17,10 @@
 //   rounded to x's dtype, one f32 add rounded once to res's dtype (what add(res, dx) computes);
 //   `_h16` binds dx16 (write, after dx) and writes that dx rounded to f16 (castDtype's
 //   conversion). Without options the kernels are built exactly as before (same names, same IR).
+// Every LayerNorm-backward kernel that reads g (these, layernorm_bwd4_dwdb, layernorm_bwd_dwdb_cols)
+//   takes g's dtype: an f16 g beside an f32 x (`_g_f16`, lnGradTag) is converted to f32 on load,
+//   exactly as castDtype(g, "f32") would be, so the results are the f32 g's bit for bit with half
+//   the g bytes. g in x's dtype builds the kernels as before.
 import { f32, kernel, lit, rsqrt, select, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, flatIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg, type StorageElem } from "./common.js";
@@ -43,6 +47,11 @@ export const lnDxPlain = (o: LnDxOpts): boolean => o.res === null && !o.copy16;
 /** The kernel name's suffix for `o`: "" for the plain kernel. */
 export function lnDxTag(o: LnDxOpts): string {
   return `${o.res ? `_res_${storageOf(o.res)}` : ""}${o.copy16 ? "_h16" : ""}`;
+}
+
+/** The kernel name's tag for g of `gDtype` beside x of `dtype`: "" when g is stored as x is (header). */
+export function lnGradTag(dtype: Dtype, gDtype: Dtype): string {
+  return storageOf(gDtype) === storageOf(dtype) ? "" : `_g_${storageOf(gDtype)}`;
 }
 
 /** The bindings after x, w and g of a dx kernel with options: res (read), dx (write), dx16 (write). */
@@ -125,11 +134,11 @@ export function layerNormFwdKernel(dtype: Dtype, wDtype: Dtype, outDtype: Dtype 
   return k.finish();
 }
 
-export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype, o: LnDxOpts = LN_DX_PLAIN): KernelDesc {
-  const k = kernel(`layernorm_bwd_dx_${dtype}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
+export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype, o: LnDxOpts = LN_DX_PLAIN, gDtype: Dtype = dtype): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx_${dtype}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
-  const g = k.buffer("g", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(gDtype), "read");
   const bufs = lnDxPlain(o) ? null : lnDxBuffers(k, dtype, o);
   const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const stats = k.buffer("stats", f32, "write");
@@ -165,10 +174,10 @@ export function layerNormBwdDxKernel(dtype: Dtype, wDtype: Dtype, o: LnDxOpts = 
 
 export const LN_DWDB_PUSH = { rows: "u32", dim: "u32" } as const;
 
-export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc {
-  const k = kernel(`layernorm_bwd_dwdb_${dtype}`, { workgroup: [WG] });
+export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype, gDtype: Dtype = dtype): KernelDesc {
+  const k = kernel(`layernorm_bwd_dwdb_${dtype}${lnGradTag(dtype, gDtype)}`, { workgroup: [WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
-  const g = k.buffer("g", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(gDtype), "read");
   const stats = k.buffer("stats", f32, "read");
   const dw = k.buffer("dw", storageOf(wDtype), "write");
   const db = k.buffer("db", storageOf(wDtype), "write");
@@ -196,12 +205,14 @@ export function layerNormBwdDwDbKernel(dtype: Dtype, wDtype: Dtype): KernelDesc 
  * Bindings x, g, stats (read: [rows, 2] mean, rstd from the dx kernel), dw, db (write). Push
  * COLSUM_PUSH with dim = rows and inner = the normalized dim; dispatch planColumns(dtype, 1, rows,
  * dim).groups. With one chunk it writes dw and db (outDtype); with more, f32 partials
- * [chunks, dim] that colsum (k2) folds in one dispatch.
+ * [chunks, dim] that colsum (k2) folds in one dispatch. g of `gDtype` (an f16 g with an f32 x) is
+ * loaded at x's vector width.
  */
-export function layerNormBwdColsKernel(dtype: Dtype, outDtype: Dtype, vec: number, tx: number, unroll = LN_COLS_UNROLL): KernelDesc {
-  const k = kernel(`layernorm_bwd_dwdb_cols_${dtype}_${outDtype}_v${vec}_tx${tx}${unroll === LN_COLS_UNROLL ? "" : `_u${unroll}`}`, { workgroup: [COLS_WG] });
+export function layerNormBwdColsKernel(dtype: Dtype, outDtype: Dtype, vec: number, tx: number, unroll = LN_COLS_UNROLL, gDtype: Dtype = dtype): KernelDesc {
+  const u = unroll === LN_COLS_UNROLL ? "" : `_u${unroll}`;
+  const k = kernel(`layernorm_bwd_dwdb_cols_${dtype}_${outDtype}${lnGradTag(dtype, gDtype)}_v${vec}_tx${tx}${u}`, { workgroup: [COLS_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
-  const g = k.buffer("g", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(gDtype), "read");
   const stats = k.buffer("stats", f32, "read");
   const dw = k.buffer("dw", storageOf(outDtype), "write");
   const db = k.buffer("db", storageOf(outDtype), "write");
@@ -210,7 +221,7 @@ export function layerNormBwdColsKernel(dtype: Dtype, outDtype: Dtype, vec: numbe
   columnSums(k, { vec, tx, k: 2, outs: [dw, db], outDtype, push: pc, unroll }, (row, v) => {
     const idx = k.let(row.mul(nv).add(v), "xi");
     const xs = loadVector(k, x, dtype, vec, idx);
-    const gs = loadVector(k, g, dtype, vec, idx);
+    const gs = loadVector(k, g, gDtype, vec, idx);
     const mean = k.let(stats.load(row.mul(2)), "mean");
     const rstd = k.let(stats.load(row.mul(2).add(1)), "rstd");
     return [gs.map((gv, e) => gv.mul(xs[e].sub(mean).mul(rstd))), gs];

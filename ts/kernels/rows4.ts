@@ -6,7 +6,7 @@
 //   layernorm_fwd). Push LN_PUSH
 //   {rows, dim, eps}. layernorm_bwd_dx4: bindings x, w, g (read), dx, stats (write f32 [rows, 2]:
 //   mean, rstd), push LN_PUSH: layernorm_bwd_dx's contract with x and g read once (and its
-//   LnDxOpts: res loaded with g, before the reductions).
+//   LnDxOpts: res loaded with g, before the reductions; and its g dtype: `_g_f16`).
 //   All need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
 // Dispatch: gridRows(rows), ROW_WG threads, one workgroup per row.
 // Thread t owns the vectors t, t + ROW_WG, ... (< dim/4) of its row: every load is issued
@@ -20,7 +20,7 @@ import { exp, f32, kernel, lit, log, max, min, rsqrt, select, vecOf, type Buffer
 import type { Dtype } from "../types.js";
 import { ROW_WG, rowIndex, storageOf, wgReduce, wgReduceSg } from "./common.js";
 import { SOFTMAX_ROWS_PUSH } from "./reduce.js";
-import { LN_DX_PLAIN, LN_PUSH, lnDxBuffers, lnDxPlain, lnDxTag, lnOutTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
+import { LN_DX_PLAIN, LN_PUSH, lnDxBuffers, lnDxPlain, lnDxTag, lnGradTag, lnOutTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
 
 /** Vectors per thread for a row of `dim` elements, or 0 when the 4-wide kernels do not apply. */
 export function rows4Vpt(dim: number): number {
@@ -111,18 +111,18 @@ export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg:
 }
 
 
-/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass. */
-export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, o: LnDxOpts = LN_DX_PLAIN): KernelDesc {
-  const k = kernel(`layernorm_bwd_dx4_v${v4}${sg ? "_sg" : ""}_${dtype}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
+/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass; g of `gDtype` (lnGradTag). */
+export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, o: LnDxOpts = LN_DX_PLAIN, gDtype: Dtype = dtype): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx4_v${v4}${sg ? "_sg" : ""}_${dtype}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
-  const g = k.buffer("g", storageOf(dtype), "read");
+  const g = k.buffer("g", storageOf(gDtype), "read");
   const bufs = lnDxPlain(o) ? null : lnDxBuffers(k, dtype, o);
   const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const stats = k.buffer("stats", f32, "write");
   const pc = k.push(LN_PUSH);
   const { row, t, base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
-  const gv = g.as(storageOf(dtype), 4), wv = w.as(storageOf(wDtype), 4), dxv = dx.as(storageOf(dtype), 4);
+  const gv = g.as(storageOf(gDtype), 4), wv = w.as(storageOf(wDtype), 4), dxv = dx.as(storageOf(dtype), 4);
   const last = k.let(pc.dim.shr(2).sub(1), "glast");
   // dy = g * w for this thread's vectors (loaded at clamped indices like x, masked in the sums)
   const dys = cols.map((c) => k.let(gv.load(base4.add(min(c, last))).cast("f32x4").mul(wv.load(min(c, last)).cast("f32x4")), "dy"));

@@ -6,7 +6,7 @@ import { checkIndices, hostIndices, indexCsr } from "./indices.js";
 import { fail, fmt, sameShape, size } from "../shape.js";
 import { gridRows, grid1d, storageOf } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
-import { LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { LN_COLS_UNROLL, LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
@@ -76,19 +76,31 @@ function checkLnBwdOptions(op: string, x: TensorData, o: LnBwdOptions): LnDxOpts
 }
 
 /**
+ * g is x's dtype, or f16 with an f32 x: each kernel converts it on load (castDtype(g, "f32") bit
+ * for bit, no cast pass, half the g bytes).
+ */
+function checkLnGrad(op: string, x: TensorData, g: TensorData): void {
+  if (g.shape.join() !== x.shape.join()) fail(op, `gradOutput ${fmt(g.shape)} must match x ${fmt(x.shape)}`);
+  if (g.dtype === x.dtype || (x.dtype === "f32" && g.dtype === "f16")) return;
+  fail(op, `gradOutput dtype ${g.dtype} must match x dtype ${x.dtype}${x.dtype === "f32" ? " or be f16" : ""}`);
+}
+
+/**
  * dx, dw, db of LayerNorm over the last axis; with `opts` (LnBwdOptions) the same pass adds a
- * residual gradient into dx and writes dx16, an f16 copy of dx. Every dx kernel takes the options.
+ * residual gradient into dx and writes dx16, an f16 copy of dx. Every dx kernel takes the options,
+ * and every kernel g's dtype (checkLnGrad).
  */
 export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: TensorData, eps: number, opts: LnBwdOptions = {}) {
   const op = "layerNormBackward";
   const dim = checkLn(op, x, w, null);
-  if (g.shape.join() !== x.shape.join()) fail(op, `gradOutput ${fmt(g.shape)} must match x ${fmt(x.shape)}`);
-  if (g.dtype !== x.dtype) fail(op, `gradOutput dtype ${g.dtype} must match x dtype ${x.dtype}`);
+  checkLnGrad(op, x, g);
   const o = checkLnBwdOptions(op, x, opts);
   const res = opts.residual ?? null;
   const plain = lnDxPlain(o);
-  // the plain call's keys and kernels are the ones before the options (shipped caches and tuning apply)
-  const key = plain ? {} : { res: o.res && storageOf(o.res), h16: o.copy16 };
+  const gt = g.dtype;
+  // g in x's dtype and no options: the keys and kernels before either (shipped caches and tuning apply)
+  const gKey = gt === x.dtype ? {} : { g: gt };
+  const key = { ...gKey, ...(plain ? {} : { res: o.res && storageOf(o.res), h16: o.copy16 }) };
   const dx = E.alloc(x.shape, res ? promote(x.dtype, res.dtype) : x.dtype);
   const dx16 = o.copy16 ? E.alloc(x.shape, "f16") : null;
   const dxs = dx16 ? [dx, dx16] : [dx];
@@ -105,7 +117,7 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
     const one = groups === 1;
     const parts = one ? [dw, db] : [E.alloc([1, groups, dim], "f32"), E.alloc([1, groups, dim], "f32")];
     const part = parts[0].dtype, sg = E.subgroups;
-    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch, ...key }, () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch, o),
+    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch, ...key }, () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch, o, gt),
       LN_BWD_FUSED_PUSH, { rows, dim, eps, rowsPerGroup }, ins, [...dxs, ...parts], [groups, 1, 1]);
     if (!one) foldPartials(E, op, parts, 1, dim, 1, [dw, db]);
     return result(dw, db);
@@ -113,14 +125,14 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
   const stats = E.alloc([rows, 2], "f32");
   const v4 = rows4Vpt(dim), sg = E.subgroups;
   if (v4 > 0) {
-    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg, ...key }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg, o), LN_PUSH,
+    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg, ...key }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg, o, gt), LN_PUSH,
       { rows, dim, eps }, ins, [...dxs, stats], gridRows(rows));
   } else {
-    run(E, op, { lnDx: x.dtype, w: w.dtype, ...key }, () => layerNormBwdDxKernel(x.dtype, w.dtype, o), LN_PUSH,
+    run(E, op, { lnDx: x.dtype, w: w.dtype, ...key }, () => layerNormBwdDxKernel(x.dtype, w.dtype, o, gt), LN_PUSH,
       { rows, dim, eps }, ins, [...dxs, stats], gridRows(rows));
   }
   if (rows < 64) {
-    run(E, op, { lnDwDb: x.dtype, w: w.dtype }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype), LN_DWDB_PUSH,
+    run(E, op, { lnDwDb: x.dtype, w: w.dtype, ...gKey }, () => layerNormBwdDwDbKernel(x.dtype, w.dtype, gt), LN_DWDB_PUSH,
       { rows, dim }, [x, g, stats], [dw, db], grid1d(dim));
   } else {
     // many rows: a column sum of (g * xhat, g) over the rows (ts/kernels/colsum.ts), chunk partials
@@ -129,7 +141,7 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
     const one = p.chunks === 1;
     const outs = one ? [dw, db] : [E.alloc([1, p.chunks, dim], "f32"), E.alloc([1, p.chunks, dim], "f32")];
     const outDtype = outs[0].dtype;
-    run(E, op, { lnCols: x.dtype, out: outDtype, vec: p.vec, tx: p.tx }, () => layerNormBwdColsKernel(x.dtype, outDtype, p.vec, p.tx),
+    run(E, op, { lnCols: x.dtype, out: outDtype, vec: p.vec, tx: p.tx, ...gKey }, () => layerNormBwdColsKernel(x.dtype, outDtype, p.vec, p.tx, LN_COLS_UNROLL, gt),
       COLSUM_PUSH, { dim: rows, inner: dim, chunk: p.chunk, chunks: p.chunks, scale: 1 }, [x, g, stats], outs, p.groups);
     if (!one) foldPartials(E, op, outs, 1, dim, 1, [dw, db]);
   }
