@@ -19,7 +19,7 @@ import {
   LN_COLS_UNROLL, LN_DX_PLAIN, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel,
   lnDxTag, lnGradTag, type LnDxOpts,
 } from "../ts/kernels/norm.js";
-import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../ts/kernels/loss.js";
+import { xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel, xentFusedKernel } from "../ts/kernels/loss.js";
 import { embeddingFwdKernel, embeddingBwdKernel, embeddingBwdCsrKernel, gatherKernel, argmaxKernel, topkKernel } from "../ts/kernels/gather.js";
 import { copyStridedKernel, copyStridedV128Kernel, causalMaskKernel, dropoutMaskKernel } from "../ts/kernels/copy.js";
 import { adamwKernel } from "../ts/kernels/optim.js";
@@ -170,6 +170,10 @@ export function backendVariants(): KernelVariant[] {
       const more = sg ? [...needs(d), "subgroup" as const] : needs(d);
       v.push({ id: `backend/xent_rows4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentRows4Kernel(d, sg) });
       v.push({ id: `backend/xent_bwd4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentBwd4Kernel(d, "f32", sg) });
+      // the fused pass: a short unaligned row (element gathers), a mid one, GPT-2's f16 rows (7 slots of 1024)
+      for (const p of [{ wg: 64, slots: 1, aligned: false }, { wg: 256, slots: 3, aligned: false }, { wg: 1024, slots: 7, aligned: true }]) {
+        v.push({ id: `backend/xent_fused${sg ? "_sg" : ""}/${d}_s${p.slots}_w${p.wg}${p.aligned ? "" : "_u"}`, needs: more, build: () => xentFusedKernel(d, d, p, sg) });
+      }
     }
     v.push({ id: `backend/embedding_fwd/${d}`, needs: needs(d), build: () => embeddingFwdKernel(d) });
     v.push({ id: `backend/embedding_bwd/${d}`, needs: needs(d), build: () => embeddingBwdKernel(d) });

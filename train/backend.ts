@@ -28,6 +28,11 @@ export type TrainBackend = Required_<
    */
   castTransposeMulti?(ws: TensorData[], dtype: Dtype): { cast: TensorData; transposed: TensorData }[];
   /**
+   * HeliosBackend: crossEntropy's loss and crossEntropyBackward's dlogits (gradient g) from one
+   * read of the logits; without it, the two ops.
+   */
+  crossEntropyWithGrad?(logits: TensorData, targets: TensorData, g: TensorData): { loss: TensorData; dlogits: TensorData };
+  /**
    * HeliosBackend: y = x·Wᵀ + bias (+ residual) written as outDtype, bias and residual in the
    * matmul epilogue (W [out, in], or [in, out] with inOut); with geluGradOf = f, y is multiplied
    * by gelu'(f) before the residual (geluBackward(f, x·W) in one product: the MLP backward).

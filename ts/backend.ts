@@ -521,6 +521,16 @@ export class HeliosBackend implements Backend {
     checkBindable("crossEntropyBackward", "logits", logits.shape, logits.dtype, this.maxBind);
     return NN.crossEntropyBackward(this.E, logits, targets, g);
   }
+  /**
+   * Helios extension: crossEntropy(logits, targets) and crossEntropyBackward(logits, targets, g)
+   * together (equal to rounding), from one read of the logits where a row fits a workgroup's
+   * registers (with 1024-invocation workgroups: f16 rows up to 65536 classes, f32 up to 32768),
+   * else from their two kernels. The two ops' checks and errors, named crossEntropyWithGrad.
+   */
+  crossEntropyWithGrad(logits: TensorData, targets: TensorData, g: TensorData): { loss: TensorData; dlogits: TensorData } {
+    checkBindable("crossEntropyWithGrad", "logits", logits.shape, logits.dtype, this.maxBind);
+    return NN.crossEntropyWithGrad(this.E, logits, targets, g);
+  }
 
   // ---- matmul and attention
 

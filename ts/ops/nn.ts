@@ -7,7 +7,7 @@ import { fail, fmt, sameShape, size } from "../shape.js";
 import { gridRows, grid1d, storageOf } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
-import { XENT_PUSH, XENT_BWD_PUSH, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
+import { XENT_PUSH, XENT_BWD_PUSH, planXentFused, xentFusedKernel, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
@@ -162,30 +162,69 @@ export function crossEntropy(E: Engine, logits: TensorData, targets: TensorData)
   const op = "crossEntropy";
   const [n, c] = checkXent(op, logits, targets);
   if (n === 0 || c === 0) return E.filled([], logits.dtype, NaN);
+  return meanRowLoss(E, op, xentRowLoss(E, op, logits, targets, n, c), logits.dtype);
+}
+
+export function crossEntropyBackward(E: Engine, logits: TensorData, targets: TensorData, g: TensorData): HeliosTensor {
+  const op = "crossEntropyBackward";
+  const [n, c] = checkXentGrad(op, logits, targets, g);
+  const out = E.alloc(logits.shape, logits.dtype);
+  if (n > 0 && c > 0) xentGrad(E, op, logits, targets, g, out, n, c);
+  return out;
+}
+
+/**
+ * crossEntropy and crossEntropyBackward from one read of the logits (xent_fused) where a row fits
+ * one workgroup's registers (planXentFused); else their kernels, one after the other.
+ */
+export function crossEntropyWithGrad(E: Engine, logits: TensorData, targets: TensorData, g: TensorData): { loss: HeliosTensor; dlogits: HeliosTensor } {
+  const op = "crossEntropyWithGrad";
+  const [n, c] = checkXentGrad(op, logits, targets, g);
+  const dlogits = E.alloc(logits.shape, logits.dtype);
+  if (n === 0 || c === 0) return { loss: E.filled([], logits.dtype, NaN), dlogits };
+  const plan = planXentFused(c, logits.dtype, E.device.maxWorkgroupSize);
+  if (!plan) {
+    const rowLoss = xentRowLoss(E, op, logits, targets, n, c);
+    xentGrad(E, op, logits, targets, g, dlogits, n, c);
+    return { loss: meanRowLoss(E, op, rowLoss, logits.dtype), dlogits };
+  }
   const rowLoss = E.alloc([n], "f32");
-  // 4-wide with a one-pass log-sum-exp when rows split into vectors
+  run(E, op, { xentFused: logits.dtype, g: g.dtype, ...plan, sg: E.subgroups }, () => xentFusedKernel(logits.dtype, g.dtype, plan, E.subgroups),
+    XENT_BWD_PUSH, { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [rowLoss, dlogits], gridRows(n), [E.indexFlag()]);
+  return { loss: meanRowLoss(E, op, rowLoss, logits.dtype), dlogits };
+}
+
+function checkXentGrad(op: string, logits: TensorData, targets: TensorData, g: TensorData): [number, number] {
+  const nc = checkXent(op, logits, targets);
+  if (size(g.shape) !== 1) fail(op, `gradOutput must be a scalar, got ${fmt(g.shape)}`);
+  return nc;
+}
+
+/** Per-row losses (f32 [n]): 4-wide with a one-pass log-sum-exp when rows split into vectors. */
+function xentRowLoss(E: Engine, op: string, logits: TensorData, targets: TensorData, n: number, c: number): HeliosTensor {
+  const rowLoss = E.alloc([n], "f32");
   const v4 = c % 4 === 0;
   run(E, op, { xent: logits.dtype, v4, sg: E.subgroups }, () => (v4 ? xentRows4Kernel(logits.dtype, E.subgroups) : xentRowsKernel(logits.dtype)),
     XENT_PUSH, { rows: n, classes: c }, [logits, targets], [rowLoss], gridRows(n), [E.indexFlag()]);
-  const out = E.alloc([], logits.dtype);
-  // mean over rows: a row-length-n reduction in one workgroup (n is a batch*time count)
-  run(E, op, { reduceRows: "sum", in: "f32", out: logits.dtype }, () => reduceRowsKernel("f32", logits.dtype, "sum"),
+  return rowLoss;
+}
+
+/** The mean of the row losses (released), as a scalar of `dtype`. */
+function meanRowLoss(E: Engine, op: string, rowLoss: HeliosTensor, dtype: Dtype): HeliosTensor {
+  const n = rowLoss.shape[0];
+  const out = E.alloc([], dtype);
+  // a row-length-n reduction in one workgroup (n is a batch*time count): deterministic, no atomics
+  run(E, op, { reduceRows: "sum", in: "f32", out: dtype }, () => reduceRowsKernel("f32", dtype, "sum"),
     REDUCE_ROWS_PUSH, { rows: 1, len: n, n, outBase: 0, scale: 1 / n }, [rowLoss], [out], gridRows(1));
   E.release(rowLoss);
   return out;
 }
 
-export function crossEntropyBackward(E: Engine, logits: TensorData, targets: TensorData, g: TensorData): HeliosTensor {
-  const op = "crossEntropyBackward";
-  const [n, c] = checkXent(op, logits, targets);
-  if (size(g.shape) !== 1) fail(op, `gradOutput must be a scalar, got ${fmt(g.shape)}`);
-  const out = E.alloc(logits.shape, logits.dtype);
-  if (n === 0 || c === 0) return out;
+function xentGrad(E: Engine, op: string, logits: TensorData, targets: TensorData, g: TensorData, out: HeliosTensor, n: number, c: number): void {
   const v4 = c % 4 === 0;
   run(E, op, { xentBwd: logits.dtype, g: g.dtype, v4, sg: E.subgroups },
     () => (v4 ? xentBwd4Kernel(logits.dtype, g.dtype, E.subgroups) : xentBwdKernel(logits.dtype, g.dtype)), XENT_BWD_PUSH,
     { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [out], gridRows(n), [E.indexFlag()]);
-  return out;
 }
 
 export function embedding(E: Engine, w: TensorData, idx: TensorData): HeliosTensor {
