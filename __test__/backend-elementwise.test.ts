@@ -68,6 +68,19 @@ for (const B of [fused, unfused]) {
     }
   });
 
+  test(`GELU and its gradient hold from tiny to huge inputs (exp form, no tanh) (${tag})`, () => {
+    const xs = [-1e4, -100, -20, -9.5, -5, -2.5, -1, -0.3, -1e-3, -1e-7, 0, 1e-7, 1e-3, 0.3, 1, 2.5, 5, 9.5, 20, 100, 1e4];
+    const x = B.fromArray(xs, [xs.length]);
+    const g = B.fromArray(xs.map((_, i) => 1 + i / 7), [xs.length]);
+    const y = values(B.gelu(x));
+    const dy = values(B.geluBackward(x, g));
+    xs.forEach((v, i) => {
+      const want = E.gelu(v), dwant = (1 + i / 7) * E.geluGrad(v);
+      assert.ok(Math.abs(y[i] - want) <= 2e-6 * Math.abs(want) + 1e-30, `gelu(${v}) = ${y[i]}, want ${want}`);
+      assert.ok(Math.abs(dy[i] - dwant) <= 1e-5 * (1 + Math.abs(dwant)), `geluBackward(${v}) = ${dy[i]}, want ${dwant}`);
+    });
+  });
+
   test(`pow with a non-integer exponent follows Math.pow (${tag})`, () => {
     const out = values(B.pow(B.fromArray([-2, 0, 4, 2.25], [4]), 0.5));
     assert.ok(Number.isNaN(out[0]));

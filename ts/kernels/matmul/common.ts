@@ -1,11 +1,11 @@
 // What every matmul kernel shares: the push-constant block (declared once, used by the generators
 // and by the dispatcher), binding roles, and the fused epilogue.
 import {
-  Expr, exp, f32, lift, select, type Buffer, type KernelBuilder, type Var,
+  Expr, exp, f32, select, type Buffer, type KernelBuilder, type Var,
 } from "../../ir/index.js";
 import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
 import { checkU32 } from "../common.js";
-import { geluGrad } from "../elementwise.js";
+import { geluGrad, tanhByExp } from "../elementwise.js";
 
 /**
  * Push constants of every matmul kernel (u32 sizes, f32 scalars; std430 order):
@@ -131,8 +131,7 @@ export function geluSigmoid(k: KernelBuilder, x: Expr): Expr {
  * gives −1: no clamp needed. x is f32 or an f32 vector (the lane-store epilogue takes 4 at once).
  */
 export function geluGradExp(k: KernelBuilder, x: Expr): Expr {
-  const tanh = (u: Expr) => k.let(lift(2, u.type).div(exp(u.mul(2)).add(1)).neg().add(1), "th");
-  return k.let(geluGrad(x, tanh), "dgelu");
+  return k.let(geluGrad(x, (u) => k.let(tanhByExp(u), "th")), "dgelu");
 }
 
 export interface EpilogueRefs {
