@@ -81,6 +81,18 @@ for (const matmul16 of [false, true]) {
     const inForward = run(Bk, tr.params, CFG.vocab * bytes * 4, matmul16, 8);
     assert.equal(inForward.madeHeadGrad, true);
     compare(whole, inForward, matmul16 ? 2e-3 : 1e-5);
+    // a one-pass head asked for its gradients makes them in the forward from one fused pass over
+    // the logits (crossEntropyWithGrad): neither crossEntropy nor crossEntropyBackward runs
+    const calls: string[] = [];
+    const spied = Object.create(Bk) as TrainBackend;
+    for (const op of ["crossEntropy", "crossEntropyBackward", "crossEntropyWithGrad"] as const) {
+      const f = (Bk as unknown as Record<string, (...a: unknown[]) => unknown>)[op];
+      Object.assign(spied, { [op]: (...a: unknown[]) => (calls.push(op), f.apply(Bk, a)) });
+    }
+    const fused = run(spied, tr.params, undefined, matmul16, 8);
+    assert.deepEqual(calls, ["crossEntropyWithGrad"]);
+    assert.equal(fused.madeHeadGrad, true);
+    compare(whole, fused, matmul16 ? 2e-3 : 1e-5);
   });
 }
 

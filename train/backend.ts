@@ -48,7 +48,8 @@ export type TrainBackend = Required_<
   layerNorm(x: TensorData, w: TensorData, b: TensorData, eps: number, opts?: { outDtype?: Dtype }): TensorData;
   /**
    * layerNormBackward with `opts` (HeliosBackend; asked for only where `fusedLinear`): dx =
-   * residual + dx_LN, and dx16 (dx in f16, castDtype's rounding) with f16Copy, from one pass.
+   * residual + dx_LN, and dx16 (dx in f16, castDtype's rounding) with f16Copy, from one pass;
+   * there g may also be f16 with an f32 x (the f16 dh products, read as they are).
    */
   layerNormBackward(
     x: TensorData, w: TensorData, g: TensorData, eps: number, opts?: { residual?: TensorData | null; f16Copy?: boolean },

@@ -337,13 +337,23 @@ export class GPT {
     const hf = this.normOperand(top, x, get(p, "transformer.ln_f.weight"), get(p, "transformer.ln_f.bias"));
     const wte = this.weight(get(p, "transformer.wte.weight"));
     const rows = this.headRows(N);
+    const gradScale = opts.headGradScale;
     if (rows >= N) {
       // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
       const logits = top.keep(this.timesWT(hf, get(p, "transformer.wte.weight")));
+      if (gradScale !== undefined && this.B.crossEntropyWithGrad) {
+        // Training: the loss and dlogits from one read of the logits, then the head's gradients
+        // at once (backward takes them as a chunked forward's), so the logits go back here.
+        const one = top.keep(this.B.fromArray([gradScale], [1], "f32"));
+        const r = this.B.crossEntropyWithGrad(logits, batch.targets, one);
+        top.drop(logits);
+        const loss = this.f32(top, top.keep(r.loss));
+        const headGrad = { lossScale: gradScale, ...this.headGradsFrom(top, top.keep(r.dlogits), hf, wte) };
+        return { batch, blocks, xf: x, hf, logits: null, loss, headGrad };
+      }
       const loss = this.f32(top, top.keep(this.B.crossEntropy(logits, batch.targets)));
       return { batch, blocks, xf: x, hf, logits, loss, headGrad: null };
     }
-    const gradScale = opts.headGradScale;
     const grad = gradScale === undefined ? null : this.headGrad(top);
     let loss: TensorData | null = null;
     for (let r0 = 0; r0 < N; r0 += rows) {
@@ -389,6 +399,15 @@ export class GPT {
     return Math.max(1, fit >= 128 ? fit - (fit % 128) : fit);
   }
 
+  /** dhf and the head's share of dwte (f32, kept in `top`) from dlogits, which is dropped from `top`. */
+  private headGradsFrom(top: Scope, dlogits: TensorData, hf: TensorData, wte: TensorData): { dhf: TensorData; dwteHead: TensorData } {
+    const Bk = this.B;
+    const dhf = top.keep(this.f32Owned(Bk.matmul(dlogits, wte)));
+    const dwteHead = top.keep(this.f32Owned(Bk.matmulTransposedA(dlogits, hf)));
+    top.drop(dlogits);
+    return { dhf, dwteHead };
+  }
+
   /**
    * dhf and the head's share of dwte from the loss gradient `one` (= lossScale): one pass when
    * the forward kept the logits, else per row chunk (logits recomputed, gradient scaled by the
@@ -401,12 +420,9 @@ export class GPT {
     if (c.logits) {
       const one = top.keep(Bk.fromArray([lossScale], [1], "f32"));
       const dlogits = top.keep(Bk.crossEntropyBackward(c.logits, targets, one));
-      const dhf = top.keep(this.f32Owned(Bk.matmul(dlogits, wte)));
-      const dwteHead = top.keep(this.f32Owned(Bk.matmulTransposedA(dlogits, c.hf)));
       // [N, vocab] twice is the largest memory of a GPT-2 step: return both before the blocks run.
       top.drop(c.logits);
-      top.drop(dlogits);
-      return { dhf, dwteHead };
+      return this.headGradsFrom(top, dlogits, c.hf, wte);
     }
     if (c.headGrad && c.headGrad.lossScale === lossScale) {
       const { dhf, dwteHead } = c.headGrad;
@@ -560,11 +576,13 @@ export class GPT {
     const df = mlpGrad(dm, dout16);
     saved(c.g, c.m2, c.f);
     if (dm !== dout) this.free(dm);
-    const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc");
+    // Under fusedLnGrad LayerNorm backward reads the f16 dh products as they are (an f32 copy
+    // would be the same values: f16 -> f32 is exact).
+    const fl = this.fusedLnGrad;
+    const dh2 = lin(df, c.h2, w.fcW, pre + "mlp.c_fc", null, fl);
     saved(c.h2);
     this.free(df);
     // dx1 = dout + ln_2's dx (in its pass under fusedLnGrad, with dx1's f16 copy when no mask follows)
-    const fl = this.fusedLnGrad;
     const ln2 = this.lnBackward(c.x1, w.ln2w, dh2, fl ? dout : null, fl && !c.m1);
     saved(c.x1);
     this.free(dh2);
@@ -590,7 +608,7 @@ export class GPT {
       this.free(dyA);
       dqkv = this.attendHeadsBackward(c, dO, nb, T, scale);
     }
-    const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn", this.matmul16 ? dqkv : null);
+    const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn", this.matmul16 ? dqkv : null, fl);
     saved(c.h1);
     this.free(dqkv);
     const ln1 = this.lnBackward(c.x, w.ln1w, dh1, fl ? dx1 : null, fl && copy);
