@@ -4,10 +4,12 @@
 // operands with an f32 residual, f32 operands, the GELU gradient of the MLP backward (f16 and f32;
 // against geluBackward after the product too); the fallback (operand dtypes the kernels cannot
 // take) gives what the product and one elementwise pass give; the epilogue costs no dispatch of its
-// own. LayerNorm's output dtype: its f16 output is its f32 output cast, bit for bit.
+// own; a transposed x (xT: weight gradients dyᵀ·x written in f32 by the product, on the SIMT
+// tiles and split-K here, every kernel family in matmul-streamk's interpreter test). LayerNorm's
+// output dtype: its f16 output is its f32 output cast, bit for bit.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { makeBackend } from "./backend-helpers.js";
+import { makeBackend, onNative, recordingBackend } from "./backend-helpers.js";
 import { Rng, randTensor, values, type Sample } from "./harness.js";
 import { ref, type RefTensor } from "./ref/tensor.js";
 import * as N from "./ref/nn.js";
@@ -26,22 +28,24 @@ interface Case {
   /** geluGradOf: GELU's input, over [-4, 4] (both tails of the derivative). */
   gate: Sample | null;
   inOut: boolean; outDtype: Dtype;
+  /** x stored [K, M] (LinearOptions.xT). */
+  xT?: boolean;
 }
 
-function makeCase(rng: Rng, [M, K, N]: [number, number, number], dt: Dtype, outDtype: Dtype, o: { bias?: Dtype | null; residual?: boolean; gate?: boolean; inOut?: boolean }): Case {
+function makeCase(rng: Rng, [M, K, N]: [number, number, number], dt: Dtype, outDtype: Dtype, o: { bias?: Dtype | null; residual?: boolean; gate?: boolean; inOut?: boolean; xT?: boolean }): Case {
   const inOut = o.inOut ?? false;
   return {
-    x: randTensor(rng, [M, K], dt),
+    x: randTensor(rng, o.xT ? [K, M] : [M, K], dt),
     W: randTensor(rng, inOut ? [K, N] : [N, K], dt),
     bias: o.bias ? randTensor(rng, [N], o.bias) : null,
     residual: o.residual ? randTensor(rng, [M, N], outDtype) : null,
     gate: o.gate ? randTensor(rng, [M, N], outDtype, -4, 4) : null,
-    inOut, outDtype,
+    inOut, outDtype, xT: o.xT,
   };
 }
 
-function run(c: Case): TensorData {
-  return B.linear(c.x.td, c.W.td, c.bias?.td ?? null, { inOut: c.inOut, outDtype: c.outDtype, residual: c.residual?.td, geluGradOf: c.gate?.td });
+function run(c: Case, be = B): TensorData {
+  return be.linear(c.x.td, c.W.td, c.bias?.td ?? null, { inOut: c.inOut, xT: c.xT, outDtype: c.outDtype, residual: c.residual?.td, geluGradOf: c.gate?.td });
 }
 
 /**
@@ -51,9 +55,10 @@ function run(c: Case): TensorData {
  */
 function reference(c: Case): { want: RefTensor; bound: Float64Array } {
   const Wt = c.inOut ? c.W.ref : N.transpose(c.W.ref, 0, 1);
-  const prod = N.matmul(c.x.ref, Wt);
+  const x = c.xT ? N.transpose(c.x.ref, 0, 1) : c.x.ref;
+  const prod = N.matmul(x, Wt);
   const abs = (t: RefTensor) => ref(t.shape, t.data.map(Math.abs));
-  const bound = N.matmul(abs(c.x.ref), abs(Wt)).data;
+  const bound = N.matmul(abs(x), abs(Wt)).data;
   const n = prod.shape[1];
   const want = prod.data.map((v, i) => {
     const b = c.bias ? c.bias.ref.data[i % n] : 0;
@@ -87,7 +92,7 @@ function assertLinear(got: TensorData, c: Case, what: string): void {
 }
 
 function tag(c: Case, s: [number, number, number]): string {
-  return `${s.join("x")} ${c.x.td.dtype}->${c.outDtype}${c.inOut ? " [in,out]" : ""}${c.bias ? ` bias ${c.bias.td.dtype}` : ""}${c.gate ? " geluGradOf" : ""}${c.residual ? " residual" : ""}`;
+  return `${s.join("x")} ${c.x.td.dtype}->${c.outDtype}${c.xT ? " xT" : ""}${c.inOut ? " [in,out]" : ""}${c.bias ? ` bias ${c.bias.td.dtype}` : ""}${c.gate ? " geluGradOf" : ""}${c.residual ? " residual" : ""}`;
 }
 
 test("f16 operands, f16 output with an f32 bias (the trainer's qkv and fc), both weight layouts", () => {
@@ -216,6 +221,103 @@ test("geluGradOf on operands the kernels cannot take: the product, then geluBack
   }
 });
 
+// xT's (M, K, N): M and N the weight's sides, K the tokens. One element; odd sizes; K long beside
+// a small output, which the planner splits over K (the split-K partials and their reduce); whole
+// 64-tiles with a split K.
+const XT_SHAPES: [number, number, number][] = [[1, 1, 1], [17, 65, 33], [70, 300, 45], [37, 1500, 50], [64, 2048, 64]];
+
+test("xT: dW = dyᵀ·x written in f32 by the product (f16 and f32 operands, both W layouts) and f16 out", () => {
+  const rng = new Rng(2711);
+  for (const s of XT_SHAPES) for (const inOut of [true, false]) for (const dt of ["f16", "f32"] as Dtype[]) {
+    const c = makeCase(rng, s, dt, "f32", { xT: true, inOut });
+    assertLinear(run(c), c, tag(c, s));
+  }
+  for (const s of XT_SHAPES) {
+    const c = makeCase(rng, s, "f16", "f16", { xT: true, inOut: true });
+    assertLinear(run(c), c, tag(c, s));
+  }
+});
+
+test("xT in f32 is matmulTransposedA's f16 product before its rounding, without the cast pass", () => {
+  const rng = new Rng(2712);
+  for (const s of XT_SHAPES) {
+    const c = makeCase(rng, s, "f16", "f32", { xT: true, inOut: true });
+    const [dy, x] = [c.x, c.W].map((t) => B.fromArray(values(t.td), t.td.shape, t.td.dtype));
+    B.syncGpu();
+    const d0 = B.stats().dispatches;
+    const dW = B.linear(dy, x, null, { xT: true, inOut: true, outDtype: "f32" });
+    B.evaluate(dW);
+    const d1 = B.stats().dispatches;
+    const sep = B.castDtype(B.matmulTransposedA(dy, x), "f32");
+    B.evaluate(sep);
+    assert.equal(B.stats().dispatches - d1 - (d1 - d0), 1, `${tag(c, s)}: the cast is the one dispatch more`);
+    const { want, bound } = reference(c);
+    const a = values(dW), b = values(sep);
+    let errA = 0, errB = 0;
+    for (let i = 0; i < a.length; i++) {
+      // the f16 product is this sum rounded once (both accumulate in f32, perhaps in another order)
+      const tol = 1e-6 + 2e-5 * bound[i] + Math.abs(a[i]) * 2 ** -11;
+      if (!(Math.abs(a[i] - b[i]) <= tol)) assert.fail(`${tag(c, s)}: element ${i}: f32 ${a[i]}, f16 ${b[i]} (tol ${tol})`);
+      errA += (a[i] - want.data[i]) ** 2;
+      errB += (b[i] - want.data[i]) ** 2;
+    }
+    // without the f16 rounding the result is nearer fp64 (a one-element f16-exact sum ties)
+    assert.ok(errA <= errB, `${tag(c, s)}: f32 error ${errA} > f16 error ${errB}`);
+  }
+});
+
+test("xT with the epilogue: bias, residual and geluGradOf at [M, N], f16 -> f32, f16 -> f16 and f32", () => {
+  const rng = new Rng(2713);
+  for (const s of [[17, 65, 33], [70, 300, 45], [37, 1500, 50]] as [number, number, number][]) {
+    for (const c of [
+      makeCase(rng, s, "f16", "f32", { xT: true, inOut: true, bias: "f32", residual: true }),
+      makeCase(rng, s, "f16", "f32", { xT: true, bias: "f32", gate: true, residual: true }),
+      makeCase(rng, s, "f16", "f16", { xT: true, inOut: true, bias: "f32", gate: true }),
+      makeCase(rng, s, "f32", "f32", { xT: true, inOut: true, bias: "f32", gate: true, residual: true }),
+    ]) assertLinear(run(c), c, tag(c, s));
+  }
+});
+
+test("xT on every SIMT tile and split-K (HELIOS_MATMUL_VARIANT), f16 -> f32 with bias and residual", () => {
+  const rng = new Rng(2714);
+  const saved = process.env.HELIOS_MATMUL_VARIANT;
+  try {
+    for (const v of ["simt_64x64_4x4", "simt_128x128_8x8_sm", "simt_128x128_8x16_t128_sm", "simt_64x64_4x4_sk4"]) {
+      process.env.HELIOS_MATMUL_VARIANT = v;
+      // a backend of its own: plans are memoized per engine
+      const { B: be, names } = recordingBackend();
+      // edge tiles, and whole 128-tiles (the unchecked loads)
+      for (const s of [[17, 65, 33], [128, 256, 128]] as [number, number, number][]) {
+        const c = makeCase(rng, s, "f16", "f32", { xT: true, inOut: true, bias: "f32", residual: true });
+        assertLinear(run(c, be), c, `${v} ${tag(c, s)}`);
+      }
+      // the forced variant ran (the mock runtime has no tuner, so no forcing)
+      if (!onNative()) continue;
+      const mm = [...names].filter((n) => n.startsWith("mm_"));
+      assert.ok(mm.some((n) => /^mm_simt_f16_f32_.*_TN_/.test(n)), `${v}: ${mm.join(", ")}`);
+      assert.equal(mm.includes("mm_splitk_reduce_f32_bias_res"), v.endsWith("_sk4"), `${v}: ${mm.join(", ")}`);
+    }
+  } finally {
+    if (saved === undefined) delete process.env.HELIOS_MATMUL_VARIANT;
+    else process.env.HELIOS_MATMUL_VARIANT = saved;
+  }
+});
+
+test("xT on operands the kernels cannot take together: matmulTransposedA and the elementwise pass, same values", () => {
+  const rng = new Rng(2715);
+  // f32 dy with f16 x (mixed: the backend's own SIMT product)
+  for (const outDtype of ["f32", "f16"] as Dtype[]) {
+    const x = randTensor(rng, [65, 17], "f32"), W = randTensor(rng, [65, 33], "f16");
+    const bias = randTensor(rng, [33], "f32"), gate = randTensor(rng, [17, 33], outDtype, -4, 4);
+    const y = B.linear(x.td, W.td, bias.td, { xT: true, inOut: true, outDtype, geluGradOf: gate.td });
+    const df = B.geluBackward(gate.td, B.add(B.matmulTransposedA(x.td, W.td), bias.td));
+    const want = outDtype === "f16" ? B.castDtype(df, "f16") : df;
+    assert.deepEqual(Array.from(values(y)), Array.from(values(want)), `fallback xT ${outDtype}`);
+    const c: Case = { x, W, bias, residual: null, gate, inOut: true, xT: true, outDtype };
+    assertLinear(y, c, `fallback ${tag(c, [17, 65, 33])}`);
+  }
+});
+
 test("argument checks", () => {
   const x = B.zeros([3, 4], "f16"), W = B.zeros([5, 4], "f16");
   const shapeError = (re: RegExp) => (e: Error & { code?: string }) => e.code === "ERR_HELIOS_SHAPE" && re.test(e.message);
@@ -227,6 +329,18 @@ test("argument checks", () => {
   assert.throws(() => B.linear(x, W, null, { residual: B.zeros([5, 3], "f16") }), /residual \[5, ?3\] must be \[3, 5\]/);
   assert.throws(() => B.linear(B.zeros([2, 3, 4], "f16"), W, null), /x must be \[M, K\]/);
   assert.equal(B.linear(B.zeros([0, 4], "f16"), W, null).shape.join(), "0,5");
+  // xT: x [K, M], so M and K are its second and first sides
+  const xt = B.zeros([4, 3], "f16");
+  assert.equal(B.linear(xt, W, null, { xT: true }).shape.join(), "3,5");
+  assert.equal(B.linear(xt, B.zeros([4, 5], "f16"), null, { xT: true, inOut: true, outDtype: "f32" }).shape.join(), "3,5");
+  assert.throws(() => B.linear(x, W, null, { xT: true }), shapeError(/^linear: x \[3, ?4\] \(\[K, M\], xT\) and W \[5, ?4\] \(\[out, in\]\) disagree on K$/));
+  assert.throws(() => B.linear(xt, B.zeros([3, 5], "f16"), null, { xT: true, inOut: true }), shapeError(/^linear: x \[4, ?3\] \(\[K, M\], xT\) and W \[3, ?5\] \(\[in, out\]\) disagree on K$/));
+  assert.throws(() => B.linear(xt, W, null, { xT: true, residual: B.zeros([4, 5], "f16") }), shapeError(/^linear: residual \[4, ?5\] must be \[3, 5\]$/));
+  assert.throws(() => B.linear(xt, W, null, { xT: true, geluGradOf: B.zeros([5, 3], "f16") }), shapeError(/^linear: geluGradOf \[5, ?3\] must be \[3, 5\]$/));
+  assert.throws(() => B.linear(B.zeros([4], "f16"), W, null, { xT: true }), shapeError(/^linear: x must be \[K, M\] \(xT\), got \[4\]$/));
+  assert.equal(B.linear(B.zeros([4, 0], "f16"), W, null, { xT: true }).shape.join(), "0,5");
+  // K = 0: the empty sum
+  assert.deepEqual(Array.from(values(B.linear(B.zeros([0, 2], "f16"), B.zeros([0, 3], "f16"), null, { xT: true, inOut: true, outDtype: "f32" }))), [0, 0, 0, 0, 0, 0]);
 });
 
 test("layerNorm writing f16 gives its f32 output cast to f16, bit for bit (every forward kernel)", () => {

@@ -1,7 +1,8 @@
 // Stream-K (ts/kernels/matmul/streamk.ts): the schedule on the host, the plans the planner builds,
 // and the kernels in the IR interpreter against the fp64 reference — ranges with one and two
 // segments, tiles split over two and three workgroups, more workgroups than units, batches,
-// epilogues, pair staging and the two-block presplit operands.
+// epilogues, pair staging, the two-block presplit operands, and the weight gradients' TN products
+// of f16 operands written in f32 (stream-K's fixup and split-K's reduce included).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkVariants, type CheckCase, type DtypeMode } from "../bench/matmul-check.js";
@@ -9,6 +10,7 @@ import { candidateVariants, planMatmul } from "../ts/kernels/matmul/plan.js";
 import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
 import { normalize, type MatmulProblem } from "../ts/kernels/matmul/problem.js";
 import { streamKSchedule, unitRange } from "../ts/kernels/matmul/streamk.js";
+import { tuneKey } from "../ts/kernels/matmul/autotune.js";
 import { variantByName } from "../ts/kernels/matmul/variants.js";
 import { InterpRuntime } from "./support/interp-runtime.js";
 // the stream-K twin of the small 64×64 tile, which the interpreter can afford
@@ -139,4 +141,29 @@ test("the epilogue's tiles in B's stage array (_es, with _b2): bf16 and f32 outp
   const bad = rows.filter((r) => !r.pass);
   assert.deepEqual(bad.map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`), []);
   assert.ok(rows.filter((r) => !r.skipped).length >= 8, JSON.stringify(rows.map((r) => [r.variant, r.mode, r.case, r.skipped])));
+});
+
+test("weight gradients (linear's xT): TN products of f16 operands written in f32 by stream-K, split-K and their fixup / reduce", () => {
+  const caps = { ...new InterpRuntime().info, computeUnits: 5 };
+  const prob = (epilogue: MatmulProblem["epilogue"], accF16 = false): MatmulProblem =>
+    ({ m: 192, n: 64, k: 256, transA: true, dtype: "f16", outDtype: "f32", accF16, epilogue });
+  const names = (v: string, p: MatmulProblem) => planMatmul(p, caps, { variant: v }).steps.map((s) => s.desc.name);
+  assert.deepEqual(names("cm_64x64x32_w2x2_stk", prob({ bias: true, residual: true })),
+    ["mm_cm_f16_acc32_f32_64x64x32_w2x2_TN_v44_stk_al_so4_bias_res", "mm_streamk_fixup_acc32_f32_64x64_w2x2_u32_bias_res"]);
+  assert.match(names("cm_64x64x32_w2x2_stk", prob(undefined, true))[1], /^mm_streamk_fixup_acc16_f32_64x64_w2x2_u32$/);
+  assert.deepEqual(names("cm_64x64x32_w2x2_sk4", prob({ geluGrad: true })).slice(1), ["mm_splitk_reduce_f32_dgelu"]);
+  // a shape class of its own for the tuner: the f16 product's winner is not taken for it
+  const info = new InterpRuntime().info;
+  assert.notEqual(tuneKey(info, normalize(prob(undefined))), tuneKey(info, normalize({ ...prob(undefined), outDtype: "f16" })));
+  // 3 tiles of 8 units over 5 workgroups (every tile split); 70×45×300 in four k-ranges of 96
+  const epi = { bias: true, residual: true, geluGrad: true };
+  const modes: DtypeMode[] = [{ name: "f16", dtype: "f16" }, { name: "f16acc16", dtype: "f16", accF16: true }];
+  const tn = (m: number, n: number, k: number): CheckCase =>
+    ({ name: `TN_f32out_epi_${m}x${n}x${k}`, problem: { m, n, k, transA: true, outDtype: "f32", epilogue: epi }, full: true });
+  const rows = [
+    ...run({ computeUnits: 5 }, ["cm_64x64x32_w2x2_stk"], modes, [tn(192, 64, 256)]),
+    ...run({ computeUnits: 5 }, ["cm_64x64x32_w2x2_sk4"], modes, [tn(70, 45, 300)]),
+  ];
+  // f32 accumulation stored in f32: far under one f16 rounding (~1e-4), which the output never passes through
+  for (const r of rows) assert.ok(r.relErr !== null && r.relErr < (r.mode === "f16" ? 1e-6 : 1e-3), `${r.variant} ${r.mode} ${r.case}: ${r.relErr}`);
 });

@@ -542,6 +542,8 @@ export class HeliosBackend implements Backend {
   /**
    * Helios extension: a linear layer, y = x·Wᵀ + bias (+ opts.residual) for x [M, K] and W [N, K]
    * (nn.Linear's layout; [K, N] with opts.inOut), written as opts.outDtype (x's dtype or f32).
+   * With opts.xT, x is stored [K, M] and used transposed: linear(dy, x, null, { xT: true, inOut:
+   * true, outDtype: "f32" }) is a weight gradient dyᵀ·x [out, in] written in f32 by the product.
    * With opts.geluGradOf = f ([M, N], the output dtype) the sum is multiplied by gelu'(f) before
    * the residual: geluBackward(f, x·W) as one product (an MLP's backward). Bias, GELU gradient
    * and residual are applied in the matmul kernel's epilogue, to the f32 accumulator, with one
@@ -553,7 +555,7 @@ export class HeliosBackend implements Backend {
     if (this.maxBind !== Infinity && x.shape.length === 2 && W.shape.length === 2) {
       checkBindable(op, "x", x.shape, x.dtype, this.maxBind);
       checkBindable(op, "W", W.shape, W.dtype, this.maxBind);
-      checkBindable(op, "output", [x.shape[0], opts.inOut ? W.shape[1] : W.shape[0]], opts.outDtype ?? x.dtype, this.maxBind);
+      checkBindable(op, "output", [x.shape[opts.xT ? 1 : 0], opts.inOut ? W.shape[1] : W.shape[0]], opts.outDtype ?? x.dtype, this.maxBind);
     }
     return MM.linear(this.E, op, x, W, bias, opts);
   }

@@ -326,6 +326,13 @@ export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, tran
 export interface LinearOptions {
   /** W stored [in, out] (y = x·W + bias) instead of nn.Linear's [out, in] (y = x·Wᵀ + bias). */
   inOut?: boolean;
+  /**
+   * x stored [K, M] and used transposed (y = xᵀ·Wᵀ + bias, xᵀ·W with inOut): a weight gradient
+   * dW = dyᵀ·x [out, in] is linear(dy, x, null, { xT: true, inOut: true, outDtype: "f32" }) for
+   * dy [tokens, out] and x [tokens, in], written in f32 by the product's kernel (no f16 product
+   * and cast pass). The epilogue's terms keep their [M, N] shapes.
+   */
+  xT?: boolean;
   /** Added last: [M, N] in the output dtype. */
   residual?: TensorData | null;
   /**
@@ -339,12 +346,12 @@ export interface LinearOptions {
 }
 
 /**
- * y = (x·Wᵀ + bias) ⊙ gelu'(geluGradOf) + residual for x [M, K] and W [N, K] ([K, N] with inOut),
- * each term optional, written as `outDtype`. Through the matmul planner (x and W of one float
- * dtype, residual and geluGradOf in the output dtype) the terms are the kernel's epilogue, applied
- * to the f32 accumulator and rounded once at the store. Otherwise the product, then one fused
- * elementwise kernel for the terms (computed in f32; the product rounded to its own dtype first,
- * as matmul writes it).
+ * y = (x·Wᵀ + bias) ⊙ gelu'(geluGradOf) + residual for x [M, K] ([K, M] with xT, used as xᵀ) and
+ * W [N, K] ([K, N] with inOut), each term optional, written as `outDtype`. Through the matmul
+ * planner (x and W of one float dtype, residual and geluGradOf in the output dtype) the terms are
+ * the kernel's epilogue, applied to the f32 accumulator and rounded once at the store. Otherwise
+ * the product, then one fused elementwise kernel for the terms (computed in f32; the product
+ * rounded to its own dtype first, as matmul writes it).
  */
 export function linear(E: Engine, op: string, x: TensorData, W: TensorData, bias: TensorData | null, o: LinearOptions = {}): HeliosTensor {
   const { M, N, K, outDtype } = checkLinear(op, x, W, bias, o);
@@ -352,13 +359,14 @@ export function linear(E: Engine, op: string, x: TensorData, W: TensorData, bias
   const preact = o.geluGradOf ?? null;
   const out = E.alloc([M, N], outDtype);
   if (M * N === 0) return out;
-  const problem = K > 0 ? linearProblem(x, W, { bias, residual, preact }, out, o.inOut ?? false, { m: M, n: N, k: K }) : null;
+  const xT = o.xT ?? false, inOut = o.inOut ?? false;
+  const problem = K > 0 ? linearProblem(x, W, { bias, residual, preact }, out, xT, inOut, { m: M, n: N, k: K }) : null;
   if (problem) {
     recordPlan(E, op, { A: x, B: W, bias, residual, preact }, out, problem);
     return out;
   }
   E.release(out);
-  const xw = matmul(E, op, x, W, false, !o.inOut);
+  const xw = matmul(E, op, x, W, xT, !inOut);
   const parts: HeliosTensor[] = [xw];
   let y = xw;
   // f32 until the last term, which writes outDtype
@@ -380,11 +388,11 @@ function checkLinear(op: string, x: TensorData, W: TensorData, bias: TensorData 
   };
   float(x, "x");
   float(W, "W");
-  if (x.shape.length !== 2) fail(op, `x must be [M, K], got ${fmt(x.shape)}`);
+  if (x.shape.length !== 2) fail(op, `x must be ${o.xT ? "[K, M] (xT)" : "[M, K]"}, got ${fmt(x.shape)}`);
   if (W.shape.length !== 2) fail(op, `W must be 2-D, got ${fmt(W.shape)}`);
-  const [M, K] = x.shape;
+  const [M, K] = o.xT ? [x.shape[1], x.shape[0]] : x.shape;
   const [N, kW] = o.inOut ? [W.shape[1], W.shape[0]] : W.shape;
-  if (kW !== K) fail(op, `x ${fmt(x.shape)} and W ${fmt(W.shape)} (${o.inOut ? "[in, out]" : "[out, in]"}) disagree on K`);
+  if (kW !== K) fail(op, `x ${fmt(x.shape)}${o.xT ? " ([K, M], xT)" : ""} and W ${fmt(W.shape)} (${o.inOut ? "[in, out]" : "[out, in]"}) disagree on K`);
   if (bias) {
     float(bias, "bias");
     if (bias.shape.length !== 1 || bias.shape[0] !== N) fail(op, `bias ${fmt(bias.shape)} must be [${N}]`);
@@ -401,10 +409,10 @@ function checkLinear(op: string, x: TensorData, W: TensorData, bias: TensorData 
 
 /** The planner's problem with the epilogue's tensors, or null when it cannot take them. */
 function linearProblem(
-  x: TensorData, W: TensorData, epi: Record<EpilogueRole, TensorData | null>, out: TensorData, inOut: boolean,
+  x: TensorData, W: TensorData, epi: Record<EpilogueRole, TensorData | null>, out: TensorData, xT: boolean, inOut: boolean,
   g: { m: number; n: number; k: number },
 ): MatmulProblem | null {
-  const problem = plannerProblem(x, W, out, { ...g, batch: 1 }, false, !inOut, false);
+  const problem = plannerProblem(x, W, out, { ...g, batch: 1 }, xT, !inOut, false);
   if (!problem) return null;
   const { bias, residual, preact } = epi;
   // f64 tensors are stored as f32: the storage dtype is what the kernel reads
