@@ -111,6 +111,26 @@ test("an epilogue class without an entry takes its plain class's winner (same ou
   assert.equal(chooseMatmul(rt, epi, { config: config(shippedFile({})), tune: false }).source, "default");
 });
 
+test("a plain f32-output class of 16-bit operands (linear's xT weight gradients) without an entry takes the 16-bit product's winner; its own entry wins", () => {
+  const rt = device(rng.int(400, 700));
+  const { problem, variant } = problemWithAlternative(rt, "f16");
+  const tn: MatmulProblem = { ...problem, transA: true };
+  const wide: MatmulProblem = { ...tn, outDtype: "f32" };
+  const key = tuneKey(rt.info, normalize(wide)), narrowKey = tuneKey(rt.info, normalize(tn));
+  assert.notEqual(key, narrowKey);
+  const now = new Date().toISOString();
+  const choose = (entries: Record<string, TuneRecord>) => chooseMatmul(rt, wide, { config: config(shippedFile(entries)), tune: false });
+  const r = choose({ [narrowKey]: record(variant, now) });
+  assert.deepEqual([r.source, r.plan.variant, r.plan.problem.outDtype, rt.dispatches], ["plain", variant, "f32", 0]);
+  const dflt = defaultVariant(normalize(wide), capsOf(rt.info)).name;
+  const own = choose({ [key]: record(dflt, now), [narrowKey]: record(variant, now) });
+  assert.deepEqual([own.source, own.plan.variant], ["shipped", dflt]);
+  assert.equal(choose({}).source, "default");
+  // the other way round: a 16-bit output never takes an f32 output's winner
+  const narrow = chooseMatmul(rt, tn, { config: config(shippedFile({ [key]: record(variant, now) })), tune: false });
+  assert.equal(narrow.source, "default");
+});
+
 test("a GELU-gradient class is its own: not the bias class's winner of the same shape; without an entry its plain class's", () => {
   const rt = device(rng.int(400, 700));
   const { problem, variant } = problemWithAlternative(rt, "f16");

@@ -132,17 +132,19 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
   const cache = readCache(cfg.cacheDir);
   // a stale entry (variant renamed or no longer supported) is passed over: shipped, then tune again
   const known: [TuneRecord | undefined, "cache" | "shipped" | "plain"][] = opts.force ? [] : [[cache[key], "cache"], [shippedRecord(cfg.shippedFile, key), "shipped"]];
-  if (!opts.force && !isPlainEpilogue(p.epilogue)) {
+  if (!opts.force && (!isPlainEpilogue(p.epilogue) || p.outDtype !== p.dtype)) {
     // An epilogue class nobody tuned runs the winner of its plain class (same output dtype, else
     // the inputs' dtype: an f32-output epilogue replaces a 16-bit product and the elementwise pass
     // after it) with the epilogue added. Bias and residual cost every tile about the same (H200
     // session 10: the bias 15 µs of a 284 µs product), so the plain ranking is the best guess
     // there is; the untuned default can be far from it. The GELU gradient (the MLP backward's
     // product) reads an M×N tensor as the residual does, plus a few exp-based flops per element.
+    // A plain f32 output of 16-bit operands (linear's xT weight gradients) likewise replaces the
+    // 16-bit product and its cast, and its own class comes first.
     const plain = { ...p.epilogue, scale: 1, bias: false, act: "none" as const, residual: false, geluGrad: false };
     for (const outDtype of new Set([p.outDtype, p.dtype])) {
       const plainKey = tuneKey(dev, { ...p, outDtype, epilogue: plain });
-      known.push([cache[plainKey], "plain"], [shippedRecord(cfg.shippedFile, plainKey), "plain"]);
+      if (plainKey !== key) known.push([cache[plainKey], "plain"], [shippedRecord(cfg.shippedFile, plainKey), "plain"]);
     }
   }
   for (const [rec, source] of known) {
