@@ -35,10 +35,11 @@ export type TrainBackend = Required_<
   /**
    * HeliosBackend: y = x·Wᵀ + bias (+ residual) written as outDtype, bias and residual in the
    * matmul epilogue (W [out, in], or [in, out] with inOut); with geluGradOf = f, y is multiplied
-   * by gelu'(f) before the residual (geluBackward(f, x·W) in one product: the MLP backward).
+   * by gelu'(f) before the residual (geluBackward(f, x·W) in one product: the MLP backward);
+   * with xT, x is stored [K, M] (weight gradients dyᵀ·x written in f32 by the product).
    * Used under matmul16 when `fusedLinear`.
    */
-  linear?(x: TensorData, W: TensorData, bias: TensorData | null, opts?: { inOut?: boolean; residual?: TensorData | null; geluGradOf?: TensorData | null; outDtype?: Dtype }): TensorData;
+  linear?(x: TensorData, W: TensorData, bias: TensorData | null, opts?: { inOut?: boolean; xT?: boolean; residual?: TensorData | null; geluGradOf?: TensorData | null; outDtype?: Dtype }): TensorData;
   /**
    * HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the matmul16 layers through linear() (GELU's
    * backward in the epilogue of the product before it included) and f16 LayerNorm outputs.

@@ -402,10 +402,19 @@ export class GPT {
   /** dhf and the head's share of dwte (f32, kept in `top`) from dlogits, which is dropped from `top`. */
   private headGradsFrom(top: Scope, dlogits: TensorData, hf: TensorData, wte: TensorData): { dhf: TensorData; dwteHead: TensorData } {
     const Bk = this.B;
-    const dhf = top.keep(this.f32Owned(Bk.matmul(dlogits, wte)));
-    const dwteHead = top.keep(this.f32Owned(Bk.matmulTransposedA(dlogits, hf)));
+    const dhf = top.keep(this.fused ? Bk.linear!(dlogits, wte, null, { inOut: true, outDtype: "f32" }) : this.f32Owned(Bk.matmul(dlogits, wte)));
+    const dwteHead = top.keep(this.weightGrad(dlogits, hf));
     top.drop(dlogits);
     return { dhf, dwteHead };
+  }
+
+  /**
+   * dW = dyᵀ·x in f32: under `fused` the f16 product writes f32 itself (linear's xT), else the
+   * product and (matmul16) its cast, which holds the 16-bit product until computed.
+   */
+  private weightGrad(dy: TensorData, x: TensorData): TensorData {
+    if (this.fused) return this.B.linear!(dy, x, null, { xT: true, inOut: true, outDtype: "f32" });
+    return this.f32Owned(this.B.matmulTransposedA(dy, x));
   }
 
   /**
@@ -535,14 +544,11 @@ export class GPT {
     // `dropCopy`).
     const weightGrads = (dy: TensorData, x: TensorData, name: string, dy16: TensorData | null): TensorData => {
       const dyOp = dy16 ?? (this.matmul16 ? Bk.castDtype!(dy, "f16") : dy);
-      const dW = Bk.matmulTransposedA(dyOp, x);
-      // The f32 gradient outlives this block (the trainer releases it after the update); its
-      // pending cast holds the f16 product.
-      grads.set(name + ".weight", this.matmul16 ? Bk.castDtype!(dW, "f32") : dW);
+      // The f32 gradient outlives this block (the trainer releases it after the update).
+      grads.set(name + ".weight", this.weightGrad(dyOp, x));
       // Under matmul16 the bias gradient sums the f16 dy the matmuls read (f32 accumulation and
       // result): half the bytes, and an f32 dy that only feeds the cast is never written.
       grads.set(name + ".bias", this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0));
-      if (this.matmul16) this.free(dW);
       return dyOp;
     };
     const dropCopy = (dy: TensorData, dyOp: TensorData) => this.free(dyOp === dy ? null : dyOp);
