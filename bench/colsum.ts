@@ -28,16 +28,13 @@ import { writeFileSync } from "node:fs";
 import { runtime } from "../ts/device.js";
 import { HeliosBackend } from "../ts/backend.js";
 import type { Dtype } from "../ts/types.js";
-import type { KernelDesc } from "../ts/ir/index.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
-import { packPush, type PushSpec } from "../ts/kernels/common.js";
 import { COLSUM_PUSH, COLS_UNROLL, COLUMN_TUNING, colsumKernel, planColumns, type ColumnTuning } from "../ts/kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, layerNormBwdColsKernel, layerNormBwdDxKernel } from "../ts/kernels/norm.js";
 import { layerNormBwdDx4Kernel, rows4Vpt } from "../ts/kernels/rows4.js";
 import { LN_BWD_FUSED_PUSH, LN_BWD_TUNING, layerNormBwdFusedKernel, planLayerNormBwd, type LnBwdTuning } from "../ts/kernels/layernorm-bwd.js";
 import { gridRows } from "../ts/kernels/common.js";
-import { busyNs, warmFor, type ProfileEntry } from "./profiling.js";
-import { median } from "./stats.js";
+import { kernelRace, type Launch, type Scratch } from "./kernel-race.js";
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
 const list = (k: string, d: string) => arg(k, d).split(",").filter(Boolean);
@@ -49,17 +46,6 @@ const OPS = list("ops", "bias,ln");
 const ITERS = Number(arg("iters", "50"));
 const WARM_MS = Number(arg("warm-ms", "500"));
 const OUT = arg("out", "");
-
-/** One dispatch: buffers by role name, in binding order. */
-interface Launch {
-  desc: KernelDesc;
-  spec: PushSpec;
-  push: Record<string, number>;
-  groups: [number, number, number];
-  bufs: string[];
-}
-/** A scratch buffer a launch list needs: role name and f32 elements. */
-interface Scratch { name: string; elems: number }
 
 interface Variant { name: string; tune: Partial<ColumnTuning>; unroll: number; lnUnroll: number; shipped: boolean }
 const shippedVariant: Variant = { name: "shipped", tune: {}, unroll: COLS_UNROLL, lnUnroll: LN_COLS_UNROLL, shipped: true };
@@ -131,44 +117,7 @@ function upload(vals: Float64Array, dtype: Dtype): { h: number; stored: Float64A
   return { h, stored: Float64Array.from(dtype === "f16" ? fromF16Array(data as Uint16Array) : (data as Float32Array)) };
 }
 const readF32 = (h: number, n: number) => new Float32Array(rt.readBuffer(h, 0, n * 4));
-
-interface Prepared { run: (profile: boolean, iters: number) => ProfileEntry[]; release: () => void }
-
-/** Compiles `launches` over `bufs` (scratch leased here); `run` records them `iters` times in one batch. */
-function prepare(launches: Launch[], scratch: Scratch[], bufs: Map<string, number>): Prepared {
-  const leased = scratch.map((s) => [s.name, rt.leaseBuffer(s.elems * 4)] as const);
-  const all = new Map([...bufs, ...leased]);
-  const compiled = launches.map((l) => ({
-    pipe: rt.compileKernel(JSON.stringify(l.desc)), handles: l.bufs.map((b) => all.get(b) as number), groups: l.groups, push: packPush(l.spec, l.push),
-  }));
-  return {
-    run: (profile, iters) => {
-      rt.beginBatch({ profile });
-      for (let i = 0; i < iters; i++) for (const c of compiled) rt.recordDispatch(c.pipe, c.handles, c.groups, c.push);
-      const v = rt.submitBatch();
-      rt.waitTimeline(v);
-      return profile ? rt.batchProfile(v) : [];
-    },
-    release: () => leased.forEach(([, h]) => rt.releaseBuffer(h)),
-  };
-}
-
-/**
- * Times prepared variants in turns: a warm-up cycling through all of them for --warm-ms, then 3
- * rounds in which each runs one profiled batch (a clock or memory state that drifts during the
- * rounds shifts every variant alike). Per variant: median µs per call, per-kernel µs.
- */
-function timeInTurns(vs: Prepared[]): { us: number; kernels: Record<string, number> }[] {
-  warmFor(WARM_MS, () => vs.forEach((v) => v.run(false, ITERS)));
-  const reps = vs.map(() => [] as ProfileEntry[][]);
-  for (let round = 0; round < 3; round++) vs.forEach((v, i) => reps[i].push(v.run(true, ITERS)));
-  return reps.map((r) => {
-    const spans = r.map((b) => busyNs(b) / 1e3 / ITERS);
-    const kernels: Record<string, number> = {};
-    for (const e of r[spans.indexOf(median(spans))]) kernels[e.label] = (kernels[e.label] ?? 0) + e.gpuNs / 1e3 / ITERS;
-    return { us: median(spans), kernels };
-  });
-}
+const { prepare, timeInTurns } = kernelRace(rt, { iters: ITERS, warmMs: WARM_MS });
 
 interface Row { op: string; dtype: string; n: number; variant: string; us: number; gbps: number; err: number; kernels: Record<string, number> }
 const rows: Row[] = [];

@@ -86,11 +86,11 @@ export function xentBwdKernel(dtype: Dtype, gDtype: Dtype): KernelDesc {
   return k.finish();
 }
 
-/** Log-sum-exp of a row of dim4 4-wide vectors at vector `base4`, in one pass over memory. */
-function rowLse4(k: KernelBuilder, xv: BufferView, base4: Expr, t: Expr, dim4: Expr, sg: boolean): Expr {
-  const sh = k.shared("partial", f32, ROW_WG);
+/** Log-sum-exp of a row of dim4 4-wide vectors at vector `base4`, in one pass over memory (wg invocations). */
+function rowLse4(k: KernelBuilder, xv: BufferView, base4: Expr, t: Expr, dim4: Expr, sg: boolean, wg = ROW_WG): Expr {
+  const sh = k.shared("partial", f32, wg);
   const red = (v: Expr, fn: "add" | "max") =>
-    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b));
+    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b), wg);
   const m = k.var(f32, -Infinity, "m");
   const s = k.var(f32, 0, "s");
   k.for(t, dim4, (c) => {
@@ -99,7 +99,7 @@ function rowLse4(k: KernelBuilder, xv: BufferView, base4: Expr, t: Expr, dim4: E
     const e = k.let(exp(v.sub(vecOf("f32x4", mNew))), "ev");
     s.set(s.get().mul(exp(m.get().sub(mNew))).add(e.x.add(e.y).add(e.z.add(e.w))));
     m.set(mNew);
-  }, { step: ROW_WG });
+  }, { step: wg });
   const mx = k.let(red(m.get(), "max"), "mx");
   // a thread that saw no element has m = -inf and s = 0: its term is 0 * exp(-inf) = 0
   const sum = red(select(s.get().gt(0), s.get().mul(exp(m.get().sub(mx))), lit(f32, 0)), "add");
@@ -125,10 +125,24 @@ export function xentRows4Kernel(dtype: Dtype, sg: boolean): KernelDesc {
 }
 
 export function xentBwd4Kernel(dtype: Dtype, gDtype: Dtype, sg: boolean): KernelDesc {
-  const k = kernel(`xent_bwd4${sg ? "_sg" : ""}_${dtype}`, { workgroup: [ROW_WG] });
+  return xentGrad4(`xent_bwd4${sg ? "_sg" : ""}_${dtype}`, dtype, gDtype, sg, ROW_WG, false);
+}
+
+/**
+ * xent_fused's streaming form (bindings and push as xent_fused): xent_bwd4 that also writes the
+ * row's loss, with `wg` invocations per row. The row is read twice; with few rows in flight per SM
+ * (wg = 1024) the second read can come from L2 (a GPT-2 row is 100 KB).
+ */
+export function xentFusedStreamKernel(dtype: Dtype, gDtype: Dtype, wg: number, sg: boolean): KernelDesc {
+  return xentGrad4(`xent_fused_stream_w${wg}${sg ? "_sg" : ""}_${dtype}`, dtype, gDtype, sg, wg, true);
+}
+
+function xentGrad4(name: string, dtype: Dtype, gDtype: Dtype, sg: boolean, wg: number, withLoss: boolean): KernelDesc {
+  const k = kernel(name, { workgroup: [wg] });
   const x = k.buffer("logits", storageOf(dtype), "read");
   const tg = k.buffer("targets", i32, "read");
   const g = k.buffer("g", storageOf(gDtype), "read");
+  const loss = withLoss ? k.buffer("loss", f32, "write") : null;
   const dx = k.buffer("dlogits", storageOf(dtype), "write");
   const flag = k.buffer("clamped", u32, "write");
   const pc = k.push(XENT_BWD_PUSH);
@@ -137,8 +151,9 @@ export function xentBwd4Kernel(dtype: Dtype, gDtype: Dtype, sg: boolean): Kernel
   const dim4 = k.let(pc.classes.shr(2), "dim4");
   const base4 = k.let(row.mul(dim4), "base4");
   const xv = x.as(storageOf(dtype), 4), dv = dx.as(storageOf(dtype), 4);
-  const lse = rowLse4(k, xv, base4, t, dim4, sg);
+  const lse = rowLse4(k, xv, base4, t, dim4, sg, wg);
   const tgt = target(k, tg, row, pc.classes, flag);
+  if (loss) k.if(t.eq(0), () => loss.store(row, lse.sub(toF32(x.load(row.mul(pc.classes).add(tgt))))));
   const coef = k.let(toF32(g.load(0)).mul(pc.invN), "coef");
   const vtype = dtype === "f32" || dtype === "f64" ? "f32x4" : "f16x4";
   k.for(t, dim4, (c) => {
@@ -146,7 +161,7 @@ export function xentBwd4Kernel(dtype: Dtype, gDtype: Dtype, sg: boolean): Kernel
     const j0 = c.shl(2);
     const hot = vecOf("f32x4", ...[0, 1, 2, 3].map((e) => select(j0.add(e).eq(tgt), lit(f32, 1), lit(f32, 0))));
     dv.store(base4.add(c), p.sub(hot).mul(vecOf("f32x4", coef)).cast(vtype));
-  }, { step: ROW_WG });
+  }, { step: wg });
   return k.finish();
 }
 
