@@ -6,7 +6,7 @@
 // Each variant's row losses and gradient are checked on sampled rows against a float64 reference
 // first (g = rows, so g/N = 1 keeps the f16 gradient out of the subnormals).
 //
-//   node dist/bench/xent.js [--rows=16384] [--classes=50304] [--dtypes=f16,f32] [--iters=10] [--warm-ms=500] [--out=FILE]
+//   node dist/bench/xent.js [--rows=16384 (fewer where the logits would pass 2^31 - 1 bytes)] [--classes=50304] [--dtypes=f16,f32] [--iters=10] [--warm-ms=500] [--out=FILE]
 //
 // Protocol: bench/kernel-race.ts (variants take turns; µs = GPU busy time per call, median of 3 batches).
 import { writeFileSync } from "node:fs";
@@ -20,7 +20,7 @@ import {
 import { kernelRace, type Launch } from "./kernel-race.js";
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
-const ROWS = Number(arg("rows", "16384"));
+const ROWS_ARG = Number(arg("rows", "16384"));
 const CLASSES = Number(arg("classes", "50304"));
 const DTYPES = arg("dtypes", "f16,f32").split(",").filter(Boolean) as Dtype[];
 const ITERS = Number(arg("iters", "10"));
@@ -40,10 +40,10 @@ const rnd = () => {
   return (seed >>> 0) / 2 ** 32;
 };
 
-interface Row { dtype: Dtype; variant: string; us: number; gbps: number; lossErr: number; gradErr: number; kernels: Record<string, number> }
+interface Row { dtype: Dtype; rows: number; variant: string; us: number; gbps: number; lossErr: number; gradErr: number; kernels: Record<string, number> }
 const rows: Row[] = [];
 
-function variants(dtype: Dtype): { name: string; launches: Launch[] }[] {
+function variants(dtype: Dtype, ROWS: number): { name: string; launches: Launch[] }[] {
   const bwdPush = { rows: ROWS, classes: CLASSES, invN: 1 / ROWS };
   const out: { name: string; launches: Launch[] }[] = [{
     name: "separate (xent_rows4 + xent_bwd4)",
@@ -68,20 +68,22 @@ function variants(dtype: Dtype): { name: string; launches: Launch[] }[] {
 
 function bench(dtype: Dtype): void {
   if (CLASSES % 4 !== 0) throw new Error("--classes must be a multiple of 4 (the 4-wide kernels)");
-  const n = ROWS * CLASSES, bytes = dtype === "f16" ? 2 : 4;
-  // logits in chunks (one host array of 824M f64 would not fit)
+  const bytes = dtype === "f16" ? 2 : 4;
+  // rows under one storage binding (f32 GPT-2 logits are 3.3 GB: its head runs in chunks)
+  const ROWS = Math.min(ROWS_ARG, Math.floor((2 ** 31 - 1) / (CLASSES * bytes)));
+  const n = ROWS * CLASSES;
+  // the logits: one block of random rows uploaded again and again (host time), each row read back as stored
   const x = rt.leaseBuffer(n * bytes);
   const sampleRows = Array.from({ length: SAMPLE }, (_, i) => Math.floor((i * (ROWS - 1)) / (SAMPLE - 1)));
-  const stored = new Map<number, Float64Array>();
-  const chunkRows = 256;
-  for (let r0 = 0; r0 < ROWS; r0 += chunkRows) {
-    const r1 = Math.min(ROWS, r0 + chunkRows);
-    const v = Float64Array.from({ length: (r1 - r0) * CLASSES }, () => rnd() * 8 - 4);
-    const data = dtype === "f16" ? toF16Array(v) : Float32Array.from(v);
-    rt.uploadBuffer(x, data, r0 * CLASSES * bytes);
-    const back = dtype === "f16" ? fromF16Array(data as Uint16Array) : (data as Float32Array);
-    for (const r of sampleRows) if (r >= r0 && r < r1) stored.set(r, Float64Array.from(back.subarray((r - r0) * CLASSES, (r - r0 + 1) * CLASSES)));
+  const blockRows = 251; // prime: sampled rows land on different block rows
+  const v = Float64Array.from({ length: blockRows * CLASSES }, () => rnd() * 8 - 4);
+  const data = dtype === "f16" ? toF16Array(v) : Float32Array.from(v);
+  const back = dtype === "f16" ? fromF16Array(data as Uint16Array) : (data as Float32Array);
+  for (let r0 = 0; r0 < ROWS; r0 += blockRows) {
+    const r1 = Math.min(ROWS, r0 + blockRows);
+    rt.uploadBuffer(x, data.subarray(0, (r1 - r0) * CLASSES), r0 * CLASSES * bytes);
   }
+  const stored = new Map(sampleRows.map((r) => [r, Float64Array.from(back.subarray((r % blockRows) * CLASSES, (r % blockRows + 1) * CLASSES))]));
   const targets = Int32Array.from({ length: ROWS }, () => Math.floor(rnd() * CLASSES));
   const t = rt.leaseBuffer(ROWS * 4);
   rt.uploadBuffer(t, targets);
@@ -89,7 +91,7 @@ function bench(dtype: Dtype): void {
   rt.uploadBuffer(g, Float32Array.of(ROWS));
   const loss = rt.leaseBuffer(ROWS * 4), dx = rt.leaseBuffer(n * bytes), flag = rt.leaseBuffer(4);
   const bufs = new Map([["x", x], ["t", t], ["g", g], ["loss", loss], ["dx", dx], ["flag", flag]]);
-  const prepared = variants(dtype).map((v) => {
+  const prepared = variants(dtype, ROWS).map((v) => {
     const p = prepare(v.launches, [], bufs);
     rt.fillBuffer(loss, 0x7fc00000);
     rt.fillBuffer(dx, 0);
@@ -119,16 +121,20 @@ function bench(dtype: Dtype): void {
   });
   timeInTurns(prepared.map((v) => v.p)).forEach((r, i) => {
     // the minimum traffic: the logits read once and the gradient written once
-    rows.push({ dtype, variant: prepared[i].name, us: r.us, gbps: (2 * n * bytes) / (r.us * 1e3), lossErr: prepared[i].lossErr, gradErr: prepared[i].gradErr, kernels: r.kernels });
+    rows.push({ dtype, rows: ROWS, variant: prepared[i].name, us: r.us, gbps: (2 * n * bytes) / (r.us * 1e3), lossErr: prepared[i].lossErr, gradErr: prepared[i].gradErr, kernels: r.kernels });
   });
   prepared.forEach((v) => v.p.release());
   for (const h of [x, t, g, loss, dx, flag]) rt.releaseBuffer(h);
 }
 
-console.log(`device: ${info.deviceName}; ${ROWS} x ${CLASSES}; ${ITERS} iters x 3 batches, median; µs = GPU busy time per call; GB/s = one read + one write / µs`);
-for (const dt of DTYPES) bench(dt);
-console.log(["dtype", "variant".padEnd(36), "µs".padStart(9), "GB/s".padStart(7), "loss err", "grad err"].join("  "));
-for (const r of rows) {
-  console.log([r.dtype.padEnd(5), r.variant.padEnd(36), r.us.toFixed(1).padStart(9), r.gbps.toFixed(0).padStart(7), r.lossErr.toExponential(1).padStart(8), r.gradErr.toExponential(1).padStart(8)].join("  "));
+console.log(`device: ${info.deviceName}; up to ${ROWS_ARG} x ${CLASSES}; ${ITERS} iters x 3 batches, median; µs = GPU busy time per call; GB/s = one read + one write / µs`);
+console.log(["dtype", "rows".padStart(5), "variant".padEnd(36), "µs".padStart(9), "GB/s".padStart(7), "loss err", "grad err"].join("  "));
+for (const dt of DTYPES) {
+  const done = rows.length;
+  bench(dt);
+  for (const r of rows.slice(done)) printRow(r);
 }
-if (OUT) writeFileSync(OUT, JSON.stringify({ device: info.deviceName, rows: ROWS, classes: CLASSES, iters: ITERS, results: rows }, null, 2));
+function printRow(r: Row): void {
+  console.log([r.dtype.padEnd(5), String(r.rows).padStart(5), r.variant.padEnd(36), r.us.toFixed(1).padStart(9), r.gbps.toFixed(0).padStart(7), r.lossErr.toExponential(1).padStart(8), r.gradErr.toExponential(1).padStart(8)].join("  "));
+}
+if (OUT) writeFileSync(OUT, JSON.stringify({ device: info.deviceName, rows: ROWS_ARG, classes: CLASSES, iters: ITERS, results: rows }, null, 2));
