@@ -1,5 +1,5 @@
-// crossEntropyWithGrad: crossEntropy's loss and crossEntropyBackward's dlogits from one read of the
-// logits (xent_fused, ts/kernels/loss.ts), against the float64 reference and against the two ops.
+// crossEntropyWithGrad: crossEntropy's loss and crossEntropyBackward's dlogits in one dispatch
+// (xent_fused, ts/kernels/loss.ts), against the float64 reference and against the two ops.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { makeBackend, recordingBackend, testRuntime } from "./backend-helpers.js";
@@ -7,19 +7,15 @@ import { HeliosBackend } from "../ts/backend.js";
 import { Rng, randTensor, randIndices, assertClose, assertArrayClose, values } from "./harness.js";
 import * as N from "./ref/nn.js";
 import type { Dtype, TensorData } from "../ts/types.js";
-import { planXentFused } from "../ts/kernels/loss.js";
+import { xentFusedWorkgroup } from "../ts/kernels/loss.js";
 
 const B = makeBackend();
 
-test("planXentFused: vectors per invocation from the row length, the workgroup cap and the slot cap", () => {
-  // GPT-2's f16 rows: 6288 16-byte vectors over 1024 invocations
-  assert.deepEqual(planXentFused(50304, "f16", 1024), { wg: 1024, slots: 7, aligned: true });
-  assert.equal(planXentFused(50304, "f32", 1024), null, "13 slots: past the cap");
-  assert.equal(planXentFused(50304, "f16", 256), null, "a 256-invocation device: 25 slots");
-  assert.deepEqual(planXentFused(5, "f32", 1024), { wg: 64, slots: 1, aligned: false });
-  assert.deepEqual(planXentFused(4099, "f16", 1024), { wg: 1024, slots: 1, aligned: false });
-  assert.deepEqual(planXentFused(4100, "f32", 1024), { wg: 1024, slots: 2, aligned: true });
-  assert.deepEqual(planXentFused(4100, "f32", 1000), { wg: 512, slots: 3, aligned: true }, "the cap rounds down to a power of two");
+test("xentFusedWorkgroup: the most invocations up to 1024 the device allows, a power of two", () => {
+  assert.equal(xentFusedWorkgroup(1024), 1024);
+  assert.equal(xentFusedWorkgroup(4096), 1024);
+  assert.equal(xentFusedWorkgroup(1000), 512);
+  assert.equal(xentFusedWorkgroup(256), 256);
 });
 
 /**
@@ -55,26 +51,20 @@ test("crossEntropyWithGrad matches the reference and crossEntropy + crossEntropy
   const R = recordingBackend();
   for (const dt of ["f32", "f16"] as Dtype[]) {
     for (const n of [1, 3, 37]) for (const c of [1, 2, 5, 33, 1000, 4099]) check(R.B, rng, dt, n, c);
-    // many slots: f16 GPT-2 rows (7 vectors per invocation), f32 rows at the cap (8)
-    check(R.B, rng, dt, 3, dt === "f16" ? 50304 : 32768);
+    // GPT-2's rows
+    check(R.B, rng, dt, 3, 50304);
   }
-  assert.deepEqual(fusedNames(R.names), [
-    "xent_fused_s1_w1024_u_f16", "xent_fused_s1_w128_f16", "xent_fused_s1_w256_f32", "xent_fused_s1_w64_u_f16",
-    "xent_fused_s1_w64_u_f32", "xent_fused_s2_w1024_u_f32", "xent_fused_s7_w1024_f16", "xent_fused_s8_w1024_f32",
-  ]);
+  assert.deepEqual(fusedNames(R.names), ["xent_fused_w1024_f16", "xent_fused_w1024_f32"]);
 });
 
-test("crossEntropyWithGrad: 16-byte aligned rows of several slots, and rows past the slot cap take the two kernels", () => {
+test("crossEntropyWithGrad: rows of 4-wide vectors are fused whatever their length; others take the two kernels", () => {
   const rng = new Rng(42);
   const R = recordingBackend();
-  for (const dt of ["f32", "f16"] as Dtype[]) for (const c of [8, 4104, 12296]) check(R.B, rng, dt, 5, c);
-  assert.deepEqual(fusedNames(R.names), [
-    "xent_fused_s1_w1024_f16", "xent_fused_s1_w64_f16", "xent_fused_s1_w64_f32", "xent_fused_s2_w1024_f16", "xent_fused_s2_w1024_f32", "xent_fused_s4_w1024_f32",
-  ]);
+  for (const dt of ["f32", "f16"] as Dtype[]) for (const c of [4, 8, 4104, 12296, 65544]) check(R.B, rng, dt, dt === "f16" ? 5 : 2, c);
+  assert.deepEqual(fusedNames(R.names), ["xent_fused_w1024_f16", "xent_fused_w1024_f32"]);
   const F = recordingBackend();
-  for (const dt of ["f32", "f16"] as Dtype[]) check(F.B, rng, dt, 2, dt === "f16" ? 65544 : 32772);
-  const names = [...F.names].filter((s) => s.startsWith("xent_")).map((s) => s.replace(/_sg/, "")).sort();
-  assert.deepEqual(names, ["xent_bwd4_f16", "xent_bwd4_f32", "xent_rows4_f16", "xent_rows4_f32"]);
+  for (const dt of ["f32", "f16"] as Dtype[]) check(F.B, rng, dt, 2, 4099);
+  assert.deepEqual(fusedNames(F.names), []);
 });
 
 test("crossEntropyWithGrad without subgroups (shared-memory tree) and on a 256-invocation device", () => {
@@ -83,7 +73,7 @@ test("crossEntropyWithGrad without subgroups (shared-memory tree) and on a 256-i
   const info = base.getDeviceInfo();
   const runtime = { ...base, getDeviceInfo: () => ({ ...info, subgroupSize: 0, maxWorkgroupSize: 256 }) };
   const S = new HeliosBackend({ runtime, validation: true });
-  // 1 and 3 slots of 64 and 256 invocations; 8200 f32 classes need 9 slots of 256: the two kernels
+  // 256 invocations per row (3000, 8200: xentFusedWorkgroup(256)), the two kernels (7)
   for (const dt of ["f32", "f16"] as Dtype[]) for (const c of [7, 3000, 8200]) check(S, rng, dt, 3, c);
 });
 

@@ -1,8 +1,8 @@
 // bench/xent: GPU time of cross-entropy's loss and gradient over [rows, classes] logits (issue 27:
 // GPT-2's LM head, 16384 × 50304, f16 under matmul16): the two kernels crossEntropy and
-// crossEntropyBackward record (xent_rows4 + xent_bwd4: the row read three times), xent_fused (the
-// row in registers, planXentFused's shape: read once) and xent_fused_stream (xent_bwd4 writing the
-// loss too: read twice, the second time possibly from L2) at 256, 512 and 1024 invocations per row.
+// crossEntropyBackward record (xent_rows4 + xent_bwd4: the row read three times) against
+// crossEntropyWithGrad's xent_fused (xent_bwd4 writing the loss too: read twice, the second time
+// possibly from L2) at 256, 512 and 1024 invocations per row (shipped: xentFusedWorkgroup).
 // Each variant's row losses and gradient are checked on sampled rows against a float64 reference
 // first (g = rows, so g/N = 1 keeps the f16 gradient out of the subnormals).
 //
@@ -15,7 +15,7 @@ import type { Dtype } from "../ts/types.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
 import { gridRows } from "../ts/kernels/common.js";
 import {
-  XENT_BWD_PUSH, XENT_PUSH, planXentFused, xentBwd4Kernel, xentFusedKernel, xentFusedStreamKernel, xentRows4Kernel,
+  XENT_BWD_PUSH, XENT_PUSH, xentBwd4Kernel, xentFusedKernel, xentRows4Kernel,
 } from "../ts/kernels/loss.js";
 import { kernelRace, type Launch } from "./kernel-race.js";
 
@@ -52,15 +52,9 @@ function variants(dtype: Dtype, ROWS: number): { name: string; launches: Launch[
       { desc: xentBwd4Kernel(dtype, "f32", sg), spec: XENT_BWD_PUSH, push: bwdPush, groups: gridRows(ROWS), bufs: ["x", "t", "g", "dx", "flag"] },
     ],
   }];
-  const plan = planXentFused(CLASSES, dtype, info.maxWorkgroupSize);
-  if (plan) {
-    out.push({ name: `registers w${plan.wg} s${plan.slots}`, launches: [
-      { desc: xentFusedKernel(dtype, "f32", plan, sg), spec: XENT_BWD_PUSH, push: bwdPush, groups: gridRows(ROWS), bufs: ["x", "t", "g", "loss", "dx", "flag"] },
-    ] });
-  }
   for (const wg of [256, 512, 1024].filter((w) => w <= (info.maxWorkgroupSize ?? 256))) {
-    out.push({ name: `stream w${wg}`, launches: [
-      { desc: xentFusedStreamKernel(dtype, "f32", wg, sg), spec: XENT_BWD_PUSH, push: bwdPush, groups: gridRows(ROWS), bufs: ["x", "t", "g", "loss", "dx", "flag"] },
+    out.push({ name: `fused w${wg}`, launches: [
+      { desc: xentFusedKernel(dtype, "f32", wg, sg), spec: XENT_BWD_PUSH, push: bwdPush, groups: gridRows(ROWS), bufs: ["x", "t", "g", "loss", "dx", "flag"] },
     ] });
   }
   return out;

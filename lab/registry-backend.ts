@@ -170,10 +170,8 @@ export function backendVariants(): KernelVariant[] {
       const more = sg ? [...needs(d), "subgroup" as const] : needs(d);
       v.push({ id: `backend/xent_rows4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentRows4Kernel(d, sg) });
       v.push({ id: `backend/xent_bwd4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentBwd4Kernel(d, "f32", sg) });
-      // the fused pass: a short unaligned row (element gathers), a mid one, GPT-2's f16 rows (7 slots of 1024)
-      for (const p of [{ wg: 64, slots: 1, aligned: false }, { wg: 256, slots: 3, aligned: false }, { wg: 1024, slots: 7, aligned: true }]) {
-        v.push({ id: `backend/xent_fused${sg ? "_sg" : ""}/${d}_s${p.slots}_w${p.wg}${p.aligned ? "" : "_u"}`, needs: more, build: () => xentFusedKernel(d, d, p, sg) });
-      }
+      // crossEntropyWithGrad's pass at the workgroups xentFusedWorkgroup gives
+      for (const wg of [256, 512, 1024]) v.push({ id: `backend/xent_fused${sg ? "_sg" : ""}/${d}_w${wg}`, needs: more, build: () => xentFusedKernel(d, d, wg, sg) });
     }
     v.push({ id: `backend/embedding_fwd/${d}`, needs: needs(d), build: () => embeddingFwdKernel(d) });
     v.push({ id: `backend/embedding_bwd/${d}`, needs: needs(d), build: () => embeddingBwdKernel(d) });

@@ -362,7 +362,11 @@ export class GPT {
       const hfc = s.keep(this.B.slice(hf, [r0, 0], [r1, hf.shape[1]]));
       const targets = s.keep(this.B.slice(batch.targets, [r0], [r1]));
       const logits = s.keep(this.timesWT(hfc, get(p, "transformer.wte.weight")));
-      const ce = this.f32(s, s.keep(this.B.crossEntropy(logits, targets)));
+      // with the gradients asked for: the chunk's loss and dlogits (gradient = lossScale times the
+      // chunk's share of rows, as crossEntropyBackward divides by the chunk's rows) in one pass
+      const share = gradScale === undefined ? 0 : (gradScale * (r1 - r0)) / N;
+      const both = grad && this.B.crossEntropyWithGrad ? this.B.crossEntropyWithGrad(logits, targets, s.keep(this.B.fromArray([share], [1], "f32"))) : null;
+      const ce = this.f32(s, s.keep(both ? both.loss : this.B.crossEntropy(logits, targets)));
       // crossEntropy is a mean over the chunk's rows: weight it by its share of all N rows.
       const part = this.B.mul(ce, s.keep(this.B.fromArray([(r1 - r0) / N], [1], "f32")));
       if (loss === null) loss = top.keep(part);
@@ -371,7 +375,11 @@ export class GPT {
         loss = top.keep(this.B.add(prev, s.keep(part)));
         top.drop(prev);
       }
-      if (grad && gradScale !== undefined) grad.chunk(s, hfc, logits, targets, wte, (gradScale * (r1 - r0)) / N);
+      if (grad) {
+        const dlogits = s.keep(both ? both.dlogits : this.B.crossEntropyBackward(logits, targets, s.keep(this.B.fromArray([share], [1], "f32"))));
+        s.drop(logits);
+        grad.chunk(s, hfc, dlogits, wte);
+      }
       s.releaseAll();
     }
     const headGrad = grad && gradScale !== undefined ? { lossScale: gradScale, ...grad.finish() } : null;
@@ -452,7 +460,10 @@ export class GPT {
       const s = new Scope(Bk);
       const hfc = s.keep(Bk.slice(c.hf, [r0, 0], [r1, C]));
       const logits = s.keep(this.timesWT(hfc, get(p, "transformer.wte.weight")));
-      grad.chunk(s, hfc, logits, s.keep(Bk.slice(targets, [r0], [r1])), wte, (lossScale * (r1 - r0)) / N);
+      const g = s.keep(Bk.fromArray([(lossScale * (r1 - r0)) / N], [1], "f32"));
+      const dlogits = s.keep(Bk.crossEntropyBackward(logits, s.keep(Bk.slice(targets, [r0], [r1])), g));
+      s.drop(logits);
+      grad.chunk(s, hfc, dlogits, wte);
       s.releaseAll();
     }
     return grad.finish();
@@ -653,9 +664,9 @@ export class GPT {
 }
 
 /**
- * The LM head's gradients accumulated over row chunks: per chunk, dlogits from the live logits
- * (the gradient `g` = lossScale times the chunk's share of rows, because crossEntropyBackward
- * divides by the chunk's row count), its rows of dhf, and its term of dwte.
+ * The LM head's gradients accumulated over row chunks: per chunk, from its dlogits (made by the
+ * caller from the live logits with the gradient lossScale times the chunk's share of rows, because
+ * crossEntropyBackward divides by the chunk's row count), its rows of dhf and its term of dwte.
  */
 class HeadGrad {
   private readonly dhfParts: TensorData[] = [];
@@ -668,12 +679,10 @@ class HeadGrad {
     private readonly casts: { f32Into: (s: Scope, t: TensorData) => TensorData; f32: (s: Scope, t: TensorData) => TensorData },
   ) {}
 
-  /** `logits` is dropped from `s` once dlogits exists (the largest tensors of the step). */
-  chunk(s: Scope, hfc: TensorData, logits: TensorData, targets: TensorData, wte: TensorData, g: number): void {
+  /** One chunk's terms from its dlogits (kept in `s`, dropped here: the largest tensors of the step). */
+  chunk(s: Scope, hfc: TensorData, dlogits: TensorData, wte: TensorData): void {
     const Bk = this.B, top = this.top;
     const { f32Into, f32 } = this.casts;
-    const dlogits = s.keep(Bk.crossEntropyBackward(logits, targets, s.keep(Bk.fromArray([g], [1], "f32"))));
-    s.drop(logits);
     this.dhfParts.push(f32Into(s, Bk.matmul(dlogits, wte)));
     const dw = Bk.matmulTransposedA(dlogits, hfc);
     s.drop(dlogits);

@@ -7,7 +7,7 @@ import { fail, fmt, sameShape, size } from "../shape.js";
 import { gridRows, grid1d, storageOf } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
-import { XENT_PUSH, XENT_BWD_PUSH, planXentFused, xentFusedKernel, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
+import { XENT_PUSH, XENT_BWD_PUSH, xentFusedKernel, xentFusedWorkgroup, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
 import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
@@ -174,22 +174,22 @@ export function crossEntropyBackward(E: Engine, logits: TensorData, targets: Ten
 }
 
 /**
- * crossEntropy and crossEntropyBackward from one read of the logits (xent_fused) where a row fits
- * one workgroup's registers (planXentFused); else their kernels, one after the other.
+ * crossEntropy and crossEntropyBackward in one dispatch (xent_fused: the row read twice, not three
+ * times) where rows split into 4-wide vectors; else their kernels, one after the other.
  */
 export function crossEntropyWithGrad(E: Engine, logits: TensorData, targets: TensorData, g: TensorData): { loss: HeliosTensor; dlogits: HeliosTensor } {
   const op = "crossEntropyWithGrad";
   const [n, c] = checkXentGrad(op, logits, targets, g);
   const dlogits = E.alloc(logits.shape, logits.dtype);
   if (n === 0 || c === 0) return { loss: E.filled([], logits.dtype, NaN), dlogits };
-  const plan = planXentFused(c, logits.dtype, E.device.maxWorkgroupSize);
-  if (!plan) {
+  if (c % 4 !== 0) {
     const rowLoss = xentRowLoss(E, op, logits, targets, n, c);
     xentGrad(E, op, logits, targets, g, dlogits, n, c);
     return { loss: meanRowLoss(E, op, rowLoss, logits.dtype), dlogits };
   }
   const rowLoss = E.alloc([n], "f32");
-  run(E, op, { xentFused: logits.dtype, g: g.dtype, ...plan, sg: E.subgroups }, () => xentFusedKernel(logits.dtype, g.dtype, plan, E.subgroups),
+  const wg = xentFusedWorkgroup(E.device.maxWorkgroupSize);
+  run(E, op, { xentFused: logits.dtype, g: g.dtype, wg, sg: E.subgroups }, () => xentFusedKernel(logits.dtype, g.dtype, wg, E.subgroups),
     XENT_BWD_PUSH, { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [rowLoss, dlogits], gridRows(n), [E.indexFlag()]);
   return { loss: meanRowLoss(E, op, rowLoss, logits.dtype), dlogits };
 }
