@@ -5,10 +5,12 @@
 // f32 tile's 16-byte stores (wideOut32, wideOut16) or a coopmat store. Edge blocks (and staged
 // epilogues): through the per-subgroup f32 tile, each lane applying the epilogue to 8 elements with
 // bounds-checked stores.
-// The GELU gradient (and the residual added after it) on whole blocks that leave by 16-byte lane
-// stores is applied at that store instead (laneGate): the lane's 8 contiguous outputs meet their 8
-// preact values, read with 16-byte loads issued PREFETCH_BYTES ahead of the blocks that use them
-// (aligned tiles). On the fragment the gate cost as much as the elementwise pass it replaced (H200,
+// The GELU gradient and the residual on whole blocks that leave by 16-byte lane stores are applied
+// at that store instead (laneGate): the lane's 8 contiguous outputs meet their 8 preact and
+// residual values, read with 16-byte loads issued PREFETCH_BYTES ahead of the blocks that use them
+// (aligned tiles). The residual moved there in session 22: on the fragment, GPT-2's projections
+// (f32 out, bias and residual) took ~45 µs more than a plain product of their shape (H200). On the
+// fragment the gate cost as much as the elementwise pass it replaced (H200,
 // GPT-2's 16384×3072×768 dg product: 0.41 ms against 0.26 plain) with the same arithmetic per
 // element; what differed was the preact read: a row-strided coopmat load per block (the driver
 // makes global coopmat stores narrow, store-tile.ts; likely its loads too) issued in the block
@@ -38,11 +40,14 @@ interface BlockOut {
   biasByCol: Expr[];
   /** Whole blocks get the GELU gradient and the residual at their 16-byte lane stores (see top). */
   laneGate: boolean;
-  /** Aligned tiles with laneGate: each block's preact words for this lane, loaded ahead (by block). */
-  pre: Expr[][];
+  /** Aligned tiles with laneGate: each block's preact and residual words for this lane, loaded ahead (by block). */
+  pre: LaneWords[];
 }
 
-/** Bytes of preact a lane holds in flight ahead of its blocks (f16: 8 blocks, f32: 4). */
+/** A lane's 8 values of the tensors the lane gate reads (laneLoad's words), where the epilogue has them. */
+interface LaneWords { pre?: Expr[]; res?: Expr[] }
+
+/** Bytes of preact and residual a lane holds in flight ahead of its blocks (one f16 tensor: 8 blocks, f32: 4). */
 const PREFETCH_BYTES = 128;
 
 /** The tile's output blocks: epilogue and store to C (cBase: the batch's first element of C). */
@@ -65,7 +70,7 @@ export function epilogue(x: Kern, t: TileRun, cBase: Expr): void {
     stOff: k.let(sg.mul(256), "stoff"),
     tOut: coopmat("acc", x.outElem, CM, CM),
     biasByCol: [],
-    laneGate: fragEpi && p.epilogue.geluGrad && !!(x.stageH || c.wideOut32),
+    laneGate: fragEpi && (p.epilogue.geluGrad || p.epilogue.residual) && !!(x.stageH || c.wideOut32),
     pre: [],
   };
   const blocks: { i: number; j: number; gr0?: Expr; gc0?: Expr }[] = [];
@@ -75,12 +80,13 @@ export function epilogue(x: Kern, t: TileRun, cBase: Expr): void {
     b.gc0 ??= k.let(t.col0.add(t.sgCol).add(b.j * CM), "gc0");
     return { gr0: b.gr0, gc0: b.gc0 };
   };
-  // aligned: every block is whole, so its preact loads can be issued ahead without a bounds test
-  const ahead = o.laneGate && c.aligned ? PREFETCH_BYTES / (8 * (x.outElem === "f32" ? 4 : 2)) : 0;
+  // aligned: every block is whole, so its preact and residual loads can be issued ahead without a bounds test
+  const tensors = (p.epilogue.geluGrad ? 1 : 0) + (p.epilogue.residual ? 1 : 0);
+  const ahead = o.laneGate && c.aligned ? Math.max(1, PREFETCH_BYTES / (8 * (x.outElem === "f32" ? 4 : 2) * tensors)) : 0;
   const prefetch = (n: number) => {
     if (n >= blocks.length) return;
     const { gr0, gc0 } = at(blocks[n]);
-    o.pre[n] = laneLoad(o, laneIndex(o, gr0, gc0));
+    o.pre[n] = laneWords(o, laneIndex(o, gr0, gc0));
   };
   for (let n = 0; n < ahead; n++) prefetch(n);
   blocks.forEach((b, n) => {
@@ -102,32 +108,38 @@ function laneLoad(o: BlockOut, oi: Expr, b: Buffer | undefined = o.x.preact): Ex
   return o.x.outElem === "f32" ? [0, 1].map((h) => b.as("f32", 4).load(oi.div(4).add(h))) : [b.as("u32", 4).load(oi.div(8))];
 }
 
+/** The lane's 8 preact and residual values at element `oi`, those the epilogue has. */
+function laneWords(o: BlockOut, oi: Expr): LaneWords {
+  const e = o.x.p.epilogue;
+  return { pre: e.geluGrad ? laneLoad(o, oi) : undefined, res: e.residual ? laneLoad(o, oi, o.x.residual) : undefined };
+}
+
 /** Values h*4 .. h*4+3 of a lane's 8 (laneLoad's words) as f32x4. */
 function laneF32(words: Expr[], h: number): Expr {
   return words.length === 2 ? words[h] : words[0].swz(h ? "zw" : "xy").bitcast("f16x4").cast("f32x4");
 }
 
 /**
- * y · gelu'(preact) + residual on 4 of a lane's values (y: f32x4, h: which 4 of the 8 at oi):
- * the late part of the epilogue (scale, bias and activation were applied on the fragment).
+ * y · gelu'(preact) + residual on 4 of a lane's values (y: f32x4, h: which 4 of the 8 at oi), each
+ * term where the epilogue has it: the late part of the epilogue (scale, bias and activation were
+ * applied on the fragment).
  */
-function laneGate(o: BlockOut, y: Expr, pre: Expr[], res: Expr[] | undefined, h: number): Expr {
-  const g = y.mul(geluGradExp(o.x.k, laneF32(pre, h)));
-  return res ? g.add(laneF32(res, h)) : g;
+function laneGate(o: BlockOut, y: Expr, w: LaneWords, h: number): Expr {
+  const g = w.pre ? y.mul(geluGradExp(o.x.k, laneF32(w.pre, h))) : y;
+  return w.res ? g.add(laneF32(w.res, h)) : g;
 }
 
 /** The lane's 8 gated halves (u32x4 `words` from the f16 tile, output element `oi`) as a u32x4. */
-function laneGateF16(o: BlockOut, pre: Expr[] | undefined) {
+function laneGateF16(o: BlockOut, ahead: LaneWords | undefined) {
   return (words: Expr, oi: Expr): Expr => {
-    const pa = pre ?? laneLoad(o, oi);
-    const res = o.x.p.epilogue.residual ? laneLoad(o, oi, o.x.residual) : undefined;
-    const out = [0, 1].map((h) => o.x.k.let(laneGate(o, laneF32([words], h), pa, res, h).cast("f16x4"), "dg"));
+    const w = ahead ?? laneWords(o, oi);
+    const out = [0, 1].map((h) => o.x.k.let(laneGate(o, laneF32([words], h), w, h).cast("f16x4"), "dg"));
     return packHalves(out.flatMap((v) => [v.swz("xy"), v.swz("zw")]));
   };
 }
 
-/** Output block (gr0, gc0) of accumulator v (column block j; pre: its preact words, if loaded ahead). */
-function storeBlock(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number, pre?: Expr[]): void {
+/** Output block (gr0, gc0) of accumulator v (column block j; pre: its lane gate's words, if loaded ahead). */
+function storeBlock(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number, pre?: LaneWords): void {
   const { k, c } = o.x;
   const whole = (): void => {
     if (o.vecStaged) stagedVec(o, gr0, gc0, v.cast(o.x.tC32));
@@ -166,7 +178,7 @@ function fragment(o: BlockOut, v: Expr, gr0: Expr, gc0: Expr, j: number): Expr {
 }
 
 /** A whole block leaves through the f16 tile (halfOut), the f32 tile's 16-byte stores (wideOut32) or a coopmat store. */
-function storeWhole(o: BlockOut, x: Expr, gr0: Expr, gc0: Expr, pre?: Expr[]): void {
+function storeWhole(o: BlockOut, x: Expr, gr0: Expr, gc0: Expr, pre?: LaneWords): void {
   const { k, c, C, pc, sg, lane, stageH } = o.x;
   const lanes = o.laneGate ? laneGateF16(o, pre) : undefined;
   if (stageH) storeTileF16(k, C, stageH, k.let(sg.mul(TILE_SLOT), "hs"), lane, x, o.cBase.add(gr0.mul(pc.n)).add(gc0), pc.n, lanes);
@@ -179,7 +191,7 @@ function storeWhole(o: BlockOut, x: Expr, gr0: Expr, gc0: Expr, pre?: Expr[]): v
  * writes row l/2, columns 8·(l%2) .. +8 as two 4-wide stores, or (wideOut16) as one 16-byte store
  * of 8 packed 16-bit values.
  */
-function stagedVec(o: BlockOut, gr0: Expr, gc0: Expr, x: Expr, pre?: Expr[]): void {
+function stagedVec(o: BlockOut, gr0: Expr, gc0: Expr, x: Expr, pre?: LaneWords): void {
   const { k, c, C, pc, lane, f32Tile, outElem } = o.x;
   f32Tile.store(x, o.stOff.div(4));
   k.barrier({ scope: "subgroup", mem: ["workgroup"] });
@@ -194,14 +206,12 @@ function stagedVec(o: BlockOut, gr0: Expr, gc0: Expr, x: Expr, pre?: Expr[]): vo
     k.barrier({ scope: "subgroup", mem: ["workgroup"] });
     return;
   }
-  // laneGate (f32 output): the lane's 8 preact (and residual) values, unless loaded ahead
-  const oi8 = o.laneGate ? laneIndex(o, gr0, gc0) : undefined;
-  const p8 = oi8 && (pre ?? laneLoad(o, oi8));
-  const r8 = oi8 && o.x.p.epilogue.residual ? laneLoad(o, oi8, o.x.residual) : undefined;
+  // laneGate (f32 output): the lane's 8 preact and residual values, unless loaded ahead
+  const w8 = o.laneGate ? pre ?? laneWords(o, laneIndex(o, gr0, gc0)) : undefined;
   for (let h = 0; h < 2; h++) {
     const v = f32Tile.load4(o.stOff.add(r.mul(CM)).add(cc).add(h * 4).div(4));
     const oi = k.let(o.cBase.add(gr0.add(r).mul(pc.n)).add(gc0).add(cc).add(h * 4), "oi");
-    const y = p8 ? k.let(laneGate(o, v, p8, r8, h), "dg") : v;
+    const y = w8 ? k.let(laneGate(o, v, w8, h), "dg") : v;
     C.store(oi.div(4), outElem === "f32" ? y : y.cast(`${outElem}x4` as ValueType));
   }
   k.barrier({ scope: "subgroup", mem: ["workgroup"] });
