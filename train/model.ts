@@ -555,11 +555,14 @@ export class GPT {
     // `dropCopy`).
     const weightGrads = (dy: TensorData, x: TensorData, name: string, dy16: TensorData | null): TensorData => {
       const dyOp = dy16 ?? (this.matmul16 ? Bk.castDtype!(dy, "f16") : dy);
+      // Under matmul16 the bias gradient sums the f16 dy the matmuls read (f32 accumulation and
+      // result): half the bytes, and an f32 dy that only feeds the cast is never written. Recorded
+      // before dW: nothing orders the two, so no barrier comes between them and the GPU runs the
+      // memory-bound sum beside the product instead of after it.
+      const db = this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0);
       // The f32 gradient outlives this block (the trainer releases it after the update).
       grads.set(name + ".weight", this.weightGrad(dyOp, x));
-      // Under matmul16 the bias gradient sums the f16 dy the matmuls read (f32 accumulation and
-      // result): half the bytes, and an f32 dy that only feeds the cast is never written.
-      grads.set(name + ".bias", this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0));
+      grads.set(name + ".bias", db);
       return dyOp;
     };
     const dropCopy = (dy: TensorData, dyOp: TensorData) => this.free(dyOp === dy ? null : dyOp);
