@@ -34,7 +34,7 @@ import { LN_COLS_UNROLL, LN_PUSH, layerNormBwdColsKernel, layerNormBwdDxKernel }
 import { layerNormBwdDx4Kernel, rows4Vpt } from "../ts/kernels/rows4.js";
 import { LN_BWD_FUSED_PUSH, LN_BWD_TUNING, layerNormBwdFusedKernel, planLayerNormBwd, type LnBwdTuning } from "../ts/kernels/layernorm-bwd.js";
 import { gridRows } from "../ts/kernels/common.js";
-import { kernelRace, type Launch, type Scratch } from "./kernel-race.js";
+import { kernelRace, xorshift, type Launch, type Scratch } from "./kernel-race.js";
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
 const list = (k: string, d: string) => arg(k, d).split(",").filter(Boolean);
@@ -101,13 +101,7 @@ function shippedLayerNorm(dtype: Dtype, wDtype: Dtype, rows: number, n: number, 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const rt: any = runtime();
 const info = rt.initDevice({});
-let seed = 2463534242;
-const rnd = () => {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) / 2 ** 32;
-};
+const rnd = xorshift(2463534242);
 
 /** Device buffer holding `vals` stored as `dtype`; returns the handle and the stored values. */
 function upload(vals: Float64Array, dtype: Dtype): { h: number; stored: Float64Array } {

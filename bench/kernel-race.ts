@@ -60,3 +60,14 @@ export function kernelRace(rt: NativeRt, opts: { iters: number; warmMs: number }
 
   return { prepare, timeInTurns };
 }
+
+/** A seeded xorshift32 stream of uniform numbers in [0, 1): the races' data, the same every run. */
+export function xorshift(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>> 0) / 2 ** 32;
+  };
+}

@@ -17,7 +17,7 @@ import { gridRows } from "../ts/kernels/common.js";
 import {
   XENT_BWD_PUSH, XENT_PUSH, xentBwd4Kernel, xentFusedKernel, xentRows4Kernel,
 } from "../ts/kernels/loss.js";
-import { kernelRace, type Launch } from "./kernel-race.js";
+import { kernelRace, xorshift, type Launch } from "./kernel-race.js";
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
 const ROWS_ARG = Number(arg("rows", "16384"));
@@ -32,13 +32,7 @@ const rt: any = runtime();
 const info = rt.initDevice({});
 const sg = (info.subgroupSize ?? 0) >= 4;
 const { prepare, timeInTurns } = kernelRace(rt, { iters: ITERS, warmMs: Number(arg("warm-ms", "500")) });
-let seed = 2463534242;
-const rnd = () => {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) / 2 ** 32;
-};
+const rnd = xorshift(2463534242);
 
 interface Row { dtype: Dtype; rows: number; variant: string; us: number; gbps: number; lossErr: number; gradErr: number; kernels: Record<string, number> }
 const rows: Row[] = [];
