@@ -148,6 +148,10 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: "backend/layernorm_fwd/f32_out_f16", needs: needs("f16"), build: () => layerNormFwdKernel(d, d, "f16") });
       v.push({ id: "backend/layernorm_fwd_cached/f32_16_sg_out_f16", needs: n, build: () => layerNormFwdCachedKernel(d, d, 16, true, "f16") });
       v.push({ id: "backend/layernorm_fwd4/f32_4_sg_out_f16", needs: n, build: () => layerNormFwd4Kernel(d, d, 4, true, "f16") });
+      // GPT-2's rows on 64 threads (lnFwd4Shape), with and without subgroups
+      for (const sg of [false, true]) {
+        v.push({ id: `backend/layernorm_fwd4/f32_3_w64${sg ? "_sg" : ""}_out_f16`, needs: sg ? n : needs("f16"), build: () => layerNormFwd4Kernel(d, d, 3, sg, "f16", 64) });
+      }
     }
     v.push({ id: `backend/layernorm_bwd_dx/${d}`, needs: needs(d), build: () => layerNormBwdDxKernel(d, d) });
     v.push({ id: `backend/layernorm_bwd_dwdb/${d}`, needs: needs(d), build: () => layerNormBwdDwDbKernel(d, d) });

@@ -40,19 +40,19 @@ interface RowVecs {
 }
 
 /** Loads this thread's vectors of the row (f32x4), clamped in range; `valid` marks real ones. */
-function loadRow(k: KernelBuilder, x: Buffer, dtype: Dtype, rows: Expr, dim: Expr, v4: number, sg: boolean): RowVecs {
-  const sh = k.shared("partial", f32, ROW_WG);
+function loadRow(k: KernelBuilder, x: Buffer, dtype: Dtype, rows: Expr, dim: Expr, v4: number, sg: boolean, wg = ROW_WG): RowVecs {
+  const sh = k.shared("partial", f32, wg);
   const row = rowIndex(k, rows);
   const t = k.let(k.localIndex, "t");
   const dim4 = k.let(dim.shr(2), "dim4");
   const last = k.let(dim4.sub(1), "last");
   const base4 = k.let(row.mul(dim4), "base4");
-  const cols = Array.from({ length: v4 }, (_, r) => k.let(t.add(r * ROW_WG), "col"));
+  const cols = Array.from({ length: v4 }, (_, r) => k.let(t.add(r * wg), "col"));
   const valid = cols.map((c) => k.let(c.lt(dim4), "ok"));
   const xv = x.as(storageOf(dtype), 4);
   const vals = cols.map((c) => k.let(xv.load(base4.add(min(c, last))).cast("f32x4"), "xv"));
   const red = (v: Expr, fn: "add" | "max") =>
-    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b));
+    sg ? wgReduceSg(k, sh, v, fn) : wgReduce(k, sh, t, v, fn === "max" ? (a, b) => max(a, b) : (a, b) => a.add(b), wg);
   return { row, t, base4, cols, valid, vals, red };
 }
 
@@ -85,14 +85,27 @@ export function softmaxRows4Kernel(dtype: Dtype, logOut: boolean, v4: number, sg
   return k.finish();
 }
 
-export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, outDtype: Dtype = dtype): KernelDesc {
-  const k = kernel(`layernorm_fwd4_v${v4}${sg ? "_sg" : ""}_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [ROW_WG] });
+/**
+ * layernorm_fwd4's shape for rows of `dim` (dim % 4 == 0): the fewest threads per row, at least
+ * 64, whose vectors per thread stay at most 4 (`w<wg>` in the name below ROW_WG). A GPT-2 row
+ * (768) then takes 64 threads of 3 vectors instead of 256 threads of which 64 idle, so an SM holds
+ * 4x the rows in flight: H200, the trainer's LayerNorm forward (16384 × 768 f32 → f16) took 33 µs
+ * at 256 threads a row (2.3 TB/s).
+ */
+export function lnFwd4Shape(dim: number): { v4: number; wg: number } | null {
+  if (rows4Vpt(dim) === 0) return null;
+  for (let wg = 64; wg < ROW_WG; wg *= 2) if (dim / 4 <= wg * 4) return { v4: Math.ceil(dim / 4 / wg), wg };
+  return { v4: rows4Vpt(dim), wg: ROW_WG };
+}
+
+export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, outDtype: Dtype = dtype, wg = ROW_WG): KernelDesc {
+  const k = kernel(`layernorm_fwd4_v${v4}${wg !== ROW_WG ? `_w${wg}` : ""}${sg ? "_sg" : ""}_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [wg] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const b = k.buffer("b", storageOf(wDtype), "read");
   const out = k.buffer("out", storageOf(outDtype), "write");
   const pc = k.push(LN_PUSH);
-  const { base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
+  const { base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg, wg);
   const dimF = k.let(pc.dim.cast(f32), "dimf");
   const localSum = tree(vals.map((v, r) => select(valid[r], hsum(v), lit(f32, 0))), (p, q) => p.add(q));
   const mean = k.let(red(localSum, "add").div(dimF), "mean");

@@ -4,13 +4,13 @@ import { type Engine, promote, run } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { checkIndices, hostIndices, indexCsr } from "./indices.js";
 import { fail, fmt, sameShape, size } from "../shape.js";
-import { gridRows, grid1d, storageOf } from "../kernels/common.js";
+import { ROW_WG, gridRows, grid1d, storageOf } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentFusedKernel, xentFusedWorkgroup, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
-import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, rows4Vpt } from "../kernels/rows4.js";
+import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, lnFwd4Shape, rows4Vpt } from "../kernels/rows4.js";
 import { LN_BWD_FUSED_PUSH, layerNormBwdFusedKernel, planLayerNormBwd } from "../kernels/layernorm-bwd.js";
 import { foldPartials } from "./reduce.js";
 
@@ -36,10 +36,12 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
   const sg = E.subgroups;
-  const v4 = rows4Vpt(dim);
+  const shape = lnFwd4Shape(dim);
   const to = outDtype === x.dtype ? {} : { out: outDtype };
-  if (v4 > 0) {
-    run(E, "layerNorm", { ln4: x.dtype, w: w.dtype, v4, sg, ...to }, () => layerNormFwd4Kernel(x.dtype, w.dtype, v4, sg, outDtype),
+  if (shape) {
+    const { v4, wg } = shape;
+    const narrow = wg === ROW_WG ? {} : { wg };
+    run(E, "layerNorm", { ln4: x.dtype, w: w.dtype, v4, sg, ...to, ...narrow }, () => layerNormFwd4Kernel(x.dtype, w.dtype, v4, sg, outDtype, wg),
       LN_PUSH, { rows, dim, eps }, [x, w, b], [out], gridRows(rows));
     return out;
   }
