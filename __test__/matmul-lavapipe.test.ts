@@ -50,8 +50,11 @@ test("matmul variants on the device vs fp64", { timeout: 300_000 }, async (t) =>
   });
   const bad = rows.filter((r) => !r.pass).map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.error ?? r.relErr}`);
   assert.deepEqual(bad, []);
-  // the GELU gradient well under the gates: f32 exact, f16 one output rounding
-  const loose = rows.filter((r) => r.case.includes("dgelu") && !r.skipped && !((r.relErr ?? 1) < (r.mode === "f32" ? 1e-5 : 1e-3)));
+  // the GELU gradient well under the gates: f32 exact on the SIMT tiles; one f16 rounding elsewhere
+  // (f16 output, or f32 operands on the coopmat tiles' f16 tensor cores: ~2.7e-4 in the
+  // interpreter, which the H200 run of session 22 met where this asked 1e-5 of every f32 row)
+  const gate = (r: (typeof rows)[number]) => (r.mode === "f32" && r.variant.startsWith("simt") ? 1e-5 : 1e-3);
+  const loose = rows.filter((r) => r.case.includes("dgelu") && !r.skipped && !((r.relErr ?? 1) < gate(r)));
   assert.deepEqual(loose.map((r) => `${r.variant}/${r.mode}/${r.case}: ${r.relErr}`), []);
   assert.ok(rows.filter((r) => !r.skipped).length >= 14);
   const take = (rt as unknown as { takeValidationMessages?: () => string[] }).takeValidationMessages;
