@@ -3,7 +3,8 @@
 # hosts: `source .gpu/enter.sh` first; dist/ and native/ built elsewhere and carried along).
 # Every __test__ file runs in its own node process with its own time limit, JOBS at a time, so a
 # hanging file is named instead of stalling the run. Prints failures and the slowest files;
-# writes per-file results to $OUT/gpu-suite.json when OUT is set.
+# writes per-file results to $OUT/gpu-suite.json when OUT is set, and each failing file's report
+# to $OUT/failed-<file>.tap.
 #   JOBS=12 FILE_S=600 bash scripts/test-gpu-host.sh [files...]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -37,7 +38,10 @@ while read -r name rc secs; do
     why=$([ "$rc" = 124 ] && echo "timed out after ${FILE_S} s" || echo "exit $rc")
     echo "FAIL $name ($why, ${secs} s)"
     grep -E "^not ok|^# Subtest" "$LOGS/$name.tap" | grep -B1 "^not ok" | head -12 | sed 's/^/    /'
-    grep -E "error:|message:|expected:|actual:" "$LOGS/$name.tap" | head -8 | sed 's/^/    /'
+    # the assertion with its diff (deepEqual's + / - lines follow error:)
+    grep -A12 -E "^ +error:" "$LOGS/$name.tap" | head -26 | sed 's/^/    /'
+    # the failing file's whole report comes back with the results (its tail, bounded)
+    [ -n "${OUT:-}" ] && tail -c 20000 "$LOGS/$name.tap" > "$OUT/failed-$name.tap"
   fi
 done < "$LOGS/all.txt"
 # every skip with its reason: a skip must say why this host cannot run the test, never hide a failure
