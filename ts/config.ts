@@ -118,21 +118,17 @@ export function flag(env: Env, name: string, dflt: boolean): boolean {
   throw new HeliosConfigError(name, env[name], "0 or 1 (or true/false, on/off, yes/no)");
 }
 
-function positiveInt(env: Env, name: string, dflt: number, max: number): number {
+/** A whole number from min to max; unset or empty gives dflt. */
+function intInRange(env: Env, name: string, dflt: number, min: number, max: number): number {
   const raw = env[name]?.trim();
   if (raw === undefined || raw === "") return dflt;
   const n = /^\d+$/.test(raw) ? Number(raw) : NaN; // Number() would take "0x10", "1e3", " "
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new HeliosConfigError(name, env[name], `an integer from 1 to ${max}`);
+  if (!Number.isInteger(n) || n < min || n > max) throw new HeliosConfigError(name, env[name], `an integer from ${min} to ${max}`);
   return n;
 }
 
-/** A whole number from 0 to max (0 usually meaning "off"). */
-function nonNegativeInt(env: Env, name: string, dflt: number, max: number): number {
-  const raw = env[name]?.trim();
-  if (raw === undefined || raw === "") return dflt;
-  const n = /^\d+$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isInteger(n) || n > max) throw new HeliosConfigError(name, env[name], `an integer from 0 to ${max}`);
-  return n;
+function positiveInt(env: Env, name: string, dflt: number, max: number): number {
+  return intInRange(env, name, dflt, 1, max);
 }
 
 function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {
@@ -154,7 +150,7 @@ export function readConfig(env: Env = process.env): HeliosConfig {
   return Object.freeze({
     fusion: flag(env, "HELIOS_FUSION", DEFAULT_CONFIG.fusion),
     batchSize: positiveInt(env, "HELIOS_BATCH_SIZE", DEFAULT_CONFIG.batchSize, 1 << 16),
-    submitEarlyUs: nonNegativeInt(env, "HELIOS_SUBMIT_EARLY_US", DEFAULT_CONFIG.submitEarlyUs, 1_000_000),
+    submitEarlyUs: intInRange(env, "HELIOS_SUBMIT_EARLY_US", DEFAULT_CONFIG.submitEarlyUs, 0, 1_000_000),
     fusionMaxNodes: positiveInt(env, "HELIOS_FUSION_MAX_NODES", DEFAULT_CONFIG.fusionMaxNodes, 256),
     capture: flag(env, "HELIOS_CAPTURE", DEFAULT_CONFIG.capture),
     flashVariant: oneOf(env, "HELIOS_FLASH_VARIANT", FLASH_VARIANTS, DEFAULT_CONFIG.flashVariant),

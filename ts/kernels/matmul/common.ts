@@ -5,7 +5,7 @@ import {
 } from "../../ir/index.js";
 import type { Activation, MatmulDtype, NormalizedProblem } from "./problem.js";
 import { checkU32 } from "../common.js";
-import { geluGrad, tanhByExp } from "../elementwise.js";
+import { gelu, geluGrad, tanhByExp } from "../elementwise.js";
 
 /**
  * Push constants of every matmul kernel (u32 sizes, f32 scalars; std430 order):
@@ -113,14 +113,12 @@ export function finishBindings(k: KernelBuilder, p: NormalizedProblem, partials:
 }
 
 /**
- * Alpha's tanh-form GELU, 0.5·x·(1 + tanh(u)) with u = √(2/π)·(x + 0.044715·x³), computed as
- * x / (1 + exp(−2u)) (the same function: 0.5·(1 + tanh(u)) = σ(2u)). NVIDIA's tanh costs ~60
- * instructions: H200 session 10, a fused GELU epilogue added 97 µs to a 284 µs product
- * (16384×3072×768) where SiLU's exp added 3.5. Huge |x| stays finite: exp → ∞ gives −0, exp → 0 gives x.
+ * Alpha's tanh-form GELU as x / (1 + exp(−2u)) (elementwise.ts gelu: the same function, no tanh).
+ * NVIDIA's tanh costs ~60 instructions: H200 session 10, a fused GELU epilogue added 97 µs to a
+ * 284 µs product (16384×3072×768) where SiLU's exp added 3.5.
  */
 export function geluSigmoid(k: KernelBuilder, x: Expr): Expr {
-  const z = k.let(x.mul(x).mul(0.044715).add(1).mul(x).mul(-2 * 0.7978845608028654), "gz");
-  return k.let(x.div(exp(z).add(1)), "gelu");
+  return k.let(gelu(x), "gelu");
 }
 
 /**
