@@ -33,6 +33,7 @@ import { asTrainBackend, Scope } from "../train/backend.js";
 import { initHostParams } from "../train/params.js";
 import { assertSameOrRounding, bitExactDevice, makeBackend, onNative } from "./backend-helpers.js";
 import { TINY_OPT, patternBatch, randomBatch } from "./train-helpers.js";
+import { values } from "./harness.js";
 import type { GPTConfig } from "../train/config.js";
 import type { HeliosBackend } from "../ts/backend.js";
 
@@ -125,7 +126,7 @@ for (const [i, cfg] of CFGS.entries()) {
       assert.equal(Number(x.loss.data[0]), Number(y.loss.data[0]), "the forward is the same");
       assert.equal(x.grads.size, y.grads.size);
       for (const [name, g] of x.grads) {
-        const e = relFro(g.data, y.grads.get(name)!.data);
+        const e = relFro(values(g), values(y.grads.get(name)!));
         assert.ok(e <= 2e-3, `${name}: relative error ${e}`);
       }
     } finally {
@@ -158,7 +159,7 @@ for (const [i, cfg] of CFGS.entries()) {
           const x = a.lossAndGrads(hb, sa), y = b.lossAndGrads(hb, sb);
           assertSameOrRounding(exact, [Number(x.loss.data[0])], [Number(y.loss.data[0])], 2e-3, "loss");
           assert.equal(x.grads.size, y.grads.size);
-          for (const [name, g] of x.grads) assertSameOrRounding(exact, g.data as ArrayLike<number>, y.grads.get(name)!.data as ArrayLike<number>, 1e-2, name);
+          for (const [name, g] of x.grads) assertSameOrRounding(exact, values(g), values(y.grads.get(name)!), 1e-2, name);
         } finally {
           sa.releaseAll();
           sb.releaseAll();

@@ -10,6 +10,7 @@ import type { GPTConfig } from "../train/config.js";
 import { Trainer } from "../train/trainer.js";
 import { RefTrainBackend } from "./train-ref-backend.js";
 import { makeBackend } from "./backend-helpers.js";
+import { values } from "./harness.js";
 import { TINY, TINY_OPT, randomBatch } from "./train-helpers.js";
 
 const CFG: GPTConfig = { ...TINY, vocab: 37 };
@@ -31,7 +32,7 @@ function run(Bk: TrainBackend, params: Params, headChunkBytes: number | undefine
   const loss = Number(fc.loss.data[0]);
   const grads = model.backward(params, fc, s, 8);
   const host = new Map<string, Float64Array>();
-  for (const [k, g] of grads) host.set(k, Float64Array.from(g.data as ArrayLike<number>, Number));
+  for (const [k, g] of grads) host.set(k, values(g));
   return { loss, grads: host, chunked: fc.logits === null, madeHeadGrad };
 }
 

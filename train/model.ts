@@ -417,12 +417,13 @@ export class GPT {
   }
 
   /**
-   * dW = dyᵀ·x in f32: the product and (matmul16) its cast, which holds the 16-bit product until
+   * dW = dyᵀ·x in f32 (`keep16`: as the product writes it): the product and (matmul16) its cast, which holds the 16-bit product until
    * computed. Not linear's xT with an f32 output: on the H200 the TN tiles writing f32 took 10–15 %
    * longer than the f16 product and its cast together (GPT-2 step, session 22: 62.5 against 61.0 ms).
    */
-  private weightGrad(dy: TensorData, x: TensorData): TensorData {
-    return this.f32Owned(this.B.matmulTransposedA(dy, x));
+  private weightGrad(dy: TensorData, x: TensorData, keep16 = false): TensorData {
+    const product = this.B.matmulTransposedA(dy, x);
+    return keep16 ? product : this.f32Owned(product);
   }
 
   /**
@@ -481,6 +482,10 @@ export class GPT {
   backward(p: Params, c: ForwardCache, top: Scope, lossScale = 1, onGrad?: (name: string, g: TensorData) => void): Map<string, TensorData> {
     const Bk = this.B;
     const grads = onGrad ? new ReportingMap(onGrad) : new Map<string, TensorData>();
+    // Under matmul16 the weight gradients stay in the f16 their products write (AdamW and the norm
+    // read f16 as exactly as its f32 cast: no cast pass). Gradients heard of by `onGrad` (the
+    // data-parallel reducer packs them into f32 buckets) are cast as before.
+    const f16Grads = this.matmul16 && !onGrad;
     const { batch } = c;
     const { B: nb, T } = batch;
     const scale = 1 / Math.sqrt(this.cfg.dim / this.cfg.heads);
@@ -501,7 +506,7 @@ export class GPT {
       const w = block(p, l);
       const bc = c.blocks[l];
       const prev = dx, prev16 = dx16;
-      const out = this.blockBackward(w, bc, dx, dx16, copyFor(l - 1), nb, T, scale, grads, `transformer.h.${l}.`);
+      const out = this.blockBackward(w, bc, dx, dx16, copyFor(l - 1), nb, T, scale, grads, `transformer.h.${l}.`, f16Grads);
       if (prev16) top.forget(prev16);
       dx = top.keep(out.dx);
       dx16 = out.dx16 && top.keep(out.dx16);
@@ -544,7 +549,7 @@ export class GPT {
    */
   private blockBackward(
     w: BlockParams, c: BlockCache, dout: TensorData, dout16: TensorData | null, copy: boolean, nb: number, T: number, scale: number,
-    grads: Map<string, TensorData>, pre: string,
+    grads: Map<string, TensorData>, pre: string, f16Grads: boolean,
   ): { dx: TensorData; dx16: TensorData | null } {
     const Bk = this.B;
     const saved = (...ts: (TensorData | null)[]) => {
@@ -560,8 +565,8 @@ export class GPT {
       // before dW: nothing orders the two, so no barrier comes between them and the GPU runs the
       // memory-bound sum beside the product instead of after it.
       const db = this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0);
-      // The f32 gradient outlives this block (the trainer releases it after the update).
-      grads.set(name + ".weight", this.weightGrad(dyOp, x));
+      // The gradient outlives this block (the trainer releases it after the update).
+      grads.set(name + ".weight", this.weightGrad(dyOp, x, f16Grads));
       grads.set(name + ".bias", db);
       return dyOp;
     };
