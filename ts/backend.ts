@@ -17,6 +17,7 @@ import * as MM from "./ops/matmul.js";
 import * as FA from "./ops/attention.js";
 import * as OPT from "./ops/optim.js";
 import { prepackCounts } from "./ops/prepack.js";
+import { dropSplitCopies, splitCacheCounts } from "./ops/split-cache.js";
 import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
@@ -43,6 +44,10 @@ export interface HeliosStats extends EngineStats {
   /** Weights copied into their faster layout (HELIOS_MATMUL_PREPACK), and products that read such a copy. */
   matmulPrepacks: number;
   matmulPrepackedReads: number;
+  /** f32 operand splits kept for reuse (ts/ops/split-cache.ts), products that read one, and their bytes now. */
+  matmulSplitsKept: number;
+  matmulSplitReads: number;
+  matmulSplitBytes: number;
   pool: PoolStats;
   /** 1 when an index that never reached the host was out of range and clamped (since last stats()). */
   clampedIndices: number;
@@ -100,8 +105,9 @@ export class HeliosBackend implements Backend {
     this.E.roundTrips++;
     this.E.recycleReleased();
   }
-  /** Waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
+  /** Drops kept operand splits, waits for the GPU, then returns the pool's free buffers to the driver (trainer hook). */
   purgeBufferPools(): void {
+    dropSplitCopies(this.E);
     this.E.sched.drain();
     this.E.recycleReleased();
     const trim = (this.rt as unknown as { trimPool?: () => void }).trimPool;
@@ -241,8 +247,10 @@ export class HeliosBackend implements Backend {
       pendingDestroys: 0,
       liveAllocs: p.leases - p.frees,
       totalAllocs: pool.allocations,
-      totalAllocMB: Math.round((pool.leasedBytes + pool.freeBytes) / (1 << 20)),
+      totalAllocMB: Math.round((pool.leasedBytes + pool.freeBytes + (pool.aheadBytes ?? 0)) / (1 << 20)),
       poolReuses: pool.reuses,
+      allocatedAhead: pool.allocatedAhead ?? 0,
+      aheadBytes: pool.aheadBytes ?? 0,
     };
   }
 
@@ -300,7 +308,7 @@ export class HeliosBackend implements Backend {
   }
   /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
   stats(): HeliosStats {
-    return { ...this.E.stats(), ...prepackCounts(this.E), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
+    return { ...this.E.stats(), ...prepackCounts(this.E), ...splitCacheCounts(this.E), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
   }
 
   /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */

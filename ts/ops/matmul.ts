@@ -14,6 +14,7 @@ import type { KernelDesc } from "../ir/index.js";
 import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
 import { PACK_MIN_GAIN_CACHED, packPays, prepackedB } from "./prepack.js";
+import { splitUse, type SplitUse } from "./split-cache.js";
 import type { TuneRecord } from "../kernels/matmul/autotune.js";
 import { captureError } from "../exec/scheduler.js";
 import { atExit, startup } from "../startup/index.js";
@@ -265,19 +266,48 @@ function recordPlan(E: Engine, op: string, inputs: PlanInputs, out: HeliosTensor
   const { A, B } = inputs;
   const epi = EPILOGUE_ROLES.flatMap((role) => (inputs[role] ? [[role, inputs[role]] as const] : []));
   E.withInputs(op, [A, B, ...epi.map(([, t]) => t)], ([la, lb, ...le]) => {
-    const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][]).map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
+    // an f32 operand's split: a kept copy of it is read instead (ts/ops/split-cache.ts)
+    const splits = plan.spec.kind === "presplit" ? splitUses(E, plan, { A: [A, la], B: [B, lb] }) : new Map<ScratchRole, SplitUse>();
+    const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][])
+      .filter(([role]) => !splits.get(role)?.copy)
+      .map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
+    const kept = new Set<Lease>();
     try {
       const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, ...Object.fromEntries(scratch) };
+      for (const [role, use] of splits) if (use.copy) roles[role] = use.copy;
       epi.forEach(([role], i) => (roles[role] = le[i]));
       plan.steps.forEach((s, i) => {
+        const to = s.bindings[1] as ScratchRole;
+        const use = isSplitStep(s.bindings) ? splits.get(to) : undefined;
+        if (use?.copy) return;
         const bufs = s.bindings.map((r) => roles[r] ?? null);
         E.dispatch(pipes[i], bufs, s.groups, s.pushFields, s.pushValues, [out]);
+        const written = roles[to];
+        if (use && written && use.keep(written)) kept.add(written);
       });
     } finally {
       // the runtime keeps a released buffer out of circulation until the GPU is done with it
-      for (const [, lease] of scratch) lease.release();
+      for (const [, lease] of scratch) if (!kept.has(lease)) lease.release();
     }
   });
+}
+
+/** A presplit plan's split steps read an operand (A or B) and write its scratch (splitA, splitB). */
+function isSplitStep(bindings: readonly BindingRole[]): boolean {
+  return bindings.length === 2 && (bindings[0] === "A" || bindings[0] === "B") && (bindings[1] === "splitA" || bindings[1] === "splitB");
+}
+
+/** Each split step's use of the split cache, by the scratch role it writes. */
+function splitUses(E: Engine, plan: MatmulPlan, src: Record<"A" | "B", [TensorData, Lease | null]>): Map<ScratchRole, SplitUse> {
+  const uses = new Map<ScratchRole, SplitUse>();
+  for (const s of plan.steps) {
+    if (!isSplitStep(s.bindings)) continue;
+    const [t, lease] = src[s.bindings[0] as "A" | "B"];
+    // the form: the kernel (layout) and the split's geometry
+    const key = `${descId(s.desc)}|${s.pushValues.n}|${s.pushValues.seg}`;
+    uses.set(s.bindings[1] as ScratchRole, splitUse(E, t, lease, key));
+  }
+  return uses;
 }
 
 export function matmul(E: Engine, op: string, a: TensorData, b: TensorData, transA: boolean, transB: boolean): HeliosTensor {
