@@ -43,9 +43,9 @@ function gate(what: string, got: TensorData, want: Float64Array): void {
   assert.ok(e <= 1e-4, `${what}: relative error ${e}`);
 }
 
-function setup() {
+function setup(config: { matmulPrepack?: "off" } = {}) {
   const rt = new Bf16CoopMock();
-  const B = new HeliosBackend({ runtime: rt });
+  const B = new HeliosBackend({ runtime: rt, config });
   const rng = new Rng(9157);
   const a = randTensor(rng, [M, K]), b = randTensor(rng, [K, N]);
   const ta = B.fromArray(a.td.data as Float32Array, [M, K]), tb = B.fromArray(b.td.data as Float32Array, [K, N]);
@@ -99,4 +99,13 @@ test("a write to a split operand drops its kept split (the next products split t
   assert.ok(B.stats().matmulSplitBytes < withB, "B's copy goes with B");
   B.purgeBufferPools();
   assert.equal(B.stats().matmulSplitBytes, 0);
+});
+
+test("HELIOS_MATMUL_PREPACK=off keeps no split: every product splits both operands", () => {
+  const { B, a, b, ta, tb, splits } = setup({ matmulPrepack: "off" });
+  for (let i = 0; i < 3; i++) B.matmul(ta, tb);
+  B.syncGpu();
+  assert.equal(splits(), 6);
+  assert.equal(B.stats().matmulSplitsKept, 0);
+  gate("product", B.matmul(ta, tb), refProduct(a, b));
 });

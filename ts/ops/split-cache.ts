@@ -7,6 +7,7 @@
 // lease's write count moves) or freed. A training step splits each operand version once per
 // layout, so it keeps nothing but what it reuses (the LM head's weight across its row chunks).
 // Never inside a capture: a replay may rewrite the source before a copy made outside it is read.
+// HELIOS_MATMUL_PREPACK=off (no derived copies of reused operands) turns it off too.
 import type { Engine } from "../engine.js";
 import type { Lease } from "../exec/lease.js";
 import { HeliosTensor } from "../tensor.js";
@@ -81,7 +82,7 @@ const NONE: SplitUse = { copy: null, keep: () => false };
  * split about to be written should be kept.
  */
 export function splitUse(E: Engine, src: TensorData, lease: Lease | null, key: string): SplitUse {
-  if (E.capture || !lease || !(src instanceof HeliosTensor) || src.released || src.lease !== lease) return NONE;
+  if (E.config.matmulPrepack === "off" || E.capture || !lease || !(src instanceof HeliosTensor) || src.released || src.lease !== lease) return NONE;
   const c = cacheOf(E);
   let list = c.entries.get(src);
   if (!list) c.entries.set(src, (list = []));
