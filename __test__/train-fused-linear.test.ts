@@ -36,6 +36,8 @@ import { TINY_OPT, patternBatch, randomBatch } from "./train-helpers.js";
 import { values } from "./harness.js";
 import type { GPTConfig } from "../train/config.js";
 import type { HeliosBackend } from "../ts/backend.js";
+import type { TensorData } from "../ts/types.js";
+import { size } from "../ts/shape.js";
 
 // odd widths (edge tiles everywhere) with dropout; a wider multiple-of-4 width (the 4-wide LayerNorm) without
 const CFGS: GPTConfig[] = [
@@ -274,4 +276,40 @@ test("HELIOS_TRAIN_FUSED_LINEAR parsing; f32, or a backend without linear(), nev
   // and LayerNorm backward's residual add and f16 copy
   assert.deepEqual([on, off, noLinear].map((H) => new GPT(asTrainBackend(H), CFGS[1], { matmul16: true }).fusedLnGrad), [true, false, false]);
   assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fusedLnGrad, false, "f32");
+});
+
+test("matmul16: weight gradients kept in f16 equal their f32 casts bit for bit, and so does the AdamW update they drive", () => {
+  const cfg = CFGS[1]; // no dropout: two backward passes from one state see the same forward
+  const tr = new Trainer(asTrainBackend(on), cfg, { ...TINY_OPT, lr: 3e-3, warmup: 2 }, { init: initHostParams(cfg, 71), seed: 71, matmul16: true });
+  const hb = randomBatch(cfg.vocab, 2, 13, 5);
+  const sa = new Scope(on), sb = new Scope(on);
+  try {
+    const kept = tr.lossAndGrads(hb, sa);
+    // a listener (the data-parallel reducer's hook) gets f32 gradients: the cast path
+    const cast = tr.lossAndGrads(hb, sb, true, () => {});
+    let f16 = 0;
+    for (const [name, g] of kept.grads) {
+      const c = cast.grads.get(name)!;
+      if (g.dtype === "f16") {
+        f16++;
+        assert.equal(c.dtype, "f32", name);
+      }
+      assert.deepEqual(Array.from(values(g)), Array.from(values(c)), name);
+    }
+    assert.equal(f16, cfg.layers * 4, "every linear layer's weight gradient stays f16");
+    // AdamW on copies of the same state, once with each set of gradients
+    const update = (grads: Map<string, TensorData>) => {
+      const sets = tr.specs.map((s) => ({
+        params: on.fromArray(Float32Array.from(values(tr.params.get(s.name)!)), s.shape),
+        grads: grads.get(s.name)!, m: on.fromArray(new Float32Array(size(s.shape)).fill(0.01), s.shape),
+        v: on.fromArray(new Float32Array(size(s.shape)).fill(0.02), s.shape), weightDecay: 0.1,
+      }));
+      on.adamwStepMulti(sets, { lr: 1e-3, bc1: 0.1, bc2: 0.05, gradScale: 0.5 }, 0.9, 0.95, 1e-8);
+      return sets.map((x) => [Array.from(values(x.params)), Array.from(values(x.m)), Array.from(values(x.v))]);
+    };
+    assert.deepEqual(update(kept.grads), update(cast.grads));
+  } finally {
+    sa.releaseAll();
+    sb.releaseAll();
+  }
 });
