@@ -1,8 +1,10 @@
 // The multi-tensor optimizer path (HELIOS_MULTI_TENSOR_ADAMW): adamwStepMulti against adamwStep /
 // adamwStepDevice tensor by tensor, and totalSumOfSquares' grouped reduction against its
 // per-tensor one, on many tensors of odd sizes (not multiples of 4, of the workgroup or of a
-// group's block) with random data, mixed dtypes, several steps; the skip flag and the finite
-// guard; dispatch counts; argument errors.
+// group's block) with random data, mixed dtypes, several steps; sizes that divide by 4 mixed with
+// ones that do not (the vec4 kernel takes the former: which kernel runs is checked on the mock
+// runtime; adamw-multi-vec4.test.ts compares the two kernels bit for bit); the skip flag and the
+// finite guard; dispatch counts; argument errors.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { makeBackend, onNative } from "./backend-helpers.js";
@@ -11,6 +13,9 @@ import * as N from "./ref/nn.js";
 import type { Dtype, TensorData } from "../ts/types.js";
 import type { HeliosBackend } from "../ts/backend.js";
 import { ADAMW_BLOCK, ADAMW_MULTI_MAX, SUMSQ_MULTI_MAX } from "../ts/kernels/multi-tensor.js";
+import { adamwGroups } from "../ts/ops/optim.js";
+import { HeliosBackend as Backend } from "../ts/backend.js";
+import { MockRuntime, type Compiled } from "./mock/runtime.js";
 
 const multi = makeBackend({ multiTensorAdamw: true });
 const single = makeBackend({ multiTensorAdamw: false });
@@ -22,10 +27,13 @@ interface HostSet {
   p: Float32Array; m: Float32Array; v: Float32Array; pd: Dtype; gd: Dtype; wd: number; n: number;
 }
 
+/** Sizes that divide by 4 (the vec4 kernel's) around its boundaries, mixed with sizes that do not. */
+const SIZES4 = [4, 12, 7, 1028, ADAMW_BLOCK, 2 * ADAMW_BLOCK + 4, 3, 3 * ADAMW_BLOCK + 4, 1001, 16, 4100];
+
 /** Parameters and state for `count` tensors; some f16 parameters and some f16 gradients. */
-function hostSets(rng: Rng, count: number): HostSet[] {
+function hostSets(rng: Rng, count: number, sizes = SIZES): HostSet[] {
   return Array.from({ length: count }, (_, j) => {
-    const n = SIZES[j % SIZES.length] + (j >= SIZES.length ? 2 * j : 0);
+    const n = sizes[j % sizes.length] + (j >= sizes.length ? 4 * j : 0);
     const pd: Dtype = j % 5 === 3 ? "f16" : "f32";
     const gd: Dtype = j % 7 === 4 ? "f16" : "f32";
     const p = Float32Array.from(values(randTensor(rng, [n], pd).td));
@@ -106,6 +114,73 @@ test("adamwStepMulti with a device hyper tensor matches adamwStepDevice; skip !=
   });
 });
 
+test("adamwStepMulti on sizes dividing by 4 and not: host and device scalars, f32 and f16 gradients, against adamwStep(Device) and float64", (t) => {
+  const rng = new Rng(2708);
+  for (const gd of ["f32", "f16", "mixed"] as const) {
+    const h = hostSets(rng, SIZES4.length + 5, SIZES4).map((s, j) => ({ ...s, pd: "f32" as Dtype, gd: (gd === "mixed" ? (j % 2 ? "f16" : "f32") : gd) as Dtype }));
+    const A = upload(multi, h), S = upload(single, h);
+    const ref = h.map((s) => ({ p: Float64Array.from(s.p), m: Float64Array.from(s.m), v: Float64Array.from(s.v) }));
+    let exact = true;
+    for (let step = 1; step <= 4; step++) {
+      const lr = 1e-2, bc1 = 1 - 0.9 ** step, bc2 = 1 - 0.95 ** step, gradScale = 0.8;
+      const grads = h.map((s) => randTensor(rng, [s.n], s.gd));
+      const sets = A.map((a, j) => ({ ...a, grads: grads[j].td }));
+      if (step % 2) {
+        multi.adamwStepMulti(sets, { lr, bc1, bc2, gradScale }, 0.9, 0.95, 1e-8);
+        S.forEach((s, j) => single.adamwStep(s.params, grads[j].td, s.m, s.v, lr, 0.9, 0.95, 1e-8, s.weightDecay, bc1, bc2, gradScale));
+      } else {
+        multi.adamwStepMulti(sets, multi.fromArray([lr, bc1, bc2, gradScale, 0], [5]), 0.9, 0.95, 1e-8);
+        const hs = single.fromArray([lr, bc1, bc2, gradScale, 0], [5]);
+        S.forEach((s, j) => single.adamwStepDevice(s.params, grads[j].td, s.m, s.v, hs, 0.9, 0.95, 1e-8, s.weightDecay));
+        // a skipped step between them changes nothing
+        multi.adamwStepMulti(sets, multi.fromArray([lr, bc1, bc2, gradScale, 1], [5]), 0.9, 0.95, 1e-8);
+      }
+      ref.forEach((r, j) => N.adamw(r.p, grads[j].ref.data, r.m, r.v, lr, 0.9, 0.95, 1e-8, h[j].wd, bc1, bc2, gradScale));
+    }
+    A.forEach((a, j) => {
+      for (const k of ["params", "m", "v"] as const) exact = assertMatches(a[k], S[j][k], `${gd}: tensor ${j} (n=${h[j].n}) ${k}`).exact && exact;
+      const got = values(a.params);
+      for (let i = 0; i < got.length; i++) {
+        assert.ok(Math.abs(got[i] - ref[j].p[i]) <= 1e-5 + 1e-4 * Math.abs(ref[j].p[i]), `${gd}: tensor ${j} params[${i}]: ${got[i]} vs float64 ${ref[j].p[i]}`);
+      }
+    });
+    t.diagnostic(`${gd} gradients: multi-tensor and per-tensor updates ${exact ? "bit-identical" : "equal to f32 rounding"}`);
+  }
+});
+
+/** The mock runtime, noting the name of every kernel it runs. */
+class NamingRuntime extends MockRuntime {
+  names: string[] = [];
+  protected override run(k: Compiled, buffers: ArrayBuffer[], groups: [number, number, number], push: ArrayBuffer | null): void {
+    this.names.push(k.desc.name);
+    super.run(k, buffers, groups, push);
+  }
+}
+
+test("adamwStepMulti runs the vec4 kernel on the tensors whose sizes divide by 4 and the scalar kernel on the rest", () => {
+  assert.deepEqual(adamwGroups([4, 5, 8, 12, 1, 16, 20, 24, 28, 32, 36].map((n) => ({ n }))).map((g) => [g.vec4, g.group.map((x) => x.n)]), [
+    [true, [4, 8, 12, 16, 20, 24, 28]], [true, [32, 36]], [false, [5, 1]],
+  ]);
+  const rt = new NamingRuntime();
+  const M = new Backend({ runtime: rt, config: { multiTensorAdamw: true }, validation: true });
+  const rng = new Rng(2709);
+  const h = hostSets(rng, ADAMW_MULTI_MAX + 3, [4, 12, 7, 1028, ADAMW_BLOCK + 4]).map((s) => ({ ...s, pd: "f32" as Dtype }));
+  const A = upload(M, h);
+  for (const a of A) M.evaluate(a.params);
+  const grads = h.map((s) => randTensor(rng, [s.n], s.gd).td);
+  for (const hyper of ["push", "device"] as const) {
+    rt.names.length = 0;
+    const sets = A.map((a, j) => ({ ...a, grads: grads[j] }));
+    M.adamwStepMulti(sets, hyper === "push" ? { lr: 1e-3, bc1: 0.1, bc2: 0.05, gradScale: 1 } : M.fromArray([1e-3, 0.1, 0.05, 1, 0], [5]), 0.9, 0.95, 1e-8);
+    M.flush();
+    const d = hyper === "device" ? "_device" : "";
+    // sizes 4, 12, 7, 1028, B + 4 (f16 gradient), 24, 36, 35, 1060, B + 40: 8 divide by 4 (7 + 1)
+    assert.deepEqual(rt.names.filter((n) => n.startsWith("adamw_multi")), [
+      `adamw_multi7${d}_v4_f32_mixed`, `adamw_multi1${d}_v4_f32_f32`, `adamw_multi2${d}_f32_f32`,
+    ]);
+  }
+});
+
 test("adamwStepMulti inside a capture updates in place on every replay", { skip: !onNative() && "the mock runtime has no captured batches" }, () => {
   const rng = new Rng(2703);
   const h = hostSets(rng, ADAMW_MULTI_MAX + 2).map((s) => ({ ...s, pd: "f32" as Dtype, gd: "f32" as Dtype }));
@@ -154,7 +229,7 @@ test("a non-finite gradient anywhere makes the grouped sum of squares non-finite
   }
 });
 
-test("dispatches: ceil(n / 7) for AdamW and ceil(n / 29) + the final pass for the norm, against n and n + 1", () => {
+test("dispatches: ceil(n / 7) for AdamW (sizes dividing by 4 and the rest apart) and ceil(n / 29) + the final pass for the norm, against n and n + 1", () => {
   const rng = new Rng(2706);
   const count = 148; // GPT-2's parameter tensors
   const h = hostSets(rng, count).map((s) => {
@@ -172,7 +247,9 @@ test("dispatches: ceil(n / 7) for AdamW and ceil(n / 29) + the final pass for th
   for (const x of A) multi.evaluate(x.params);
   for (const x of S) single.evaluate(x.params);
   const scal = { lr: 1e-3, bc1: 0.1, bc2: 0.05, gradScale: 1 };
-  assert.equal(counted(multi, () => multi.adamwStepMulti(A.map((a, j) => ({ ...a, grads: grads[j] })), scal, 0.9, 0.95, 1e-8)), Math.ceil(count / ADAMW_MULTI_MAX));
+  const quads = h.filter((s) => s.n % 4 === 0).length;
+  assert.equal(adamwGroups(h).length, Math.ceil(quads / ADAMW_MULTI_MAX) + Math.ceil((count - quads) / ADAMW_MULTI_MAX));
+  assert.equal(counted(multi, () => multi.adamwStepMulti(A.map((a, j) => ({ ...a, grads: grads[j] })), scal, 0.9, 0.95, 1e-8)), adamwGroups(h).length);
   assert.equal(counted(single, () => S.forEach((s, j) => single.adamwStep(s.params, grads[j], s.m, s.v, 1e-3, 0.9, 0.95, 1e-8, s.weightDecay, 0.1, 0.05))), count);
   assert.equal(counted(multi, () => multi.evaluate(multi.totalSumOfSquares(grads))), Math.ceil(count / SUMSQ_MULTI_MAX) + 1);
   assert.equal(counted(single, () => single.evaluate(single.totalSumOfSquares(grads))), count + 1);

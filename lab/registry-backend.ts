@@ -252,7 +252,10 @@ export function backendVariants(): KernelVariant[] {
   for (const hyper of ["push", "device"] as const) {
     const types = [[{ p: "f32", g: "f32" }], Array(ADAMW_MULTI_MAX).fill({ p: "f32", g: "f32" }), mixed.map((d, j) => ({ p: mixed[2 - j], g: d }))];
     for (const ts of types as { p: Dtype; g: Dtype }[][]) {
-      v.push({ id: `backend/${adamwMultiKernel(ts, hyper).name}`, needs: ts.some((t) => t.p === "f16" || t.g === "f16") ? ["f16"] : [], build: () => adamwMultiKernel(ts, hyper) });
+      for (const vec4 of [false, true]) {
+        const name = adamwMultiKernel(ts, hyper, vec4).name;
+        v.push({ id: `backend/${name}`, needs: ts.some((t) => t.p === "f16" || t.g === "f16") ? ["f16"] : [], build: () => adamwMultiKernel(ts, hyper, vec4) });
+      }
     }
   }
   // the trainer's f16 weight copies (one and the most matrices per dispatch), mixed inputs, f32 copies

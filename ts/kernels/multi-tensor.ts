@@ -23,6 +23,11 @@
 //   adamw and adamw_device); the device form returns at once when skip != 0 (the non-finite
 //   guard). Tensor j owns ceil(n_j / ADAMW_BLOCK) workgroups of WG threads, each thread every
 //   WG-th element of the workgroup's block (up to 16). Dispatch gridRows(blocks), blocks = sum of those.
+//   The vec4 form (name tag _v4; for groups whose n_j all divide by 4): the same bindings, push
+//   constants, blocks and dispatch; each thread takes every WG-th quad of 4 consecutive elements
+//   of its block (up to 4: consecutive threads, consecutive quads), loading p, g, m and v with one
+//   16-byte load each (8-byte for f16) and storing p, m and v as vectors. Each component goes
+//   through adamwElement as a scalar, so p, m and v equal the scalar form's bit for bit.
 // cast_transpose_multi: bindings x0..x{G-1} (read, any float dtype), then c0..c{G-1} and
 //   t0..t{G-1} (write, the target dtype). Push {blocks, r0, k0, ..., r{G-1}, k{G-1}}: x_j is
 //   [r_j, k_j] row-major; c_j = x_j in the target dtype, t_j [k_j, r_j] its transpose. Each
@@ -35,16 +40,16 @@
 //   CT / 8 rows of one column), its c_j rows written in place and its f32 values staged in shared
 //   memory (rows padded to CT + 1: the column reads hit distinct banks), then written to t_j
 //   row-coalesced after a barrier. Dispatch gridRows(blocks), blocks = sum of those.
-import { f32, kernel, lit, min, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { f32, kernel, lit, min, u32, vec, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, WG, fromF32, rowIndex, storageOf, toF32, wgReduce, type PushSpec } from "./common.js";
-import { adamwElement } from "./optim.js";
+import { adamwElement, type AdamwScalars } from "./optim.js";
 
 /** Tensors per sumsq_multi dispatch: 3 + G push words <= 32 (128 bytes); G + 1 bindings. */
 export const SUMSQ_MULTI_MAX = 29;
 /** Tensors per adamw_multi dispatch: 4 bindings each (+ hyper) within 32. */
 export const ADAMW_MULTI_MAX = 7;
-/** Elements per adamw_multi workgroup (16 per thread). */
+/** Elements per adamw_multi workgroup (16 per thread; 4 quads in the vec4 form). */
 export const ADAMW_BLOCK = 16 * WG;
 /** Tensors per cast_transpose_multi dispatch: 3 bindings each within 32; 1 + 2G push words. */
 export const CAST_T_MULTI_MAX = 10;
@@ -111,12 +116,15 @@ export function adamwMultiPush(count: number, hyper: HyperSource): PushSpec {
   return spec;
 }
 
-/** `types[j]`: tensor j's parameter and gradient dtypes (m and v are f32). */
-export function adamwMultiKernel(types: { p: Dtype; g: Dtype }[], hyper: HyperSource): KernelDesc {
+/**
+ * `types[j]`: tensor j's parameter and gradient dtypes (m and v are f32). `vec4`: the quad form,
+ * for groups whose element counts all divide by 4 (the caller checks).
+ */
+export function adamwMultiKernel(types: { p: Dtype; g: Dtype }[], hyper: HyperSource, vec4 = false): KernelDesc {
   const G = types.length;
   if (G < 1 || G > ADAMW_MULTI_MAX) throw new Error(`helios: internal error: adamw_multi over ${G} tensors`);
   const tag = `${dtypeTag(types.map((t) => t.p))}_${dtypeTag(types.map((t) => t.g))}`;
-  const k = kernel(`adamw_multi${G}${hyper === "device" ? "_device" : ""}_${tag}`, { workgroup: [WG] });
+  const k = kernel(`adamw_multi${G}${hyper === "device" ? "_device" : ""}${vec4 ? "_v4" : ""}_${tag}`, { workgroup: [WG] });
   const bufs = types.map((t, j) => ({
     p: k.buffer(`p${j}`, storageOf(t.p), "readwrite"),
     g: k.buffer(`g${j}`, storageOf(t.g), "read"),
@@ -137,23 +145,43 @@ export function adamwMultiKernel(types: { p: Dtype; g: Dtype }[], hyper: HyperSo
   }
   const t = k.let(k.localIndex, "t");
   const n = types.map((_, j) => pc[`n${j}`]);
+  // per block: ADAMW_BLOCK elements, or ADAMW_BLOCK / 4 quads
+  const per = vec4 ? ADAMW_BLOCK / 4 : ADAMW_BLOCK;
   ranges(k, n, lit(u32, ADAMW_BLOCK)).forEach(({ start, end }, j) => {
     const b = bufs[j];
+    const s = { lr, beta1: pc.beta1, beta2: pc.beta2, eps: pc.eps, wd: pc[`wd${j}`], bc1, bc2 };
     k.if(w.ge(start).and(w.lt(end)), () => {
-      const first = k.let(w.sub(start).mul(ADAMW_BLOCK), "first");
-      const stop = k.let(min(n[j], first.add(ADAMW_BLOCK)), "stop");
+      const first = k.let(w.sub(start).mul(per), "first");
+      const stop = k.let(min(vec4 ? n[j].div(4) : n[j], first.add(per)), "stop");
       k.for(first.add(t), stop, (i) => {
-        const s = { lr, beta1: pc.beta1, beta2: pc.beta2, eps: pc.eps, wd: pc[`wd${j}`], bc1, bc2 };
-        const r = adamwElement(k, s, {
-          p: () => b.p.load(i), g: () => b.g.load(i), m: () => b.m.load(i), v: () => b.v.load(i), gradScale: () => gradScale,
-        });
-        b.p.store(i, fromF32(r.p, types[j].p));
-        b.m.store(i, r.m);
-        b.v.store(i, r.v);
+        if (vec4) adamwQuad(k, s, b, types[j].p, i, gradScale);
+        else {
+          const r = adamwElement(k, s, {
+            p: () => b.p.load(i), g: () => b.g.load(i), m: () => b.m.load(i), v: () => b.v.load(i), gradScale: () => gradScale,
+          });
+          b.p.store(i, fromF32(r.p, types[j].p));
+          b.m.store(i, r.m);
+          b.v.store(i, r.v);
+        }
       }, { step: WG });
     });
   });
   return k.finish();
+}
+
+/** Elements 4q .. 4q + 3 of one tensor: vector loads and stores around four scalar updates. */
+function adamwQuad(
+  k: KernelBuilder, s: AdamwScalars, b: Record<"p" | "g" | "m" | "v", Buffer>, pDtype: Dtype, q: Expr, gradScale: Expr,
+): void {
+  const p = k.let(b.p.loadVec(q, 4), "p4"), g = k.let(b.g.loadVec(q, 4), "g4");
+  const m = k.let(b.m.loadVec(q, 4), "m4"), v = k.let(b.v.loadVec(q, 4), "v4");
+  const r = ["x", "y", "z", "w"].map((c) => adamwElement(k, s, {
+    p: () => p.swz(c), g: () => g.swz(c), m: () => m.swz(c), v: () => v.swz(c), gradScale: () => gradScale,
+  }));
+  const pt = storageOf(pDtype);
+  b.p.as(pt, 4).store(q, vecOf(vec(pt, 4), ...r.map((x) => fromF32(x.p, pDtype))));
+  b.m.as(f32, 4).store(q, vecOf("f32x4", ...r.map((x) => x.m)));
+  b.v.as(f32, 4).store(q, vecOf("f32x4", ...r.map((x) => x.v)));
 }
 
 export function castTransposeMultiPush(count: number): PushSpec {

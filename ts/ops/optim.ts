@@ -83,8 +83,8 @@ export interface AdamwStepScalars {
 }
 
 /**
- * AdamW over many tensors in place, up to ADAMW_MULTI_MAX tensors per dispatch (adamw_multi),
- * with adamwStep's arithmetic. `hyper` holds lr, bc1, bc2 and gradScale: host numbers, or a
+ * AdamW over many tensors in place, up to ADAMW_MULTI_MAX tensors per dispatch (adamw_multi, its
+ * vec4 form for tensors whose sizes divide by 4: adamwGroups), with adamwStep's arithmetic. `hyper` holds lr, bc1, bc2 and gradScale: host numbers, or a
  * device tensor f32 [5] = [lr, bc1, bc2, gradScale, skip] as in adamwStepDevice (skip != 0 leaves
  * everything untouched; a captured step's values). As with adamwStepDevice, params, m and v are
  * device tensors updated in their buffers: expressions recorded earlier that read them must have
@@ -98,10 +98,8 @@ export function adamwStepMulti(
   if (onDevice && (hyper.dtype !== "f32" || size(hyper.shape) !== ADAMW_HYPER)) {
     fail(op, `hyper must be f32 [${ADAMW_HYPER}] (lr, bc1, bc2, gradScale, skip), got ${hyper.dtype} ${fmt(hyper.shape)}`);
   }
-  const live = checkSets(E, op, sets);
   const mode = onDevice ? "device" : "push";
-  for (let at = 0; at < live.length; at += ADAMW_MULTI_MAX) {
-    const group = live.slice(at, at + ADAMW_MULTI_MAX);
+  for (const { vec4, group } of adamwGroups(checkSets(E, op, sets))) {
     const types = group.map(({ s }) => ({ p: s.params.dtype, g: s.grads.dtype }));
     const blocks = group.reduce((b, x) => b + Math.ceil(x.n / ADAMW_BLOCK), 0);
     const push: Record<string, number> = { blocks, beta1, beta2, eps };
@@ -110,13 +108,28 @@ export function adamwStepMulti(
       push[`n${j}`] = n;
       push[`wd${j}`] = s.weightDecay;
     });
-    const pipeline = E.kernel({ adamwMulti: types, hyper: mode }, () => adamwMultiKernel(types, mode));
+    const pipeline = E.kernel({ adamwMulti: types, hyper: mode, vec4 }, () => adamwMultiKernel(types, mode, vec4));
     const inputs = group.flatMap(({ s }) => [s.params, s.grads, s.m, s.v]);
     if (onDevice) inputs.push(hyper);
     E.withInputs(op, inputs, (bufs) => {
       E.dispatch(pipeline, bufs, gridRows(blocks), adamwMultiPush(group.length, mode), push, group.flatMap((x) => x.out));
     });
   }
+}
+
+/**
+ * adamw_multi dispatches: up to ADAMW_MULTI_MAX tensors each, the vec4 kernel for tensors whose
+ * element counts divide by 4 (in their order) and the scalar kernel for the rest, so that one odd
+ * tensor does not hold back the others' quads. Reordering is safe: every tensor's update is
+ * independent of the others' (checkSets refuses shared buffers).
+ */
+export function adamwGroups<T extends { n: number }>(live: T[]): { vec4: boolean; group: T[] }[] {
+  const out: { vec4: boolean; group: T[] }[] = [];
+  for (const vec4 of [true, false]) {
+    const part = live.filter((x) => (x.n % 4 === 0) === vec4);
+    for (let at = 0; at < part.length; at += ADAMW_MULTI_MAX) out.push({ vec4, group: part.slice(at, at + ADAMW_MULTI_MAX) });
+  }
+  return out;
 }
 
 /**
