@@ -326,6 +326,10 @@ export interface PoolStats {
   inBatchReuses: number
   /** Idle buffers the pool holds now. */
   freeBuffers: number
+  /** Allocations served by a buffer a background thread made ahead (in `allocations` too). */
+  allocatedAhead: number
+  /** Device bytes made ahead and not leased yet (beside leased + free). */
+  aheadBytes: number
 }
 
 export interface ProfileEntry {

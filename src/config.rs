@@ -22,6 +22,7 @@
 //! | `HELIOS_ROBUSTNESS` | `1` | bounds behaviour of shader buffer accesses: `1` robustBufferAccess (out-of-bounds reads return values from the buffer or zero, writes are dropped), `2` also robustBufferAccess2 (VK_EXT_robustness2: reads return zero), `0` off (undefined, like C); enabled only where the device supports it |
 //! | `HELIOS_NCCL_LIB` | unset | path of `libnccl.so.2` for distributed training (else the linker's search, then PyTorch's wheel copy in `python3`'s site-packages) |
 //! | `HELIOS_DEDICATED_MIB` | `8` | device buffers of at least this many MiB get memory of their own (a dedicated allocation) instead of a range of a shared 256 MiB block; `0` never |
+//! | `HELIOS_ALLOC_AHEAD` | `1` | `0` never allocates device buffers of the dedicated size (`HELIOS_DEDICATED_MIB`) ahead on a thread of their own, for a bucket whose leases keep missing the pool |
 //! | `HELIOS_COOPMAT` | `1` | `0` leaves VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and VK_KHR_shader_bfloat16 disabled (SIMT paths only; for validation layers older than those extensions) |
 
 use std::path::PathBuf;
@@ -96,6 +97,9 @@ pub struct Config {
     /// Device buffers of at least this size get a dedicated allocation (0: never); see
     /// `vk::memory::create_buffer`.
     pub dedicated_min_bytes: u64,
+    /// A thread prepares spare dedicated-size device buffers for a bucket whose leases keep
+    /// missing the pool (`runtime::ahead`).
+    pub alloc_ahead: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -169,6 +173,7 @@ impl Config {
             trace_reads: switch("HELIOS_TRACE_READS", false)?,
             robustness,
             dedicated_min_bytes: int_in("HELIOS_DEDICATED_MIB", 8, 0, 1 << 20)? << 20,
+            alloc_ahead: switch("HELIOS_ALLOC_AHEAD", true)?,
         })
     }
 }

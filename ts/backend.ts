@@ -247,8 +247,10 @@ export class HeliosBackend implements Backend {
       pendingDestroys: 0,
       liveAllocs: p.leases - p.frees,
       totalAllocs: pool.allocations,
-      totalAllocMB: Math.round((pool.leasedBytes + pool.freeBytes) / (1 << 20)),
+      totalAllocMB: Math.round((pool.leasedBytes + pool.freeBytes + (pool.aheadBytes ?? 0)) / (1 << 20)),
       poolReuses: pool.reuses,
+      allocatedAhead: pool.allocatedAhead ?? 0,
+      aheadBytes: pool.aheadBytes ?? 0,
     };
   }
 

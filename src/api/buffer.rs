@@ -163,6 +163,8 @@ pub fn pool_stats() -> napi::Result<PoolStats, ErrorCode> {
                 reuses: s.reuses as f64,
                 in_batch_reuses: s.in_batch_reuses as f64,
                 free_buffers: s.free_buffers as f64,
+                allocated_ahead: s.allocated_ahead as f64,
+                ahead_bytes: s.ahead_bytes as f64,
             })
         })
     })

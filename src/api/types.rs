@@ -140,6 +140,10 @@ pub struct PoolStats {
     pub in_batch_reuses: f64,
     /// Idle buffers the pool holds now.
     pub free_buffers: f64,
+    /// Allocations served by a buffer a background thread made ahead (in `allocations` too).
+    pub allocated_ahead: f64,
+    /// Device bytes made ahead and not leased yet (beside leased + free).
+    pub ahead_bytes: f64,
 }
 
 #[napi(object)]

@@ -2,6 +2,7 @@
 //! (a destroyed buffer is freed once no open batch, capture or in-flight GPU work uses it).
 
 use crate::error::{HeliosError, HeliosResult};
+use crate::runtime::ahead::Ahead;
 use crate::runtime::context::Runtime;
 use crate::runtime::pool::{bucket_size, PoolStats};
 use crate::runtime::resources::{BufferRes, Owner};
@@ -67,11 +68,16 @@ impl Runtime {
             self.maintain()?;
         }
         let gpu = self.allocate_buffer(alloc_size, placement)?;
+        Ok(self.insert_res(gpu, len, placement, owner))
+    }
+
+    /// Registers fresh device memory (allocated here or ahead) as a resource.
+    fn insert_res(&mut self, gpu: GpuBuffer, len: u64, placement: Placement, owner: Owner) -> u32 {
         // A buffer longer than the limit keeps a valid (clamped) range but `len > bind_range`
         // marks it unbindable: record_dispatch rejects it instead of letting the driver drop it.
         let range = self.dev.adapter.info.max_binding_bytes.min(gpu.size);
         let direct = gpu.is_mapped() && (placement == Placement::HostVisible || !self.cfg.force_staging);
-        Ok(self.res.insert(BufferRes::new(gpu, len, range, direct, owner)))
+        self.res.insert(BufferRes::new(gpu, len, range, direct, owner))
     }
 
     pub fn create_buffer(&mut self, len: f64, host_visible: bool) -> HeliosResult<f64> {
@@ -157,11 +163,27 @@ impl Runtime {
             let res = &self.res;
             found = self.pool.acquire_in_batch(bucket, |id| res.get(id).is_some_and(|r| r.reusable_in_batch(open, done)));
         }
+        // Buckets that get a dedicated allocation are the ones worth allocating ahead.
+        let ahead = self.ahead.as_mut().filter(|_| memory::wants_dedicated_size(&self.dev, bucket, Placement::Device));
         let id = match found {
-            Some(id) => id,
+            Some(id) => {
+                if let Some(a) = ahead {
+                    a.hit(bucket);
+                }
+                id
+            }
             None => {
-                self.submit_before_allocating(bucket)?;
-                let id = self.new_res(len, bucket, Placement::Device, Owner::Leased(bucket))?;
+                let id = match ahead.and_then(|a| a.take(bucket)) {
+                    // Its memory is ready: nothing to overlap, so the batch is not cut.
+                    Some(gpu) => {
+                        self.pool.note_allocated_ahead();
+                        self.insert_res(gpu, len, Placement::Device, Owner::Leased(bucket))
+                    }
+                    None => {
+                        self.submit_before_allocating(bucket)?;
+                        self.new_res(len, bucket, Placement::Device, Owner::Leased(bucket))?
+                    }
+                };
                 self.pool.note_allocation(bucket);
                 id
             }
@@ -201,12 +223,27 @@ impl Runtime {
     }
 
     pub fn pool_stats(&self) -> PoolStats {
-        self.pool.snapshot()
+        PoolStats { ahead_bytes: self.ahead.as_ref().map_or(0, Ahead::ready_bytes), ..self.pool.snapshot() }
     }
 
-    /// Frees idle pooled buffers whose last use completed.
+    /// Joins the thread that allocates ahead and frees its spares; later leases allocate here.
+    pub fn stop_allocating_ahead(&mut self) {
+        for b in self.ahead.as_mut().map(Ahead::shutdown).unwrap_or_default() {
+            memory::destroy_buffer(&self.dev, &mut self.alloc, b);
+        }
+    }
+
+    /// Frees the spares made ahead (they are device memory nobody leased) and ends their streaks.
+    fn free_spares(&mut self) {
+        for b in self.ahead.as_mut().map(Ahead::drain).unwrap_or_default() {
+            memory::destroy_buffer(&self.dev, &mut self.alloc, b);
+        }
+    }
+
+    /// Frees idle pooled buffers whose last use completed, and every spare made ahead.
     pub fn trim_pool(&mut self) -> HeliosResult<()> {
         self.maintain()?;
+        self.free_spares();
         // Synchronous reads waited for their copies, so the read staging is idle here.
         if let Some(b) = self.read_staging.take() {
             memory::destroy_buffer(&self.dev, &mut self.alloc, b);

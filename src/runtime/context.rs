@@ -11,6 +11,7 @@ use gpu_allocator::vulkan::Allocator;
 use crate::caps::DeviceCaps;
 use crate::config::Config;
 use crate::error::{HeliosError, HeliosResult};
+use crate::runtime::ahead::Ahead;
 use crate::runtime::batch::OpenBatch;
 use crate::runtime::capture::Capture;
 use crate::runtime::handles::{HandleTable, Kind};
@@ -57,6 +58,8 @@ pub struct Runtime {
     pub buffers: HandleTable<u32>,
     pub res: Resources,
     pub pool: Pool<u32>,
+    /// Spare dedicated-size device buffers made on a thread of their own (None: HELIOS_ALLOC_AHEAD=0).
+    pub ahead: Option<Ahead>,
     pub pipelines: HandleTable<Arc<PipelineObj>>,
     pub captures: HandleTable<Capture>,
     pub tracker: Tracker,
@@ -136,6 +139,7 @@ impl Runtime {
             buffers: HandleTable::new(Kind::Buffer, epoch),
             res: Resources::default(),
             pool: Pool::default(),
+            ahead: (cfg.alloc_ahead && cfg.dedicated_min_bytes > 0).then(|| Ahead::new(dev.clone())),
             pipelines: HandleTable::new(Kind::Pipeline, epoch),
             captures: HandleTable::new(Kind::Capture, epoch),
             tracker: Tracker::default(),
@@ -290,6 +294,8 @@ impl Runtime {
     fn teardown(&mut self) {
         self.dev.wait_idle();
         self.save_cache();
+        // Joined before anything else goes: its thread uses the device.
+        self.stop_allocating_ahead();
         if let Some(batch) = self.batch.take() {
             self.compute.give_back(batch.cmd);
             for b in batch.keep.staging {

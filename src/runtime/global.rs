@@ -153,6 +153,8 @@ pub fn drain_at_exit(thread: u64) {
     if let (Some(rt), true) = (guard.as_mut(), OWNER.load(Ordering::Relaxed) == thread) {
         rt.dev.wait_idle();
         rt.save_cache();
+        // process.exit() runs no cleanup hook: no thread may be inside the driver as it unloads.
+        rt.stop_allocating_ahead();
     }
 }
 

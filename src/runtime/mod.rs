@@ -2,6 +2,7 @@
 //! hazard tracker, batches, timelines, captures and profiles. All state sits behind one
 //! global lock (`global`); JS calls and the kernel assembler reach it through `global`.
 
+pub mod ahead;
 pub mod batch;
 pub mod buffers;
 pub mod cache_file;

@@ -41,6 +41,10 @@ pub struct PoolStats {
     pub in_batch_reuses: u64,
     /// Idle buffers the pool holds now (every bucket).
     pub free_buffers: u64,
+    /// Allocations that took a buffer made ahead (`runtime::ahead`; counted in `allocations` too).
+    pub allocated_ahead: u64,
+    /// Bytes of buffers made ahead and not leased yet (device memory beside leased + free).
+    pub ahead_bytes: u64,
 }
 
 /// Idle pooled buffers by bucket size. Whether one is ready (its last use completed and no
@@ -86,12 +90,17 @@ impl<R: Copy> Pool<R> {
         self.stats.peak_bytes = self.stats.peak_bytes.max(self.stats.leased_bytes + self.stats.free_bytes);
     }
 
-    /// Returns a leased buffer to the pool.
+    /// Counts an allocation served by a buffer made ahead (`note_allocation` counts it too).
+    pub fn note_allocated_ahead(&mut self) {
+        self.stats.allocated_ahead += 1;
+    }
+
     /// The statistics with the current count of idle buffers.
     pub fn snapshot(&self) -> PoolStats {
         PoolStats { free_buffers: self.idle.values().map(|l| l.len() as u64).sum(), ..self.stats }
     }
 
+    /// Returns a leased buffer to the pool.
     pub fn release(&mut self, bucket: u64, id: R) {
         self.stats.leased_bytes -= bucket;
         self.stats.free_bytes += bucket;

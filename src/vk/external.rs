@@ -80,14 +80,6 @@ pub fn semaphore_fd(device: &Device, sem: vk::Semaphore) -> HeliosResult<i32> {
     unsafe { s.get_semaphore_fd(&info) }.map_err(|e| vk_error("vkGetSemaphoreFdKHR", e))
 }
 
-fn device_local_type(device: &Device, bits: u32) -> Option<u32> {
-    // SAFETY: plain query on the device's physical device.
-    let props = unsafe { device.instance.raw.get_physical_device_memory_properties(device.adapter.raw) };
-    (0..props.memory_type_count).find(|&i| {
-        bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
-    })
-}
-
 /// A device-local storage buffer with exportable memory of its own (its allocation size may
 /// exceed `size`: `GpuBuffer::size` is what the memory holds, the size CUDA must import).
 pub fn create_shared_buffer(device: &Device, size: u64) -> HeliosResult<GpuBuffer> {
@@ -110,7 +102,7 @@ pub fn create_shared_buffer(device: &Device, size: u64) -> HeliosResult<GpuBuffe
     };
     // SAFETY: `raw` was just created on this device.
     let req = unsafe { device.raw.get_buffer_memory_requirements(raw) };
-    let Some(type_index) = device_local_type(device, req.memory_type_bits) else {
+    let Some((type_index, _, _)) = crate::vk::dedicated::device_local_type(device, req.memory_type_bits) else {
         return Err(destroy(HeliosError::out_of_memory("no device-local memory type for a shared buffer".to_string())));
     };
     let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(raw);

@@ -31,10 +31,13 @@ pub struct GpuBuffer {
     pub raw: vk::Buffer,
     pub size: u64,
     alloc: Option<Allocation>,
-    /// `alloc` is a dedicated allocation counted in `Device::dedicated_live`.
+    /// Its memory is a dedicated allocation counted in `Device::dedicated_live`.
     counted: bool,
-    /// Memory of its own (an exportable buffer shared with CUDA: `vk::external`), freed with it.
+    /// Memory of its own, allocated without gpu-allocator (a buffer shared with CUDA:
+    /// `vk::external`; a buffer allocated ahead: `vk::dedicated`), freed with it.
     dedicated: Option<vk::DeviceMemory>,
+    /// `dedicated` was allocated exportable (a shared buffer CUDA may import).
+    exportable: bool,
     mapped: Option<NonNull<u8>>,
 }
 
@@ -64,8 +67,9 @@ fn location(p: Placement) -> MemoryLocation {
     }
 }
 
-/// Creates a buffer usable as storage and as copy source/destination on both queues.
-pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placement: Placement) -> HeliosResult<GpuBuffer> {
+/// A buffer (no memory bound yet) usable as storage and as copy source/destination on both
+/// queues: what every Helios buffer is, whoever allocates its memory.
+pub(crate) fn create_raw_buffer(device: &Device, size: u64) -> HeliosResult<vk::Buffer> {
     let families = device.families();
     let mut usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
     if device.enabled.bda {
@@ -77,8 +81,13 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
     } else {
         info.sharing_mode(vk::SharingMode::EXCLUSIVE)
     };
-    // SAFETY: valid create info; the buffer is destroyed in `destroy_buffer`.
-    let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(|e| vk_error("vkCreateBuffer", e))?;
+    // SAFETY: valid create info; the caller destroys the buffer (`destroy_buffer` once wrapped).
+    unsafe { device.raw.create_buffer(&info, None) }.map_err(|e| vk_error("vkCreateBuffer", e))
+}
+
+/// Creates a buffer usable as storage and as copy source/destination on both queues.
+pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placement: Placement) -> HeliosResult<GpuBuffer> {
+    let raw = create_raw_buffer(device, size)?;
     // SAFETY: `raw` was just created on this device.
     let requirements = unsafe { device.raw.get_buffer_memory_requirements(raw) };
     let dedicated = wants_dedicated(device, size, placement);
@@ -114,7 +123,7 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
     if dedicated {
         device.dedicated_live.fetch_add(1, Ordering::Relaxed);
     }
-    Ok(GpuBuffer { raw, size, alloc: Some(allocation), counted: dedicated, dedicated: None, mapped })
+    Ok(GpuBuffer { raw, size, alloc: Some(allocation), counted: dedicated, dedicated: None, exportable: false, mapped })
 }
 
 /// Whether a buffer gets memory of its own. NVIDIA's driver (580, H100/H200) takes ~20 ms per
@@ -122,19 +131,32 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
 /// 16 MiB–1 GiB (bench/RESULTS.md, session 21): a loop that keeps fresh large outputs alive
 /// (Alpha's bench) would otherwise pay the slow path inside its timing. Bounded to half of
 /// `maxMemoryAllocationCount` so the blocks always have room.
-fn wants_dedicated(device: &Device, size: u64, placement: Placement) -> bool {
-    let min = device.dedicated_min_bytes;
+pub fn wants_dedicated(device: &Device, size: u64, placement: Placement) -> bool {
     let cap = device.adapter.limits.max_memory_allocation_count / 2;
-    placement == Placement::Device && min > 0 && size >= min && device.dedicated_live.load(Ordering::Relaxed) < cap
+    wants_dedicated_size(device, size, placement) && device.dedicated_live.load(Ordering::Relaxed) < cap
+}
+
+/// `wants_dedicated` before the cap: a device buffer of at least HELIOS_DEDICATED_MIB.
+pub fn wants_dedicated_size(device: &Device, size: u64, placement: Placement) -> bool {
+    let min = device.dedicated_min_bytes;
+    placement == Placement::Device && min > 0 && size >= min
 }
 
 /// Frees a buffer; the caller guarantees the GPU no longer uses it.
 pub fn destroy_buffer(device: &Device, alloc: &mut Allocator, mut buf: GpuBuffer) {
     if let Some(a) = buf.alloc.take() {
         let _ = alloc.free(a);
-        if buf.counted {
-            device.dedicated_live.fetch_sub(1, Ordering::Relaxed);
-        }
+    }
+    destroy_own(device, buf);
+}
+
+/// Frees a buffer whose memory is its own (`vk::dedicated`, `vk::external`): no allocator
+/// needed, so the thread that made it may free it. The caller guarantees the GPU no longer
+/// uses it.
+pub(crate) fn destroy_own(device: &Device, mut buf: GpuBuffer) {
+    debug_assert!(buf.alloc.is_none(), "a gpu-allocator buffer goes through destroy_buffer");
+    if buf.counted {
+        device.dedicated_live.fetch_sub(1, Ordering::Relaxed);
     }
     // SAFETY: no pending GPU use (caller contract); destroyed exactly once, before its memory.
     unsafe { device.raw.destroy_buffer(buf.raw, None) };
@@ -264,14 +286,21 @@ pub fn download_vec(len: usize) -> Vec<u8> {
 }
 
 impl GpuBuffer {
-    /// A buffer bound to memory of its own (`vk::external`); `destroy_buffer` frees both.
+    /// A buffer bound to exportable memory of its own (`vk::external`); `destroy_buffer` frees both.
     pub fn with_dedicated(raw: vk::Buffer, size: u64, memory: vk::DeviceMemory) -> GpuBuffer {
-        GpuBuffer { raw, size, alloc: None, counted: false, dedicated: Some(memory), mapped: None }
+        GpuBuffer { raw, size, alloc: None, counted: false, dedicated: Some(memory), exportable: true, mapped: None }
     }
 
-    /// The memory of a buffer made by `with_dedicated`.
+    /// A buffer bound to a dedicated allocation of its own that already counts in
+    /// `Device::dedicated_live` (`vk::dedicated`), mapped when its memory is host-coherent,
+    /// as gpu-allocator's dedicated buffers are; `destroy_buffer` frees both and uncounts it.
+    pub(crate) fn with_counted_dedicated(raw: vk::Buffer, size: u64, memory: vk::DeviceMemory, mapped: Option<NonNull<u8>>) -> GpuBuffer {
+        GpuBuffer { raw, size, alloc: None, counted: true, dedicated: Some(memory), exportable: false, mapped }
+    }
+
+    /// The exportable memory of a buffer made by `with_dedicated` (a shared buffer).
     pub fn dedicated_memory(&self) -> Option<vk::DeviceMemory> {
-        self.dedicated
+        self.dedicated.filter(|_| self.exportable)
     }
 
     pub fn is_mapped(&self) -> bool {

@@ -5,6 +5,8 @@
 //! - `instance`: loader (dlopen), VkInstance, validation messenger.
 //! - `adapter`: device choice and capability probing.
 //! - `ext`: feature structs newer than ash 0.38 (NV coopmat2, KHR bfloat16).
+//! - `dedicated`: device buffers with a dedicated allocation made without gpu-allocator (off the
+//!   runtime lock: buffers allocated ahead of leases).
 //! - `external`: memory and timeline semaphores exported as fds for CUDA (distributed training).
 //! - `device`: logical device, enabled features, queues, timeline semaphores.
 //! - `memory`: gpu-allocator buffers, host copies (multithreaded when large) and the
@@ -16,6 +18,7 @@
 
 pub mod adapter;
 pub mod command;
+pub mod dedicated;
 pub mod device;
 pub mod ext;
 pub mod external;

@@ -37,6 +37,10 @@ export interface PoolStats {
   inBatchReuses?: number;
   /** Idle buffers the pool holds (native addon; absent in mocks). */
   freeBuffers?: number;
+  /** Allocations served by a buffer made ahead on a background thread, in `allocations` too (native addon; absent in mocks). */
+  allocatedAhead?: number;
+  /** Device bytes made ahead and not leased yet, beside leased + free (native addon; absent in mocks). */
+  aheadBytes?: number;
 }
 
 export type Groups = [number, number?, number?];
