@@ -35,13 +35,14 @@ function noSubgroupBackend(): HeliosBackend {
 /** [rows, dim, the kernel it takes, lab knobs or "separate" (the fused pass off: dx4)] */
 type Case = [number, number, string, Partial<LnBwdTuning> | "separate" | null];
 const CASES: Case[] = [
-  [65, 768, "layernorm_bwd4_dwdb_v1_s1_pf", null],
-  [1000, 768, "layernorm_bwd4_dwdb_v1_s4_pf", null],
-  [1000, 64, "layernorm_bwd4_dwdb_v1_s2", { slots: 2, prefetch: false, partials: 7 }],
-  [130, 1028, "layernorm_bwd4_dwdb_v2_s2_pf", null],
+  [65, 768, "layernorm_bwd4_dwdb_v3_w64_s1_pf", null],
+  [1000, 768, "layernorm_bwd4_dwdb_v3_w64_s8_pf", null],
+  [1000, 768, "layernorm_bwd4_dwdb_v3_w64_s16_pf", { slots: 8, partials: 50 }],
+  [1000, 64, "layernorm_bwd4_dwdb_v1_w64_s8", { slots: 2, prefetch: false, partials: 7 }],
+  [130, 1028, "layernorm_bwd4_dwdb_v3_w128_s2_pf", null],
   [9, 4096, "layernorm_bwd4_dwdb_v4_s1", { prefetch: false }],
-  [3, 12, "layernorm_bwd4_dwdb_v1_s2_pf", { partials: 1 }],
-  [65, 768, "layernorm_bwd_dx4_v1", "separate"],
+  [3, 12, "layernorm_bwd4_dwdb_v1_w64_s2_pf", { partials: 1 }],
+  [65, 768, "layernorm_bwd_dx4_v3_w64", "separate"],
   [33, 4100, "layernorm_bwd_dx4_v8", null],
   [65, 769, "layernorm_bwd_dx_", null],
   [5, 7, "layernorm_bwd_dx_", null],
@@ -144,13 +145,14 @@ test("layerNormBackward's options are checked: errors name the call and the valu
 
 /** [rows, dim, the dx kernel it takes, knobs as in Case]: the fused pass, dx4 and the scalar dx, dw/db by one workgroup, dwdb or the column sum. */
 const G16_CASES: Case[] = [
-  [1, 64, "layernorm_bwd4_dwdb_v1_s1_pf", null],
-  [7, 768, "layernorm_bwd4_dwdb_v1_s1_pf", null],
-  [300, 768, "layernorm_bwd4_dwdb_v1_s2_pf", null],
-  [300, 64, "layernorm_bwd4_dwdb_v1_s2", { slots: 2, prefetch: false, partials: 7 }],
+  [1, 64, "layernorm_bwd4_dwdb_v1_w64_s1_pf", null],
+  [7, 768, "layernorm_bwd4_dwdb_v3_w64_s1_pf", null],
+  [300, 768, "layernorm_bwd4_dwdb_v3_w64_s2_pf", null],
+  [1000, 768, "layernorm_bwd4_dwdb_v3_w64_s8_pf", null],
+  [300, 64, "layernorm_bwd4_dwdb_v1_w64_s8", { slots: 2, prefetch: false, partials: 7 }],
   [33, 2052, "layernorm_bwd4_dwdb_v4_s1_pf", null],
-  [7, 768, "layernorm_bwd_dx4_v1", "separate"],
-  [300, 768, "layernorm_bwd_dx4_v1", "separate"],
+  [7, 768, "layernorm_bwd_dx4_v3_w64", "separate"],
+  [300, 768, "layernorm_bwd_dx4_v3_w64", "separate"],
   [33, 4100, "layernorm_bwd_dx4_v8", null],
   [1, 3, "layernorm_bwd_dx_", null],
   [7, 17, "layernorm_bwd_dx_", null],

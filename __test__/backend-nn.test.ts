@@ -1,7 +1,7 @@
 // layerNorm, cross-entropy and embedding forward/backward against the reference (whose
 // backward passes are themselves checked by finite differences in backend-ref.test.ts).
 import { test } from "node:test";
-import { lnFwd4Shape } from "../ts/kernels/rows4.js";
+import { ln4Shape } from "../ts/kernels/rows4.js";
 import assert from "node:assert/strict";
 import { makeBackend, recordingBackend } from "./backend-helpers.js";
 import { Rng, randTensor, randIndices, assertClose, asF16Output, TOL, values } from "./harness.js";
@@ -12,20 +12,20 @@ import { indexCsr } from "../ts/ops/indices.js";
 
 const B = makeBackend();
 
-test("lnFwd4Shape: the fewest threads a row (64 to 256) with at most 4 vectors each, else rows4's", () => {
-  assert.deepEqual(lnFwd4Shape(768), { v4: 3, wg: 64 });
-  assert.deepEqual(lnFwd4Shape(64), { v4: 1, wg: 64 });
-  assert.deepEqual(lnFwd4Shape(1028), { v4: 3, wg: 128 });
-  assert.deepEqual(lnFwd4Shape(3072), { v4: 4, wg: 256 }, "rows4Vpt's shape, as before");
-  assert.deepEqual(lnFwd4Shape(8192), { v4: 8, wg: 256 });
-  assert.equal(lnFwd4Shape(770), null);
+test("ln4Shape (LayerNorm forward, dx4 and the fused backward): the fewest threads a row (64 to 256) with at most 4 vectors each, else rows4's", () => {
+  assert.deepEqual(ln4Shape(768), { v4: 3, wg: 64 });
+  assert.deepEqual(ln4Shape(64), { v4: 1, wg: 64 });
+  assert.deepEqual(ln4Shape(1028), { v4: 3, wg: 128 });
+  assert.deepEqual(ln4Shape(3072), { v4: 4, wg: 256 }, "rows4Vpt's shape, as before");
+  assert.deepEqual(ln4Shape(8192), { v4: 8, wg: 256 });
+  assert.equal(ln4Shape(770), null);
 });
 
 test("layerNorm forward and backward (f32, f16; odd dims)", () => {
   const rng = new Rng(31);
   for (const dt of ["f32", "f16"] as Dtype[]) {
-    // dims that are multiples of 4 take the 4-wide register kernel (rows4; forward on 64 to 256
-    // threads a row, lnFwd4Shape: 768 is GPT-2's, 64 threads of 3 vectors)
+    // dims that are multiples of 4 take the 4-wide register kernels (rows4 and layernorm-bwd.ts on
+    // 64 to 256 threads a row, ln4Shape: 768 is GPT-2's, 64 threads of 3 vectors)
     for (const shape of [[1, 5], [3, 37], [2, 3, 300], [1, 4099], [1, 4], [3, 12], [5, 768], [2, 1028], [2, 3072], [2, 4096], [1, 8192],
       // 64+ rows: dw/db as a column sum (layernorm_bwd_dwdb_cols): one chunk, or chunk partials
       // folded by colsum k2 (partial last chunk; 16-byte and scalar loads)

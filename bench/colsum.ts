@@ -14,7 +14,7 @@
 //     separate passes (layernorm_bwd_dx4, then layernorm_bwd_dwdb_cols + colsum k2, as ts/ops/nn.ts
 //     records them with the fused pass off) against the fused pass (ts/kernels/layernorm-bwd.ts: dx
 //     and the dw/db partials in one pass, then colsum k2), shipped knobs and a sweep of them:
-//     [--ln-partials=64,128,256] [--ln-slots=1,2,4] [--ln-prefetch=0,1]. Each variant's dx must equal
+//     [--ln-partials=64,128,256] [--ln-slots=2,4,8] [--ln-prefetch=0,1]. Each variant's dx must equal
 //     the separate passes' bit for bit (column dx=sep) and dw/db the float64 sums within 1e-4 of
 //     their largest; the shipped fused launches must equal HeliosBackend.layerNormBackward's results
 //     bit for bit. GB/s = x and g read once + dx written / µs.
@@ -31,8 +31,8 @@ import type { Dtype } from "../ts/types.js";
 import { fromF16Array, toF16Array } from "../ts/f16.js";
 import { COLSUM_PUSH, COLS_UNROLL, COLUMN_TUNING, colsumKernel, planColumns, type ColumnTuning } from "../ts/kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, layerNormBwdColsKernel, layerNormBwdDxKernel } from "../ts/kernels/norm.js";
-import { layerNormBwdDx4Kernel, rows4Vpt } from "../ts/kernels/rows4.js";
-import { LN_BWD_FUSED_PUSH, LN_BWD_TUNING, layerNormBwdFusedKernel, planLayerNormBwd, type LnBwdTuning } from "../ts/kernels/layernorm-bwd.js";
+import { layerNormBwdDx4Kernel, ln4Shape } from "../ts/kernels/rows4.js";
+import { LN_BWD_FUSED_PUSH, LN_BWD_TUNING, layerNormBwdFusedKernel, planLayerNormBwd, slotsFitSubgroups, type LnBwdTuning } from "../ts/kernels/layernorm-bwd.js";
 import { gridRows } from "../ts/kernels/common.js";
 import { kernelRace, xorshift, type Launch, type Scratch } from "./kernel-race.js";
 
@@ -192,9 +192,9 @@ const LN_EPS = 1e-5;
 
 /** The separate passes ts/ops/nn.ts records for layerNormBackward with the fused pass off (rows >= 64). */
 function separateLnBwd(dtype: Dtype, wDtype: Dtype, rows: number, n: number, sg: boolean): { launches: Launch[]; scratch: Scratch[] } {
-  const v4 = rows4Vpt(n);
+  const shape = ln4Shape(n);
   const dx: Launch = {
-    desc: v4 > 0 ? layerNormBwdDx4Kernel(dtype, wDtype, v4, sg) : layerNormBwdDxKernel(dtype, wDtype), spec: LN_PUSH,
+    desc: shape ? layerNormBwdDx4Kernel(dtype, wDtype, shape.v4, sg, undefined, dtype, shape.wg) : layerNormBwdDxKernel(dtype, wDtype), spec: LN_PUSH,
     push: { rows, dim: n, eps: LN_EPS }, groups: gridRows(rows), bufs: ["x", "w", "g", "dx", "stats"],
   };
   const cols = shippedLayerNorm(dtype, wDtype, rows, n, shippedVariant);
@@ -207,7 +207,8 @@ function fusedLnBwd(dtype: Dtype, wDtype: Dtype, rows: number, n: number, sg: bo
   if (!p) throw new Error(`layerNorm backward [${rows}, ${n}]: the fused pass does not apply`);
   const one = p.groups === 1;
   const main: Launch = {
-    desc: layerNormBwdFusedKernel(dtype, wDtype, one ? wDtype : "f32", p.v4, p.slots, sg, p.prefetch), spec: LN_BWD_FUSED_PUSH,
+    desc: layerNormBwdFusedKernel(dtype, wDtype, one ? wDtype : "f32", p.v4, p.slots, sg && slotsFitSubgroups(p, rt.getDeviceInfo().subgroupSize ?? 0), p.prefetch, undefined, dtype, p.wg),
+    spec: LN_BWD_FUSED_PUSH,
     push: { rows, dim: n, eps: LN_EPS, rowsPerGroup: p.rowsPerGroup }, groups: [p.groups, 1, 1], bufs: ["x", "w", "g", "dx", one ? "dw" : "pw", one ? "db" : "pb"],
   };
   if (one) return { launches: [main], scratch: [] };

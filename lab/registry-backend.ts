@@ -66,6 +66,41 @@ function lnF16GradVariants(): KernelVariant[] {
   return v;
 }
 
+/**
+ * LayerNorm backward in ln4Shape's narrow rows (GPT-2's 768: 64 threads × 3 vectors; 64: 64 × 1;
+ * 1028: 128 × 3): dx4 and the fused pass in 1 to 16 slots, with and without subgroups, the dx
+ * options, f16 partials from one workgroup, and the trainer's f16 g beside an f32 x.
+ */
+function lnBwdNarrowVariants(): KernelVariant[] {
+  const v: KernelVariant[] = [];
+  const sgNeeds = (n: KernelVariant["needs"], sg: boolean): KernelVariant["needs"] => (sg ? [...n, "subgroup" as const] : n);
+  const fused = (d: Dtype, part: Dtype, v4: number, wg: number, slots: number, sg: boolean, pf: boolean, o: LnDxOpts, g: Dtype, n: KernelVariant["needs"]) => {
+    const desc = () => layerNormBwdFusedKernel(d, d, part, v4, slots, sg, pf, o, g, wg);
+    v.push({ id: `backend/${desc().name}`, needs: sgNeeds(n, sg), build: desc });
+  };
+  const dx4 = (d: Dtype, v4: number, wg: number, sg: boolean, o: LnDxOpts, g: Dtype, n: KernelVariant["needs"]) => {
+    const desc = () => layerNormBwdDx4Kernel(d, d, v4, sg, o, g, wg);
+    v.push({ id: `backend/${desc().name}`, needs: sgNeeds(n, sg), build: desc });
+  };
+  for (const d of FLOATS) for (const sg of [false, true]) {
+    for (const o of [LN_DX_PLAIN, ...lnDxOptionSets(d)]) {
+      const n = needs(o.copy16 ? "f16" : d);
+      dx4(d, 3, 64, sg, o, d, n);
+      fused(d, "f32", 3, 64, 8, sg, true, o, d, n);
+    }
+    for (const [slots, pf] of [[1, true], [16, false]] as const) fused(d, "f32", 3, 64, slots, sg, pf, LN_DX_PLAIN, d, needs(d));
+    fused(d, "f32", 1, 64, 16, sg, true, LN_DX_PLAIN, d, needs(d));
+    fused(d, "f32", 3, 128, 4, sg, true, LN_DX_PLAIN, d, needs(d));
+    dx4(d, 3, 128, sg, LN_DX_PLAIN, d, needs(d));
+    if (d === "f16") fused(d, d, 3, 64, 1, sg, true, LN_DX_PLAIN, d, needs(d));
+  }
+  for (const o of [LN_DX_PLAIN, ...lnDxOptionSets("f32")]) for (const sg of [false, true]) {
+    dx4("f32", 3, 64, sg, o, "f16", needs("f16"));
+    fused("f32", "f32", 3, 64, 8, sg, true, o, "f16", needs("f16"));
+  }
+  return v;
+}
+
 /** Representative fused programs: every unary/binary op, broadcasting, f16 in/out. */
 function fusedSamples(): KernelVariant[] {
   const fake = {} as Lease;
@@ -101,7 +136,7 @@ function fusedSamples(): KernelVariant[] {
 }
 
 export function backendVariants(): KernelVariant[] {
-  const v: KernelVariant[] = [...fusedSamples(), ...lnF16GradVariants()];
+  const v: KernelVariant[] = [...fusedSamples(), ...lnF16GradVariants(), ...lnBwdNarrowVariants()];
   for (const d of FLOATS) {
     for (const fn of ["sum", "sumsq", "nonfinite", "flag"] as ReduceFn[]) {
       v.push({ id: `backend/reduce_rows/${fn}_${d}`, needs: needs(d), build: () => reduceRowsKernel(d, fn === "sum" ? d : "f32", fn) });
@@ -148,7 +183,7 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: "backend/layernorm_fwd/f32_out_f16", needs: needs("f16"), build: () => layerNormFwdKernel(d, d, "f16") });
       v.push({ id: "backend/layernorm_fwd_cached/f32_16_sg_out_f16", needs: n, build: () => layerNormFwdCachedKernel(d, d, 16, true, "f16") });
       v.push({ id: "backend/layernorm_fwd4/f32_4_sg_out_f16", needs: n, build: () => layerNormFwd4Kernel(d, d, 4, true, "f16") });
-      // GPT-2's rows on 64 threads (lnFwd4Shape), with and without subgroups
+      // GPT-2's rows on 64 threads (ln4Shape), with and without subgroups
       for (const sg of [false, true]) {
         v.push({ id: `backend/layernorm_fwd4/f32_3_w64${sg ? "_sg" : ""}_out_f16`, needs: sg ? n : needs("f16"), build: () => layerNormFwd4Kernel(d, d, 3, sg, "f16", 64) });
       }

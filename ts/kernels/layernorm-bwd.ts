@@ -1,23 +1,25 @@
 // LayerNorm backward in one pass over x and g: layernorm_bwd_dx4's dx plus the partial sums of dw
 // and db, so the column sum (layernorm_bwd_dwdb_cols) need not read x and g again (issue 27).
 //
-// layernorm_bwd4_dwdb_v<V>_s<S>[_pf][_sg]_<dtype>_<part>: bindings x, w, g (read), dx (write, x's
-//   dtype), pw, pb (write, <part>: f32 partials [groups, dim], or dw and db themselves in w's
-//   dtype when groups == 1). Push LN_BWD_FUSED_PUSH {rows, dim, eps, rowsPerGroup}. Dispatch
-//   [groups, 1, 1], S * ROW_WG threads; planLayerNormBwd gives V, S, rowsPerGroup and groups.
-//   Needs dim % 4 == 0 and dim <= 4 * ROW_WG * V (V <= 4: dim <= LN_BWD_FUSED_MAX_DIM).
+// layernorm_bwd4_dwdb_v<V>[_w<W>]_s<S>[_pf][_sg]_<dtype>_<part>: bindings x, w, g (read), dx
+//   (write, x's dtype), pw, pb (write, <part>: f32 partials [groups, dim], or dw and db themselves
+//   in w's dtype when groups == 1). Push LN_BWD_FUSED_PUSH {rows, dim, eps, rowsPerGroup}.
+//   Dispatch [groups, 1, 1], S * W threads; planLayerNormBwd gives V and W (ln4Shape, rows4.ts:
+//   W = 64 to 256 threads a row, `_w<W>` below ROW_WG), S, rowsPerGroup and groups.
+//   Needs dim % 4 == 0 and dim <= 4 * W * V (V <= 4: dim <= LN_BWD_FUSED_MAX_DIM).
 //   With LnDxOpts (norm.ts; name suffix `_res_<dtype>`, `_h16`): res binds after g and dx16 after
 //   dx; res is loaded (and prefetched) with x and g, and dx = res + dx_LN, dx16 = f16(dx).
 //   An f16 g with an f32 x (`_g_f16` after <part>, lnGradTag) is converted to f32 as it loads.
 // Workgroup q owns rows [q * rowsPerGroup, min(rows, (q + 1) * rowsPerGroup)) and works on S of
-//   them at a time, one per slot of ROW_WG threads (a slot is whole subgroups: with S > 1, slot and
-//   lane come from the subgroup builtins). Within a slot, thread t does exactly what thread t of
-//   layernorm_bwd_dx4's one-row workgroup does — the same vectors t, t + ROW_WG, ..., the same
-//   expressions, the same reductions (subgroup reduce, then the slot's subgroup partials summed
-//   in order; or the shared-memory tree) — so dx is that kernel's bit for bit on lavapipe; NVIDIA's
-//   compiler contracts the two kernels' arithmetic differently (H200: dx up to 2 f32 ulps apart).
-//   Only the order in which the reductions are issued differs (sum x and sum dy share one round of
-//   barriers).
+//   them at a time, one per slot of W threads (a slot is whole subgroups: with S > 1, slot and lane
+//   come from the subgroup builtins, and subgroups wider than W take the shared-memory tree).
+//   Within a slot, thread t does exactly what thread t of layernorm_bwd_dx4's one-row workgroup of
+//   the same shape (ln4Shape's V and W, which both kernels take) does — the same vectors t, t + W,
+//   ..., the same expressions, the same reductions (subgroup reduce, then the slot's subgroup
+//   partials summed in order; or the shared-memory tree over W) — so dx is that kernel's bit for
+//   bit on lavapipe; NVIDIA's compiler contracts the two kernels' arithmetic differently (H200: dx
+//   up to 2 f32 ulps apart). Only the order in which the reductions are issued differs (sum x and
+//   sum dy share one round of barriers).
 //   Each thread also keeps running f32x4 sums of g * xhat and g for its vectors over its slot's
 //   rows (rows q*rowsPerGroup + slot + S*i in sequence); at the end slots 1..S-1 hand theirs to
 //   slot 0 through shared memory, which adds them in slot order and writes partial row q.
@@ -32,7 +34,7 @@
 import { f32, kernel, lit, min, rsqrt, select, u32, vecOf, type Buffer, type Expr, type KernelBuilder, type KernelDesc, type Shared, type Var } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, storageOf, uvar, type StorageElem } from "./common.js";
-import { hsum, rows4Vpt, splat, tree } from "./rows4.js";
+import { hsum, ln4Shape, splat, tree, widthTag } from "./rows4.js";
 import { LN_DX_PLAIN, lnDxBuffers, lnDxPlain, lnDxTag, lnGradTag, loadLnRes, storeLnDx, type LnDxOpts } from "./norm.js";
 
 export const LN_BWD_FUSED_PUSH = { rows: "u32", dim: "u32", eps: "f32", rowsPerGroup: "u32" } as const;
@@ -47,8 +49,9 @@ export interface LnBwdTuning {
   /** Most partial rows (workgroups) the fused pass writes for the fold. */
   partials: number;
   /**
-   * Most rows a workgroup has in flight (slots of ROW_WG threads) at 1 vector per thread; halved
-   * at 2 and quartered at 4 (the accumulators and loaded vectors grow with the row). A power of two.
+   * The workgroup's threads in units of ROW_WG at 1 vector per thread: slots × ROW_WG threads,
+   * divided by pow2floor(vectors per thread) (the accumulators and loaded vectors grow with the
+   * row), in slots of the row shape's W threads. A power of two.
    */
   slots: number;
   /** Load the next row's x and g before this row's reductions. */
@@ -56,9 +59,11 @@ export interface LnBwdTuning {
 }
 
 /**
- * About one workgroup per SM of a 132-SM H100/H200 with 4 rows (1024 threads) in flight each, the
- * next row loading during this one's reductions; <= 128 partial rows keep the fold at one short
- * dispatch. Not yet timed on a GPU: bench/colsum.ts --ops=lnbwd sweeps these.
+ * About one workgroup per SM of a 132-SM H100/H200 of 1024 threads at 1 vector each, 512 at 2 or 3
+ * (GPT-2's 768: 8 rows of 64 threads × 3 vectors) and 256 at 4: about what 64K registers an SM
+ * hold with a thread's live vectors (~32 registers each with prefetch); the next row loading
+ * during this one's reductions; <= 128 partial rows keep the fold at one short dispatch. Not yet
+ * timed on a GPU in the narrow slots: bench/colsum.ts --ops=lnbwd sweeps these.
  */
 export const LN_BWD_TUNING: Readonly<LnBwdTuning> = Object.freeze({ fused: true, partials: 128, slots: 4, prefetch: true });
 
@@ -78,9 +83,11 @@ export function lnBwdTuning(): LnBwdTuning {
 }
 
 export interface LnBwdPlan {
-  /** Vectors (4 elements) per thread and row, as layernorm_bwd_dx4. */
+  /** Vectors (4 elements) per thread and row, as layernorm_bwd_dx4 (ln4Shape). */
   v4: number;
-  /** Rows in flight per workgroup (S * ROW_WG threads). */
+  /** Threads per row (a slot), as layernorm_bwd_dx4 (ln4Shape): 64 to ROW_WG. */
+  wg: number;
+  /** Rows in flight per workgroup (slots * wg threads). */
   slots: number;
   /** Rows per workgroup: a multiple of slots. */
   rowsPerGroup: number;
@@ -95,50 +102,63 @@ export interface LnBwdLimits {
   maxSharedMemoryBytes: number;
 }
 
-const sharedFloats = (slots: number) => Math.max(2 * slots * ROW_WG, (slots - 1) * 4 * ROW_WG);
+const sharedFloats = (slots: number, wg: number) => Math.max(2 * slots * wg, (slots - 1) * 4 * wg);
 
 const pow2floor = (n: number) => 2 ** Math.floor(Math.log2(Math.max(1, n)));
 
 /**
  * The fused pass for `rows` rows of `dim`, or null where it does not apply (dim % 4 != 0, dim >
  * LN_BWD_FUSED_MAX_DIM, a device without room for one slot, or tuning.fused off): then dx4 or dx
- * and the column sum run as before. slots = min(tuning.slots / v4, the device's workgroup size /
- * ROW_WG, pow2floor(ceil(rows / partials))), halved until the shared memory fits; rowsPerGroup =
+ * and the column sum run as before. Slots of ln4Shape's wg threads with v4 vectors each; slots =
+ * min(tuning.slots * ROW_WG / pow2floor(v4) / wg, the device's workgroup size / wg,
+ * pow2floor(ceil(rows / partials))), halved until the shared memory fits; rowsPerGroup =
  * ceil(rows / (partials * slots)) * slots.
  */
 export function planLayerNormBwd(rows: number, dim: number, limits: LnBwdLimits, tune: LnBwdTuning = lnBwdTuning()): LnBwdPlan | null {
-  const v4 = rows4Vpt(dim);
-  if (!tune.fused || v4 === 0 || v4 > 4 || rows < 1) return null;
+  const shape = ln4Shape(dim);
+  if (!tune.fused || !shape || shape.v4 > 4 || rows < 1) return null;
+  const { v4, wg } = shape;
+  const maxWg = limits.maxWorkgroupSize ?? ROW_WG;
+  if (wg > maxWg) return null;
   const partials = Math.max(1, Math.floor(tune.partials));
-  let slots = Math.min(pow2floor(tune.slots / v4), pow2floor((limits.maxWorkgroupSize ?? ROW_WG) / ROW_WG), pow2floor(Math.ceil(rows / partials)));
-  while (slots > 1 && sharedFloats(slots) * 4 > limits.maxSharedMemoryBytes) slots /= 2;
-  if (sharedFloats(slots) * 4 > limits.maxSharedMemoryBytes) return null;
+  const threads = (tune.slots * ROW_WG) / pow2floor(v4);
+  let slots = Math.min(pow2floor(threads / wg), pow2floor(maxWg / wg), pow2floor(Math.ceil(rows / partials)));
+  while (slots > 1 && sharedFloats(slots, wg) * 4 > limits.maxSharedMemoryBytes) slots /= 2;
+  if (sharedFloats(slots, wg) * 4 > limits.maxSharedMemoryBytes) return null;
   const rowsPerGroup = Math.ceil(rows / (partials * slots)) * slots;
-  return { v4, slots, rowsPerGroup, groups: Math.ceil(rows / rowsPerGroup), prefetch: tune.prefetch };
+  return { v4, wg, slots, rowsPerGroup, groups: Math.ceil(rows / rowsPerGroup), prefetch: tune.prefetch };
 }
 
-/** Sums of each value over a slot's ROW_WG threads, in layernorm_bwd_dx4's order (header). */
+/**
+ * Whether `plan`'s slots can reduce through a device's subgroups: several slots need each slot to
+ * be whole subgroups (subgroupSize <= wg); else the fused kernel takes the shared-memory tree.
+ */
+export function slotsFitSubgroups(plan: LnBwdPlan, subgroupSize: number): boolean {
+  return plan.slots === 1 || subgroupSize <= plan.wg;
+}
+
+/** Sums of each value over a slot's W threads, in layernorm_bwd_dx4's order (header). */
 type SlotReduce = (values: Expr[]) => Expr[];
 
 /**
- * This thread's slot and its index t in the slot. With subgroups and several slots both come
- * from the subgroup builtins, so a slot is whole subgroups whatever the driver's
- * invocation-to-subgroup mapping (on every driver we know, t = local index mod ROW_WG as in the
+ * This thread's slot and its index t in the slot of W threads. With subgroups and several slots
+ * both come from the subgroup builtins, so a slot is whole subgroups whatever the driver's
+ * invocation-to-subgroup mapping (on every driver we know, t = local index mod W as in the
  * one-row kernel); one slot is the one-row kernel's workgroup (t = local index).
  */
-function slotLanes(k: KernelBuilder, S: number, sg: boolean): { slot: Expr; t: Expr; reduce: SlotReduce; sh: Shared } {
-  const sh = k.shared("red", f32, sharedFloats(S));
-  const stride = S * ROW_WG;
+function slotLanes(k: KernelBuilder, S: number, W: number, sg: boolean): { slot: Expr; t: Expr; reduce: SlotReduce; sh: Shared } {
+  const sh = k.shared("red", f32, sharedFloats(S, W));
+  const stride = S * W;
   if (!sg) {
     const li = k.let(k.localIndex, "li");
-    const slot = k.let(li.shr(Math.log2(ROW_WG)), "slot");
-    const t = k.let(li.band(ROW_WG - 1), "t");
-    const base = k.let(slot.mul(ROW_WG), "sb");
+    const slot = k.let(li.shr(Math.log2(W)), "slot");
+    const t = k.let(li.band(W - 1), "t");
+    const base = k.let(slot.mul(W), "sb");
     // wgReduce per slot: the same tree, several values per round
     const reduce: SlotReduce = (vs) => {
       vs.forEach((v, i) => sh.store(base.add(t).add(i * stride), v));
       k.barrier();
-      for (let s = ROW_WG / 2; s > 0; s >>= 1) {
+      for (let s = W / 2; s > 0; s >>= 1) {
         k.if(t.lt(s), () => vs.forEach((_, i) => {
           const at = k.let(base.add(t).add(i * stride), "at");
           sh.store(at, sh.load(at).add(sh.load(at.add(s))));
@@ -173,14 +193,14 @@ function slotLanes(k: KernelBuilder, S: number, sg: boolean): { slot: Expr; t: E
   return { slot, t, reduce, sh };
 }
 
-interface Lanes { slot: Expr; t: Expr; sh: Shared; S: number; cols: Expr[]; valid: Expr[] }
+interface Lanes { slot: Expr; t: Expr; sh: Shared; S: number; W: number; cols: Expr[]; valid: Expr[] }
 
 /**
  * Partial row `prow` (its first vector index) of `buf`: each slot's f32x4 sums, slots 1..S-1
  * handed to slot 0 through shared memory one vector at a time and added in slot order.
  */
 function storePartials(k: KernelBuilder, l: Lanes, buf: Buffer, part: StorageElem, prow: Expr, accs: Var[]): void {
-  const { slot, t, sh, S, cols, valid } = l;
+  const { slot, t, sh, S, W, cols, valid } = l;
   const out = buf.as(part, 4);
   const vec4 = `${part}x4` as "f32x4";
   accs.forEach((acc, r) => {
@@ -189,12 +209,12 @@ function storePartials(k: KernelBuilder, l: Lanes, buf: Buffer, part: StorageEle
       k.if(valid[r], () => out.store(prow.add(cols[r]), own.cast(vec4)));
       return;
     }
-    k.if(slot.gt(0), () => [own.x, own.y, own.z, own.w].forEach((c, e) => sh.store(slot.sub(1).mul(4).add(e).mul(ROW_WG).add(t), c)));
+    k.if(slot.gt(0), () => [own.x, own.y, own.z, own.w].forEach((c, e) => sh.store(slot.sub(1).mul(4).add(e).mul(W).add(t), c)));
     k.barrier();
     k.if(slot.eq(0).and(valid[r]), () => {
       let total = own;
       for (let s = 1; s < S; s++) {
-        const other = [0, 1, 2, 3].map((e) => sh.load(t.add(((s - 1) * 4 + e) * ROW_WG)));
+        const other = [0, 1, 2, 3].map((e) => sh.load(t.add(((s - 1) * 4 + e) * W)));
         total = k.let(total.add(vecOf("f32x4", ...other)), "tot");
       }
       out.store(prow.add(cols[r]), total.cast(vec4));
@@ -203,15 +223,22 @@ function storePartials(k: KernelBuilder, l: Lanes, buf: Buffer, part: StorageEle
   });
 }
 
-/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass; g of `gDtype` (lnGradTag). */
+/**
+ * `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass; g of
+ * `gDtype` (lnGradTag); slots of `wg` threads (the plan's, ln4Shape).
+ */
 export function layerNormBwdFusedKernel(
   dtype: Dtype, wDtype: Dtype, partDtype: Dtype, v4: number, slots: number, sg: boolean, prefetch: boolean, o: LnDxOpts = LN_DX_PLAIN,
-  gDtype: Dtype = dtype,
+  gDtype: Dtype = dtype, wg = ROW_WG,
 ): KernelDesc {
-  const S = slots;
-  if (![1, 2, 4].includes(v4) || ![1, 2, 4].includes(S)) throw new Error(`helios: internal error: layernorm_bwd4_dwdb with v4 ${v4}, slots ${S}`);
+  const S = slots, W = wg;
+  const pow2 = (n: number) => Number.isInteger(n) && n >= 1 && (n & (n - 1)) === 0;
+  if (![1, 2, 3, 4].includes(v4) || !pow2(S) || ![64, 128, ROW_WG].includes(W)) {
+    throw new Error(`helios: internal error: layernorm_bwd4_dwdb with v4 ${v4}, wg ${W}, slots ${S}`);
+  }
   const part = storageOf(partDtype);
-  const k = kernel(`layernorm_bwd4_dwdb_v${v4}_s${S}${prefetch ? "_pf" : ""}${sg ? "_sg" : ""}_${dtype}_${part}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`, { workgroup: [S * ROW_WG] });
+  const name = `layernorm_bwd4_dwdb_v${v4}${widthTag(W)}_s${S}${prefetch ? "_pf" : ""}${sg ? "_sg" : ""}_${dtype}_${part}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`;
+  const k = kernel(name, { workgroup: [S * W] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const g = k.buffer("g", storageOf(gDtype), "read");
@@ -220,14 +247,14 @@ export function layerNormBwdFusedKernel(
   const pw = k.buffer("pw", part, "write");
   const pb = k.buffer("pb", part, "write");
   const pc = k.push(LN_BWD_FUSED_PUSH);
-  const { slot, t, reduce, sh } = slotLanes(k, S, sg);
+  const { slot, t, reduce, sh } = slotLanes(k, S, W, sg);
   const q = k.let(k.workgroupId.x, "q");
   const row0 = k.let(q.mul(pc.rowsPerGroup), "row0");
   const rowEnd = k.let(min(pc.rows, row0.add(pc.rowsPerGroup)), "rowend");
   const lastRow = k.let(rowEnd.sub(1), "lastrow");
   const dim4 = k.let(pc.dim.shr(2), "dim4");
   const last = k.let(dim4.sub(1), "last");
-  const cols = Array.from({ length: v4 }, (_, r) => k.let(t.add(r * ROW_WG), "col"));
+  const cols = Array.from({ length: v4 }, (_, r) => k.let(t.add(r * W), "col"));
   const valid = cols.map((c) => k.let(c.lt(dim4), "ok"));
   // loads at clamped indices, masked in the sums (as layernorm_bwd_dx4)
   const at = cols.map((c) => k.let(min(c, last), "ci"));
@@ -283,7 +310,7 @@ export function layerNormBwdFusedKernel(
       accB[r].set(accB[r].get().add(gs[r]));
     }));
   }, { step: S });
-  const lanes: Lanes = { slot, t, sh, S, cols, valid };
+  const lanes: Lanes = { slot, t, sh, S, W, cols, valid };
   storePartials(k, lanes, pw, part, q.mul(dim4), accW);
   storePartials(k, lanes, pb, part, q.mul(dim4), accB);
   return k.finish();

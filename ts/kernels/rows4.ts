@@ -8,8 +8,9 @@
 //   mean, rstd), push LN_PUSH: layernorm_bwd_dx's contract with x and g read once (and its
 //   LnDxOpts: res loaded with g, before the reductions; and its g dtype: `_g_f16`).
 //   All need dim % 4 == 0 and dim <= 4 * ROW_WG * v4.
-// Dispatch: gridRows(rows), ROW_WG threads, one workgroup per row.
-// Thread t owns the vectors t, t + ROW_WG, ... (< dim/4) of its row: every load is issued
+// Dispatch: gridRows(rows), one workgroup per row of ROW_WG threads; layernorm_fwd4 and
+//   layernorm_bwd_dx4 run ln4Shape's W threads (64 to 256, `_w<W>` in the name below ROW_WG).
+// Thread t owns the vectors t, t + W, ... (< dim/4) of its row: every load is issued
 //   unconditionally at a clamped index (so all v4 loads are in flight at once, no per-load
 //   branch) and masked afterwards; the row is read once and written once. Reductions: subgroup
 //   reduce, then one partial per subgroup in shared memory (wgReduceSg), or the shared-memory
@@ -86,20 +87,24 @@ export function softmaxRows4Kernel(dtype: Dtype, logOut: boolean, v4: number, sg
 }
 
 /**
- * layernorm_fwd4's shape for rows of `dim` (dim % 4 == 0): the fewest threads per row, at least
- * 64, whose vectors per thread stay at most 4 (`w<wg>` in the name below ROW_WG). A GPT-2 row
- * (768) then takes 64 threads of 3 vectors instead of 256 threads of which 64 idle, so an SM holds
- * 4x the rows in flight: H200, the trainer's LayerNorm forward (16384 × 768 f32 → f16) took 33 µs
- * at 256 threads a row (2.3 TB/s).
+ * LayerNorm's row shape for rows of `dim` (dim % 4 == 0), forward (layernorm_fwd4) and backward
+ * (layernorm_bwd_dx4 and the fused layernorm_bwd4_dwdb's slots, which must match it: dx bit for
+ * bit): the fewest threads per row, at least 64, whose vectors per thread stay at most 4 (`w<wg>`
+ * in the names below ROW_WG). A GPT-2 row (768) then takes 64 threads of 3 vectors instead of 256
+ * threads of which 64 idle, so an SM holds 4x the rows in flight: H200, the trainer's LayerNorm
+ * forward (16384 × 768 f32 → f16) took 33 µs at 256 threads a row (2.3 TB/s).
  */
-export function lnFwd4Shape(dim: number): { v4: number; wg: number } | null {
+export function ln4Shape(dim: number): { v4: number; wg: number } | null {
   if (rows4Vpt(dim) === 0) return null;
   for (let wg = 64; wg < ROW_WG; wg *= 2) if (dim / 4 <= wg * 4) return { v4: Math.ceil(dim / 4 / wg), wg };
   return { v4: rows4Vpt(dim), wg: ROW_WG };
 }
 
+/** The `_w<wg>` name tag of a row shape narrower than ROW_WG (ln4Shape). */
+export const widthTag = (wg: number) => (wg !== ROW_WG ? `_w${wg}` : "");
+
 export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, outDtype: Dtype = dtype, wg = ROW_WG): KernelDesc {
-  const k = kernel(`layernorm_fwd4_v${v4}${wg !== ROW_WG ? `_w${wg}` : ""}${sg ? "_sg" : ""}_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [wg] });
+  const k = kernel(`layernorm_fwd4_v${v4}${widthTag(wg)}${sg ? "_sg" : ""}_${dtype}${lnOutTag(dtype, outDtype)}`, { workgroup: [wg] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const b = k.buffer("b", storageOf(wDtype), "read");
@@ -124,9 +129,11 @@ export function layerNormFwd4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg:
 }
 
 
-/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass; g of `gDtype` (lnGradTag). */
-export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, o: LnDxOpts = LN_DX_PLAIN, gDtype: Dtype = dtype): KernelDesc {
-  const k = kernel(`layernorm_bwd_dx4_v${v4}${sg ? "_sg" : ""}_${dtype}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`, { workgroup: [ROW_WG] });
+/** `o` (norm.ts, LnDxOpts): a residual added into dx and an f16 copy, in the same pass; g of `gDtype` (lnGradTag); `wg` threads a row (ln4Shape). */
+export function layerNormBwdDx4Kernel(
+  dtype: Dtype, wDtype: Dtype, v4: number, sg: boolean, o: LnDxOpts = LN_DX_PLAIN, gDtype: Dtype = dtype, wg = ROW_WG,
+): KernelDesc {
+  const k = kernel(`layernorm_bwd_dx4_v${v4}${widthTag(wg)}${sg ? "_sg" : ""}_${dtype}${lnGradTag(dtype, gDtype)}${lnDxTag(o)}`, { workgroup: [wg] });
   const x = k.buffer("x", storageOf(dtype), "read");
   const w = k.buffer("w", storageOf(wDtype), "read");
   const g = k.buffer("g", storageOf(gDtype), "read");
@@ -134,7 +141,7 @@ export function layerNormBwdDx4Kernel(dtype: Dtype, wDtype: Dtype, v4: number, s
   const dx = bufs ? bufs.dx : k.buffer("dx", storageOf(dtype), "write");
   const stats = k.buffer("stats", f32, "write");
   const pc = k.push(LN_PUSH);
-  const { row, t, base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg);
+  const { row, t, base4, cols, valid, vals, red } = loadRow(k, x, dtype, pc.rows, pc.dim, v4, sg, wg);
   const gv = g.as(storageOf(gDtype), 4), wv = w.as(storageOf(wDtype), 4), dxv = dx.as(storageOf(dtype), 4);
   const last = k.let(pc.dim.shr(2).sub(1), "glast");
   // dy = g * w for this thread's vectors (loaded at clamped indices like x, masked in the sums)

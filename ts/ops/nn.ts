@@ -10,8 +10,8 @@ import { LN_COLS_UNROLL, LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerN
 import { XENT_PUSH, XENT_BWD_PUSH, xentFusedKernel, xentFusedWorkgroup, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
-import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, lnFwd4Shape, rows4Vpt } from "../kernels/rows4.js";
-import { LN_BWD_FUSED_PUSH, layerNormBwdFusedKernel, planLayerNormBwd } from "../kernels/layernorm-bwd.js";
+import { layerNormBwdDx4Kernel, layerNormFwd4Kernel, ln4Shape } from "../kernels/rows4.js";
+import { LN_BWD_FUSED_PUSH, layerNormBwdFusedKernel, planLayerNormBwd, slotsFitSubgroups } from "../kernels/layernorm-bwd.js";
 import { foldPartials } from "./reduce.js";
 
 function floatOnly(op: string, t: TensorData, what: string): void {
@@ -36,7 +36,7 @@ export function layerNorm(E: Engine, x: TensorData, w: TensorData, b: TensorData
   const rows = dim === 0 ? 0 : size(x.shape) / dim;
   if (rows === 0 || dim === 0) return out;
   const sg = E.subgroups;
-  const shape = lnFwd4Shape(dim);
+  const shape = ln4Shape(dim);
   const to = outDtype === x.dtype ? {} : { out: outDtype };
   if (shape) {
     const { v4, wg } = shape;
@@ -115,19 +115,24 @@ export function layerNormBackward(E: Engine, x: TensorData, w: TensorData, g: Te
   const fused = planLayerNormBwd(rows, dim, E.device);
   if (fused) {
     // dx and the dw/db partials in one pass over x and g (ts/kernels/layernorm-bwd.ts), folded by one colsum
-    const { v4, slots, rowsPerGroup, groups, prefetch } = fused;
+    const { v4, wg, slots, rowsPerGroup, groups, prefetch } = fused;
     const one = groups === 1;
     const parts = one ? [dw, db] : [E.alloc([1, groups, dim], "f32"), E.alloc([1, groups, dim], "f32")];
-    const part = parts[0].dtype, sg = E.subgroups;
-    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch, ...key }, () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch, o, gt),
+    const part = parts[0].dtype, sg = E.subgroups && slotsFitSubgroups(fused, E.device.subgroupSize ?? 0);
+    const narrow = wg === ROW_WG ? {} : { wg };
+    run(E, op, { lnBwdFused: x.dtype, w: w.dtype, part, v4, slots, sg, prefetch, ...key, ...narrow },
+      () => layerNormBwdFusedKernel(x.dtype, w.dtype, part, v4, slots, sg, prefetch, o, gt, wg),
       LN_BWD_FUSED_PUSH, { rows, dim, eps, rowsPerGroup }, ins, [...dxs, ...parts], [groups, 1, 1]);
     if (!one) foldPartials(E, op, parts, 1, dim, 1, [dw, db]);
     return result(dw, db);
   }
   const stats = E.alloc([rows, 2], "f32");
-  const v4 = rows4Vpt(dim), sg = E.subgroups;
-  if (v4 > 0) {
-    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg, ...key }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg, o, gt), LN_PUSH,
+  const shape = ln4Shape(dim), sg = E.subgroups;
+  if (shape) {
+    // the fused pass's row shape (ln4Shape), so its dx is this kernel's bit for bit where it runs
+    const { v4, wg } = shape;
+    const narrow = wg === ROW_WG ? {} : { wg };
+    run(E, op, { lnDx4: x.dtype, w: w.dtype, v4, sg, ...key, ...narrow }, () => layerNormBwdDx4Kernel(x.dtype, w.dtype, v4, sg, o, gt, wg), LN_PUSH,
       { rows, dim, eps }, ins, [...dxs, stats], gridRows(rows));
   } else {
     run(E, op, { lnDx: x.dtype, w: w.dtype, ...key }, () => layerNormBwdDxKernel(x.dtype, w.dtype, o, gt), LN_PUSH,
