@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { CACHE_FILE, capsOf, chooseMatmul, duplicatePlans, passOrder, roundOrder, shapeClass, timeInRounds, TUNE_ROUNDS, TURN_MS, turnLength } from "../ts/kernels/matmul/autotune.js";
+import { CACHE_FILE, capsOf, chooseMatmul, duplicatePlans, knownRecord, tuneKey, passOrder, roundOrder, shapeClass, timeInRounds, TUNE_ROUNDS, TURN_MS, turnLength } from "../ts/kernels/matmul/autotune.js";
 import { readMatmulConfig } from "../ts/kernels/matmul/config.js";
 import { MatmulFixture } from "../ts/kernels/matmul/fixture.js";
 import { candidateVariants, defaultVariant, planMatmul } from "../ts/kernels/matmul/plan.js";
@@ -40,6 +40,22 @@ test("tunes once, persists, then reuses the cache", () => {
   assert.equal(second.source, "cache");
   assert.equal(second.plan.variant, first.plan.variant);
   assert.equal(rt.dispatches, before, "a cache hit times nothing");
+});
+
+test("knownRecord: the record chooseMatmul would plan by, without planning (none, stale, or the cache's)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "helios-tune-"));
+  const cfg = readMatmulConfig({ HELIOS_CACHE_DIR: dir });
+  const rt = new InterpRuntime({ ...new InterpRuntime().info, coopMatSupported: false });
+  assert.equal(knownRecord(rt, PROB, cfg), undefined, "no record: nothing (no default plan is made)");
+  const key = tuneKey(rt.getDeviceInfo(), normalize(PROB));
+  const rec = { variant: "simt_64x64_4x4", ms: 0.5, tunedShape: "1x20x24x40", at: "2026-11-27T00:00:00Z", candidates: [] };
+  writeFileSync(join(dir, CACHE_FILE), JSON.stringify({ [key]: { ...rec, variant: "no_such_tile" } }));
+  assert.equal(knownRecord(rt, PROB, cfg), undefined, "a stale variant does not count");
+  writeFileSync(join(dir, CACHE_FILE), JSON.stringify({ [key]: rec }));
+  assert.deepEqual(knownRecord(rt, PROB, cfg), rec);
+  assert.equal(chooseMatmul(rt, PROB, { config: cfg, tune: false }).record?.variant, rec.variant, "the record chooseMatmul plans by");
+  assert.equal(knownRecord(rt, { ...PROB, dtype: "f16" }, cfg), undefined, "another class");
+  assert.equal(knownRecord(rt, PROB, readMatmulConfig({ HELIOS_CACHE_DIR: dir, HELIOS_AUTOTUNE: "0" })), undefined, "no records with tuning off");
 });
 
 test("a candidate that fails the correctness gate is never chosen", () => {

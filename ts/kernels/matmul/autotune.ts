@@ -164,6 +164,29 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
 }
 
 /**
+ * The tuning record chooseMatmul would plan `problem` by (the cache's, else the package's shipped
+ * one), without planning it: no kernel description is built, so a decision that only compares
+ * timings (prepacking, ts/ops/matmul.ts) costs a lookup, not the milliseconds of building a tile it
+ * will not run. A record whose variant is unknown or cannot serve the problem does not count.
+ */
+export function knownRecord(rt: MatmulRuntime, problem: MatmulProblem, config?: MatmulConfig): TuneRecord | undefined {
+  const cfg = config ?? readMatmulConfig();
+  if (!cfg.autotune) return undefined;
+  const dev = rt.getDeviceInfo();
+  const p = normalize(problem);
+  const key = tuneKey(dev, p);
+  for (const rec of [readCache(cfg.cacheDir)[key], shippedRecord(cfg.shippedFile, key)]) {
+    if (!rec) continue;
+    try {
+      if (!unsupported(variantByName(rec.variant), p, capsOf(dev))) return rec;
+    } catch {
+      // a variant renamed since the record was made: the next one, as chooseMatmul does
+    }
+  }
+  return undefined;
+}
+
+/**
  * Timing rounds of the tuner. Every round is one batch in which the candidates take turns of about
  * TURN_MS of GPU time each (timeInterleaved), passes in serpentine order, rotated: each candidate
  * runs at the clock the others run at. Separate batches of 10 products per candidate (~26 ms at

@@ -1,6 +1,6 @@
 // Matmul kernels: the entry points the backend, the bench and Alpha's tooling use.
 export { planMatmul, defaultVariant, candidateVariants, unsupported, type MatmulCaps, type MatmulPlan, type MatmulStep, type PlanOptions } from "./plan.js";
-export { chooseMatmul, capsOf, shapeClass, tuneKey, type ChooseOptions, type TuneRecord } from "./autotune.js";
+export { chooseMatmul, capsOf, knownRecord, shapeClass, tuneKey, type ChooseOptions, type TuneRecord } from "./autotune.js";
 export { recordPlan, runPlan, timePlan, pipelinesOf, precompilePlans, type PlanBuffers, type TimingOptions } from "./run.js";
 export { normalize, bytesOf, type MatmulProblem, type MatmulDtype, type Epilogue, type Activation } from "./problem.js";
 export { VARIANTS, variantByName, type VariantSpec } from "./variants.js";
