@@ -8,7 +8,7 @@ import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, fmt, matmulGeometry, sameShape, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
 import { chooseMatmul, knownRecord, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type EpilogueRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
-import type { MatmulRuntime } from "../kernels/matmul/device.js";
+import type { MatmulDeviceInfo, MatmulRuntime } from "../kernels/matmul/device.js";
 import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
 import type { Lease } from "../exec/lease.js";
@@ -194,7 +194,8 @@ function packedLayoutPays(E: Engine, flipped: MatmulProblem, bytes: number, uses
   const rt = tunerRuntime(E);
   if (!rt || !tunesOnDevice(E) || E.capture) return false;
   const plain = { ...flipped, transB: !flipped.transB };
-  const [a, b] = [plain, flipped].map((p) => knownRecord(rt, p));
+  const dev = { ...E.device, coopMatSupported: !!E.device.coopMatSupported } as MatmulDeviceInfo;
+  const [a, b] = [plain, flipped].map((p) => knownRecord(rt, p, undefined, dev));
   if (!a || !b) return false;
   const flops = 2 * plain.m * plain.n * plain.k * (plain.batch ?? 1);
   const msOf = (r: TuneRecord) => (r.ms * flops) / tunedFlops(r.tunedShape);

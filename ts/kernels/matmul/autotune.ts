@@ -4,6 +4,7 @@
 // package's shipped data (shipped.ts) is consulted before tuning. HELIOS_MATMUL_VARIANT forces a
 // variant; HELIOS_AUTOTUNE=0 uses the default heuristic. When the backend tunes is its own policy
 // (ts/ops/matmul.ts: deferred or eager).
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import { readCacheFile, writeCacheFile } from "../../cache-file.js";
 import { readMatmulConfig, type MatmulConfig } from "./config.js";
@@ -59,17 +60,30 @@ export function tuneKey(dev: MatmulDeviceInfo, p: NormalizedProblem): string {
 /** A tuning cache past this is not one Helios wrote (a few hundred bytes per shape class). */
 const MAX_CACHE_BYTES = 64 << 20;
 
+/**
+ * The last cache file read, by its size and modification time: a lookup made inside a caller's
+ * loop (prepacking's, at the first product after a sync) re-reads and re-parses the file only when
+ * another process or a tuning run changed it.
+ */
+let lastRead: { path: string; size: number; mtimeMs: number; data: CacheData } | null = null;
+
 function readCache(dir: string): CacheData {
+  const path = join(dir, CACHE_FILE);
   try {
-    const text = readCacheFile(join(dir, CACHE_FILE), MAX_CACHE_BYTES)?.toString("utf8");
+    const st = statSync(path);
+    if (lastRead && lastRead.path === path && lastRead.size === st.size && lastRead.mtimeMs === st.mtimeMs) return lastRead.data;
+    const text = readCacheFile(path, MAX_CACHE_BYTES)?.toString("utf8");
     const j = text === undefined ? {} : JSON.parse(text);
-    return j && typeof j === "object" ? (j as CacheData) : {};
+    const data = j && typeof j === "object" ? (j as CacheData) : {};
+    lastRead = { path, size: st.size, mtimeMs: st.mtimeMs, data };
+    return data;
   } catch {
     return {};
   }
 }
 
 function writeCache(dir: string, data: CacheData): void {
+  lastRead = null;
   try {
     writeCacheFile(join(dir, CACHE_FILE), JSON.stringify(data, null, 1));
   } catch (err) {
@@ -169,10 +183,11 @@ export function chooseMatmul(rt: MatmulRuntime, problem: MatmulProblem, opts: Ch
  * timings (prepacking, ts/ops/matmul.ts) costs a lookup, not the milliseconds of building a tile it
  * will not run. A record whose variant is unknown or cannot serve the problem does not count.
  */
-export function knownRecord(rt: MatmulRuntime, problem: MatmulProblem, config?: MatmulConfig): TuneRecord | undefined {
+export function knownRecord(rt: MatmulRuntime, problem: MatmulProblem, config?: MatmulConfig, device?: MatmulDeviceInfo): TuneRecord | undefined {
   const cfg = config ?? readMatmulConfig();
   if (!cfg.autotune) return undefined;
-  const dev = rt.getDeviceInfo();
+  // the caller's copy when it has one: the runtime builds a fresh object per call (~0.1 ms)
+  const dev = device ?? rt.getDeviceInfo();
   const p = normalize(problem);
   const key = tuneKey(dev, p);
   for (const rec of [readCache(cfg.cacheDir)[key], shippedRecord(cfg.shippedFile, key)]) {
