@@ -70,7 +70,9 @@ let lastRead: { path: string; size: number; mtimeMs: number; data: CacheData } |
 function readCache(dir: string): CacheData {
   const path = join(dir, CACHE_FILE);
   try {
-    const st = statSync(path);
+    // no file (nothing tuned yet) is the common case: no exception built for it (~0.2 ms each)
+    const st = statSync(path, { throwIfNoEntry: false });
+    if (!st) return {};
     if (lastRead && lastRead.path === path && lastRead.size === st.size && lastRead.mtimeMs === st.mtimeMs) return lastRead.data;
     const text = readCacheFile(path, MAX_CACHE_BYTES)?.toString("utf8");
     const j = text === undefined ? {} : JSON.parse(text);
