@@ -109,3 +109,35 @@ test("HELIOS_MATMUL_PREPACK=off keeps no split: every product splits both operan
   assert.equal(B.stats().matmulSplitsKept, 0);
   gate("product", B.matmul(ta, tb), refProduct(a, b));
 });
+
+test("x·xᵀ (one tensor as both operands in one form) keeps one split, and later products read it for both", () => {
+  const { B, a, ta, splits } = setup();
+  const want = new Float64Array(M * M);
+  for (let i = 0; i < M; i++)
+    for (let j = 0; j < M; j++) {
+      let acc = 0;
+      for (let k = 0; k < K; k++) acc += a.ref.data[i * K + k] * a.ref.data[j * K + k];
+      want[i * M + j] = acc;
+    }
+  const perProduct: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const before = splits();
+    const g = B.matmulTransposed(ta, ta);
+    B.syncGpu();
+    perProduct.push(splits() - before);
+    let num = 0, den = 0;
+    for (let q = 0; q < want.length; q++) {
+      num += ((g.data as Float32Array)[q] - want[q]) ** 2;
+      den += want[q] ** 2;
+    }
+    assert.ok(Math.sqrt(num / den) <= 1e-4, `product ${i + 1}`);
+  }
+  // the first product splits x twice (as A and as B) and keeps one; the others split nothing
+  assert.deepEqual(perProduct, [2, 0, 0]);
+  assert.equal(B.stats().matmulSplitsKept, 1);
+  const kept = B.stats().matmulSplitBytes;
+  B.releaseGpuTensor(ta);
+  B.syncGpu();
+  assert.ok(B.stats().matmulSplitBytes < kept, "the one copy goes with x");
+  assert.equal(B.stats().matmulSplitBytes, 0);
+});

@@ -103,7 +103,8 @@ export function splitUse(E: Engine, src: TensorData, lease: Lease | null, key: s
   return {
     copy: null,
     keep(scratch: Lease): boolean {
-      if (entry.splits < 2 || c.bytes + scratch.bytes > SPLIT_CACHE_MAX_BYTES) return false;
+      // a product reading one tensor as both operands in one form (x·xᵀ) splits it twice: keep one
+      if (entry.copy || entry.splits < 2 || c.bytes + scratch.bytes > SPLIT_CACHE_MAX_BYTES) return false;
       entry.copy = scratch;
       c.bytes += scratch.bytes;
       c.kept++;
