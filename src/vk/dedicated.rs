@@ -37,8 +37,7 @@ pub fn device_heap_bytes(device: &Device) -> u64 {
 /// reached, so the caller can leave the allocation to the recording thread.
 pub fn create_device_buffer(device: &Device, size: u64) -> HeliosResult<GpuBuffer> {
     // Reserve the slot first: the recording thread checks the same counter concurrently.
-    let cap = device.adapter.limits.max_memory_allocation_count / 2;
-    if device.dedicated_live.fetch_add(1, Ordering::Relaxed) >= cap || !memory::wants_dedicated_size(device, size, Placement::Device) {
+    if device.dedicated_live.fetch_add(1, Ordering::Relaxed) >= memory::dedicated_cap(device) || !memory::wants_dedicated_size(device, size, Placement::Device) {
         device.dedicated_live.fetch_sub(1, Ordering::Relaxed);
         return Err(HeliosError::out_of_memory(format!("no dedicated allocation for {size} bytes (cap or threshold)")));
     }

@@ -132,8 +132,12 @@ pub fn create_buffer(device: &Device, alloc: &mut Allocator, size: u64, placemen
 /// (Alpha's bench) would otherwise pay the slow path inside its timing. Bounded to half of
 /// `maxMemoryAllocationCount` so the blocks always have room.
 pub fn wants_dedicated(device: &Device, size: u64, placement: Placement) -> bool {
-    let cap = device.adapter.limits.max_memory_allocation_count / 2;
-    wants_dedicated_size(device, size, placement) && device.dedicated_live.load(Ordering::Relaxed) < cap
+    wants_dedicated_size(device, size, placement) && device.dedicated_live.load(Ordering::Relaxed) < dedicated_cap(device)
+}
+
+/// Live dedicated allocations allowed at once: half of `maxMemoryAllocationCount`.
+pub fn dedicated_cap(device: &Device) -> u32 {
+    device.adapter.limits.max_memory_allocation_count / 2
 }
 
 /// `wants_dedicated` before the cap: a device buffer of at least HELIOS_DEDICATED_MIB.

@@ -21,6 +21,15 @@ import { atExit, startup } from "../startup/index.js";
 
 const capsByEngine = new WeakMap<Engine, MatmulCaps>();
 
+const deviceByEngine = new WeakMap<Engine, MatmulDeviceInfo>();
+
+/** The engine's device info as the tuner reads it (tuning keys, record lookups), made once. */
+function tunerDevice(E: Engine): MatmulDeviceInfo {
+  let d = deviceByEngine.get(E);
+  if (!d) deviceByEngine.set(E, (d = { ...E.device, coopMatSupported: !!E.device.coopMatSupported }));
+  return d;
+}
+
 function capsOf(E: Engine): MatmulCaps {
   let c = capsByEngine.get(E);
   if (!c) {
@@ -194,8 +203,7 @@ function packedLayoutPays(E: Engine, flipped: MatmulProblem, bytes: number, uses
   const rt = tunerRuntime(E);
   if (!rt || !tunesOnDevice(E) || E.capture) return false;
   const plain = { ...flipped, transB: !flipped.transB };
-  const dev = { ...E.device, coopMatSupported: !!E.device.coopMatSupported } as MatmulDeviceInfo;
-  const [a, b] = [plain, flipped].map((p) => knownRecord(rt, p, undefined, dev));
+  const [a, b] = [plain, flipped].map((p) => knownRecord(rt, p, undefined, tunerDevice(E)));
   if (!a || !b) return false;
   const flops = 2 * plain.m * plain.n * plain.k * (plain.batch ?? 1);
   const msOf = (r: TuneRecord) => (r.ms * flops) / tunedFlops(r.tunedShape);
