@@ -132,6 +132,28 @@ function fusedSamples(): KernelVariant[] {
       });
     }
   }
+  // split outputs (HeliosBackend.splitOperand): bias + GELU over [4, 8] with the bias strided, and a flat copy
+  const xs = leaf([4, 8], "f32"), bs = leaf([8], "f32");
+  const gel: Expr = { k: "un", op: "gelu", x: { k: "bin", op: "add", a: xs, b: bs, params: [], shape: [4, 8] }, params: [], shape: [4, 8] };
+  const copy: Expr = { k: "un", op: "copy", x: xs, params: [], shape: [4, 8] };
+  for (const [id, expr] of [["split_gelu_bias", gel], ["split_copy", copy]] as const) {
+    const plan = planFused(expr, [4, 8], "f32");
+    const strided = plan.inputs.some((i) => i.mode === "strided");
+    for (const split of [{ f32: false, rows: true, whole: true }, { f32: true, rows: true, whole: false }, { f32: false, rows: false, whole: true }]) {
+      for (const vec4 of [false, true]) {
+        const forms = `${+split.f32}${+split.rows}${+split.whole}`;
+        out.push({
+          id: `backend/fused/${id}_${forms}${vec4 ? "_v4" : ""}`,
+          needs: ["bf16"],
+          build: () => generateFused({
+            signature: plan.signature,
+            inputs: plan.inputs.map((i) => ({ dtype: i.dtype, mode: i.mode, ...(vec4 && i.mode === "strided" ? { inner: i.strides[i.strides.length - 1] as 0 | 1 } : {}) })),
+            rank: strided ? plan.dims.length : 0, program: plan.program, nParams: plan.params.length, outDtype: plan.outDtype, vec4, split,
+          }),
+        });
+      }
+    }
+  }
   return out;
 }
 

@@ -37,12 +37,19 @@ export type TrainBackend = Required_<
    * matmul epilogue (W [out, in], or [in, out] with inOut); with geluGradOf = f, y is multiplied
    * by gelu'(f) before the residual (geluBackward(f, x·W) in one product: the MLP backward);
    * with xT, x is stored [K, M] (weight gradients dyᵀ·x written in f32 by the product).
-   * Used under matmul16 when `fusedLinear`.
+   * Used when `fusedLinear` (matmul16 and f32).
    */
   linear?(x: TensorData, W: TensorData, bias: TensorData | null, opts?: { inOut?: boolean; xT?: boolean; residual?: TensorData | null; geluGradOf?: TensorData | null; outDtype?: Dtype }): TensorData;
   /**
-   * HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the matmul16 layers through linear() (GELU's
-   * backward in the epilogue of the product before it included) and f16 LayerNorm outputs.
+   * HeliosBackend.splitOperand: f32 t is about to be read by f32 products (or split attention) in
+   * these layouts, `reads` times each; a backend whose f32 products split their operands splits it
+   * now, once. Asked for only in f32 where `fusedLinear`.
+   */
+  splitOperand?(t: TensorData, layouts: readonly ("rows" | "whole")[], reads?: number): boolean;
+  /**
+   * HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the layers through linear() (GELU's backward in
+   * the epilogue of the product before it included); under matmul16 also f16 LayerNorm outputs,
+   * in f32 the operand splits made ahead (splitOperand).
    */
   readonly fusedLinear?: boolean;
   /** layerNorm writing `opts.outDtype` (HeliosBackend; asked for only where `fusedLinear`). */

@@ -113,6 +113,16 @@ export class GPT {
    * dropout mask sits between (mask · dx is that layer's dy) only the add is fused.
    */
   readonly fusedLnGrad: boolean;
+  /**
+   * f32 on a backend whose `fusedLinear` is on: the projections add bias and residual in the
+   * product's epilogue, the fc product writes f = x·W + b, the MLP backward's product multiplies by
+   * gelu'(f) (as under `fused`), and where the backend splits f32 operands ahead
+   * (TrainBackend.splitOperand) the tensors its x3 products and split attention read in two
+   * layouts or twice are split once, in one pass: qkv (attention forward and backward), g (from
+   * its pending GELU, which is then never written in f32), df, dqkv, each LM-head chunk's dlogits
+   * and the token embedding.
+   */
+  readonly f32Fused: boolean;
   readonly headChunkBytes: number;
   /** Attention on the qkv projection's rows (TrainBackend.attnHeadLayout "fused"), or null: head transposes. */
   readonly heads: AttentionLayout | null;
@@ -132,8 +142,14 @@ export class GPT {
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
     this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
     this.fused = this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
-    this.fusedGeluGrad = this.fused;
+    this.f32Fused = !this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
+    this.fusedGeluGrad = this.fused || this.f32Fused;
     this.fusedLnGrad = this.fused;
+  }
+
+  /** (f32Fused) Splits f32 operand t ahead for `reads` products in each of `layouts` (TrainBackend.splitOperand). */
+  private splitAhead(t: TensorData, layouts: ("rows" | "whole")[], reads = 1): void {
+    if (this.f32Fused) this.B.splitOperand?.(t, layouts, reads);
   }
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
@@ -271,7 +287,7 @@ export class GPT {
    * (fused, no dropout), else the product and one fused elementwise kernel. Returns the sum and the mask.
    */
   private project(s: Scope, y: TensorData, W: TensorData, b: TensorData, x: TensorData, drop: Dropout | null, N: number) {
-    if (this.fused && !(drop && drop.p > 0)) return { out: this.linearEpi(s, y, W, b, "f32", x), mask: null };
+    if ((this.fused || this.f32Fused) && !(drop && drop.p > 0)) return { out: this.linearEpi(s, y, W, b, "f32", x), mask: null };
     const a = this.linear(s, y, W, b);
     const mask = this.mask(s, drop, N);
     const out = this.residual(s, x, a, mask);
@@ -324,12 +340,17 @@ export class GPT {
       // otherwise the bias add and the cast are one fused kernel after it.
       const qkv = this.fused ? this.linearEpi(s, h1, w.qkvW, w.qkvB, "f16") : this.linear(s, h1, w.qkvW, w.qkvB);
       const qkvA = this.matmul16 && qkv.dtype !== "f16" ? s.keep(this.B.castDtype!(qkv, "f16")) : qkv;
+      // f32 on the qkv rows: split attention reads qkv forward and backward, split once (from the pending bias add)
+      if (this.heads) this.splitAhead(qkvA, ["whole"], 2);
       const { Q, K, V, O, lse, y } = this.heads ? this.attendRows(s, qkv, qkvA, T, scale) : this.attendHeads(s, qkv, qkvA, nb, T, scale);
       const { out: x1, mask: m1 } = this.project(s, y, w.projW, w.projB, x, drop, N);
       const h2 = this.normOperand(s, x1, w.ln2w, w.ln2b);
       // f (kept for GELU's backward) is f16 when fused, as is g = gelu(f), the next product's operand
-      const f = this.fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f16") : this.linear(s, h2, w.fcW, w.fcB);
+      const f = this.fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f16")
+        : this.f32Fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f32") : this.linear(s, h2, w.fcW, w.fcB);
       const g = this.operand(s, s.keep(this.B.gelu(f)), true);
+      // g's two readers (the projection forward, its weight gradient) take it split: its GELU runs once, into the splits
+      this.splitAhead(g, ["rows", "whole"]);
       const { out: x2, mask: m2 } = this.project(s, g, w.mlpW, w.mlpB, x1, drop, N);
       blocks.push({ x, h1, Q, K, V, O, lse, y, x1, h2, f, g, m1, m2, scope: s });
       x = x2;
@@ -338,6 +359,9 @@ export class GPT {
     const wte = this.weight(get(p, "transformer.wte.weight"));
     const rows = this.headRows(N);
     const gradScale = opts.headGradScale;
+    // each row chunk reads wte as logits' Wᵀ and (training) as dhf's W: one split for all of them
+    const chunks = Math.ceil(N / rows);
+    this.splitAhead(wte, gradScale === undefined ? ["rows"] : ["rows", "whole"], chunks);
     if (rows >= N) {
       // Under matmul16 the logits stay f16 (crossEntropy computes in f32): half the largest tensor.
       const logits = top.keep(this.timesWT(hf, get(p, "transformer.wte.weight")));
@@ -410,6 +434,7 @@ export class GPT {
   /** dhf and the head's share of dwte (f32, kept in `top`) from dlogits, which is dropped from `top`. */
   private headGradsFrom(top: Scope, dlogits: TensorData, hf: TensorData, wte: TensorData): { dhf: TensorData; dwteHead: TensorData } {
     const Bk = this.B;
+    this.splitAhead(dlogits, ["rows", "whole"]);
     const dhf = top.keep(this.fused ? Bk.linear!(dlogits, wte, null, { inOut: true, outDtype: "f32" }) : this.f32Owned(Bk.matmul(dlogits, wte)));
     const dwteHead = top.keep(this.weightGrad(dlogits, hf));
     top.drop(dlogits);
@@ -472,7 +497,7 @@ export class GPT {
 
   /** Accumulates the head's gradients into `top`, with this model's matmul16-aware casts. */
   private headGrad(top: Scope): HeadGrad {
-    return new HeadGrad(this.B, top, { f32Into: (s, t) => this.f32Into(s, top, t), f32: (s, t) => this.f32(s, t) });
+    return new HeadGrad(this.B, top, { f32Into: (s, t) => this.f32Into(s, top, t), f32: (s, t) => this.f32(s, t) }, (t) => this.splitAhead(t, ["rows", "whole"]));
   }
 
   /**
@@ -594,6 +619,8 @@ export class GPT {
       const dyOp = weightGrads(dm, c.g, pre + "mlp.c_proj", dm16);
       const df = Bk.linear!(dyOp, this.weight(w.mlpW), null, { inOut: true, outDtype: c.f.dtype, geluGradOf: c.f });
       dropCopy(dm, dyOp);
+      // read by the fc layer's dX (rows) and dW (whole) products
+      this.splitAhead(df, ["rows", "whole"]);
       return df;
     };
     if (dout16 && c.m2) throw new Error("helios: internal error: an f16 dout for a block with a dropout mask");
@@ -633,6 +660,7 @@ export class GPT {
       this.free(dyA);
       dqkv = this.attendHeadsBackward(c, dO, nb, T, scale);
     }
+    this.splitAhead(dqkv, ["rows", "whole"]);
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn", this.matmul16 ? dqkv : null, fl);
     saved(c.h1);
     this.free(dqkv);
@@ -685,12 +713,15 @@ class HeadGrad {
     private readonly top: Scope,
     /** Results in f32: `f32Into` keeps its result in `top`, `f32` in the chunk scope. */
     private readonly casts: { f32Into: (s: Scope, t: TensorData) => TensorData; f32: (s: Scope, t: TensorData) => TensorData },
+    /** Splits a chunk's dlogits ahead for its two products (GPT.splitAhead). */
+    private readonly splitAhead: (dlogits: TensorData) => void,
   ) {}
 
   /** One chunk's terms from its dlogits (kept in `s`, dropped here: the largest tensors of the step). */
   chunk(s: Scope, hfc: TensorData, dlogits: TensorData, wte: TensorData): void {
     const Bk = this.B, top = this.top;
     const { f32Into, f32 } = this.casts;
+    this.splitAhead(dlogits);
     this.dhfParts.push(f32Into(s, Bk.matmul(dlogits, wte)));
     const dw = Bk.matmulTransposedA(dlogits, hfc);
     s.drop(dlogits);

@@ -18,6 +18,7 @@ import * as FA from "./ops/attention.js";
 import * as OPT from "./ops/optim.js";
 import { prepackCounts } from "./ops/prepack.js";
 import { dropSplitCopies, splitCacheCounts } from "./ops/split-cache.js";
+import { splitAhead, splitAheadCounts, type SplitLayout } from "./ops/split-ahead.js";
 import { bindingLimit, checkBindable, matmulOutShape } from "./limits.js";
 import * as STEP from "./ops/step.js";
 import * as CAP from "./exec/capture.js";
@@ -48,6 +49,9 @@ export interface HeliosStats extends EngineStats {
   matmulSplitsKept: number;
   matmulSplitReads: number;
   matmulSplitBytes: number;
+  /** f32 operand splits made ahead (splitOperand), and products or attention calls that read one. */
+  matmulSplitsAhead: number;
+  matmulSplitAheadReads: number;
   pool: PoolStats;
   /** 1 when an index that never reached the host was out of range and clamped (since last stats()). */
   clampedIndices: number;
@@ -308,7 +312,7 @@ export class HeliosBackend implements Backend {
   }
   /** Counters, pool figures, and whether a device-only index was clamped (reads back). */
   stats(): HeliosStats {
-    return { ...this.E.stats(), ...prepackCounts(this.E), ...splitCacheCounts(this.E), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
+    return { ...this.E.stats(), ...prepackCounts(this.E), ...splitCacheCounts(this.E), ...splitAheadCounts(this.E), pool: this.rt.poolStats(), clampedIndices: this.E.takeClampedIndices() };
   }
 
   /** Adds two small tensors on the GPU, checks the sum, and measures an add's bandwidth. */
@@ -566,6 +570,27 @@ export class HeliosBackend implements Backend {
       checkBindable(op, "output", [x.shape[opts.xT ? 1 : 0], opts.inOut ? W.shape[1] : W.shape[0]], opts.outDtype ?? x.dtype, this.maxBind);
     }
     return MM.linear(this.E, op, x, W, bias, opts);
+  }
+  /**
+   * Helios extension: f32 tensor t is about to be read by f32 products, or split attention, in
+   * `layouts`, `reads` times each: "rows" as A [M, K] or B stored [N, K] (matmulTransposed's b),
+   * "whole" as A stored [K, M] (matmulTransposedA's a), B [K, N], or flash attention's q, k, v and
+   * dO. On devices where f32 products run on bf16 tensor cores over hi/lo operand splits, t is split
+   * now in one pass (from its pending elementwise expression if it has one, which then stays
+   * pending) and those products read the splits instead of splitting t each; the splits are freed
+   * after their last read, or when t is written or released. Returns whether it split (false on
+   * other devices, where it does nothing). Results are identical either way.
+   */
+  splitOperand(t: TensorData, layouts: readonly SplitLayout[], reads = 1): boolean {
+    const op = "splitOperand";
+    if (!t || !Array.isArray(t.shape)) fail(op, "t is not a tensor");
+    if (!Array.isArray(layouts) || layouts.length === 0 || layouts.some((l) => l !== "rows" && l !== "whole")) {
+      fail(op, `layouts ${JSON.stringify(layouts)} must be a non-empty list of "rows" and "whole"`);
+    }
+    if (!Number.isInteger(reads) || reads < 1 || reads > 2 ** 20) fail(op, `reads ${reads} must be an integer in [1, 2^20]`);
+    if (t.dtype !== "f32") fail(op, `t must be f32, got ${t.dtype}`);
+    if (!MM.f32ProductsSplit(this.E)) return false;
+    return splitAhead(this.E, op, t, layouts, reads);
   }
   /**
    * Whether the trainer's matmul16 layers use linear() and 16-bit LayerNorm outputs

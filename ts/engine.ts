@@ -9,8 +9,8 @@ import { type Scheduler, captureError, schedulerFor } from "./exec/scheduler.js"
 import { KernelCache } from "./kernels/cache.js";
 import { HeliosTensor, type TensorHost } from "./tensor.js";
 import { type Expr, type BinaryOp, type UnaryOp, countNodes, leavesOf } from "./fusion/expr.js";
-import { planFused, pushBytes, vec4Strided, PUSH_BUDGET, MAX_FUSED_RANK } from "./fusion/plan.js";
-import { generateFused, fusedPushSpec, type FusedKernelKey } from "./kernels/elementwise.js";
+import { planFused, pushBytes, vec4Strided, PUSH_BUDGET, MAX_FUSED_RANK, type FusedPlan } from "./fusion/plan.js";
+import { generateFused, fusedPushSpec, type FusedKernelKey, type FusedSplitOutputs } from "./kernels/elementwise.js";
 import { grid1d, packPush, storageBytes, type PushSpec } from "./kernels/common.js";
 import { broadcastShape, fail, fmt, size } from "./shape.js";
 import { checkBindings, tensorBytes } from "./limits.js";
@@ -70,6 +70,7 @@ export class Engine implements TensorHost, ResidencyHost {
   roundTrips = 0;
   /** Called with each tensor whose storage is freed (ts/ops/prepack.ts drops its copy of it). */
   private readonly freeHooks: ((t: HeliosTensor) => void)[] = [];
+  private readonly materializeHooks: ((t: HeliosTensor, e: Expr) => void)[] = [];
   private dispatches = 0;
   private fusedKernels = 0;
   private fusedOps = 0;
@@ -115,6 +116,11 @@ export class Engine implements TensorHost, ResidencyHost {
   /** Registers `hook` to run when a tensor's storage is freed (release, or recycling a held tensor). */
   onFree(hook: (t: HeliosTensor) => void): void {
     this.freeHooks.push(hook);
+  }
+
+  /** Registers `hook` to run when a pending tensor's expression `e` has been dispatched into its own buffer. */
+  onMaterialize(hook: (t: HeliosTensor, e: Expr) => void): void {
+    this.materializeHooks.push(hook);
   }
 
   private flag: HeliosTensor | null = null;
@@ -401,7 +407,22 @@ export class Engine implements TensorHost, ResidencyHost {
       this.splitAndMaterialize(t);
       return;
     }
-    const vec4 = plan.n % 4 === 0 && (!strided || vec4Strided(plan));
+    const k = this.fusedKernel(plan, strided, plan.n % 4 === 0 && (!strided || vec4Strided(plan)));
+    const out = this.pool.lease(plan.n * storageBytes(t.dtype));
+    const h = this.holders.get(t);
+    t.lease = out;
+    t.expr = null;
+    this.dispatch(k.pipeline, [...plan.inputs.map((i) => i.lease), out], k.groups, k.spec, k.push, [t]);
+    this.fusedKernels++;
+    if (h) {
+      for (const l of h.leases) l.release();
+      h.leases = [out];
+    }
+    for (const hook of this.materializeHooks) hook(t, e);
+  }
+
+  /** The compiled kernel of a fused plan (with `split` outputs if given), its push values and grid. */
+  private fusedKernel(plan: FusedPlan, strided: boolean, vec4: boolean, split?: FusedSplitOutputs, cols = 0) {
     const key: FusedKernelKey = {
       signature: plan.signature,
       inputs: plan.inputs.map((i) => ({
@@ -413,8 +434,9 @@ export class Engine implements TensorHost, ResidencyHost {
       nParams: plan.params.length,
       outDtype: plan.outDtype,
       vec4,
+      ...(split ? { split } : {}),
     };
-    const pipeline = this.kernel({ fused: plan.signature, vec4, inner: key.inputs.map((i) => i.inner ?? -1) }, () => generateFused(key));
+    const pipeline = this.kernel({ fused: plan.signature, vec4, inner: key.inputs.map((i) => i.inner ?? -1), split: split ? `${+split.f32}${+split.rows}${+split.whole}` : "" }, () => generateFused(key));
     const spec = fusedPushSpec(key);
     const push: Record<string, number> = { n: plan.n };
     if (strided) {
@@ -422,15 +444,36 @@ export class Engine implements TensorHost, ResidencyHost {
       plan.inputs.forEach((inp, j) => inp.strides.forEach((s, d) => (push[`s${j}_${d}`] = s)));
     }
     plan.params.forEach((p, i) => (push[`p${i}`] = p));
-    const out = this.pool.lease(plan.n * storageBytes(t.dtype));
-    const h = this.holders.get(t);
-    t.lease = out;
-    t.expr = null;
-    this.dispatch(pipeline, [...plan.inputs.map((i) => i.lease), out], grid1d(vec4 ? plan.n / 4 : plan.n), spec, push, [t]);
-    this.fusedKernels++;
-    if (h) {
-      for (const l of h.leases) l.release();
-      h.leases = [out];
+    if (split?.rows) push.cols = cols;
+    return { pipeline, spec, push, groups: grid1d(vec4 ? plan.n / 4 : plan.n) };
+  }
+
+  /**
+   * Writes f32 tensor t's bf16 hi/lo split in the layouts asked for (kernels/elementwise.ts: rows
+   * of `cols` elements, and/or whole) in one dispatch, from its buffer or, while it is pending,
+   * straight from its expression (t stays pending: its f32 values are computed only if something
+   * reads them). Returns the splits (bf16 bits in f16-typed [2n] carriers, kernel operands only),
+   * or null where the kernel cannot take t (indexing past the push budget, 2n past 2^32).
+   */
+  splitForms(op: string, t: HeliosTensor, cols: number, forms: { rows: boolean; whole: boolean }): { rows: HeliosTensor | null; whole: HeliosTensor | null } | null {
+    if (t.dtype !== "f32" || t.released) return null;
+    const n = size(t.shape);
+    if (n === 0 || 2 * n >= 2 ** 32 || cols <= 0 || n % cols !== 0) return null;
+    const { e, temp } = this.exprOf(op, t);
+    try {
+      const plan = planFused(e, t.shape, "f32");
+      const strided = plan.inputs.some((i) => i.mode === "strided");
+      if (pushBytes(plan) + 4 > PUSH_BUDGET || (strided && plan.dims.length > MAX_FUSED_RANK)) return null;
+      const vec4 = n % 4 === 0 && cols % 4 === 0 && (!strided || vec4Strided(plan));
+      const k = this.fusedKernel(plan, strided, vec4, { f32: false, ...forms }, cols);
+      const rows = forms.rows ? this.alloc([2 * n], "f16", op) : null;
+      const whole = forms.whole ? this.alloc([2 * n], "f16", op) : null;
+      const outs = [rows, whole].filter((x): x is HeliosTensor => x !== null);
+      this.dispatch(k.pipeline, [...plan.inputs.map((i) => i.lease), ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, outs);
+      this.fusedKernels++;
+      return { rows, whole };
+    } finally {
+      temp?.release();
     }
   }
 

@@ -5,10 +5,15 @@
 // Push: n (u32 elements), then for kernels with strided inputs the collapsed output dims
 //   d0..d{R-1} and per strided input j its element strides s{j}_0..s{j}_{R-1}, then the
 //   op parameters p0..p{P-1} (f32).
+// Split outputs (FusedKernelKey.split, f32 results only): instead of or beside `out`, the
+// result's bf16 hi/lo split in the two-block layouts the f32 products read (matmul/presplit.ts):
+//   rows  (bf16, 2n): row r of the [n / cols, cols] result at [r·2·cols, +cols) hi, then lo;
+//   whole (bf16, 2n): hi of every element, then lo of every element.
+//   Bindings after `out` (when kept) in that order; push gains `cols` (u32) after the params.
 // Dispatch: grid1d(n) (x, then y past 65535 groups), WG threads.
 // Numerics: everything in f32; f16 inputs widen on load and round to nearest on store;
 // tanh is clamped so GELU/softCap never see NaN from an overflowing exp on any driver.
-import { exp, kernel, lift, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, kernel, lift, toBf16, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import type { Instr, IndexMode } from "../fusion/plan.js";
 import { WG, flatIndex, fromF32, safeTanh, storageOf, toF32, type PushSpec } from "./common.js";
@@ -31,6 +36,14 @@ export interface FusedKernelKey {
    * (`inner`), so a bias [C] over [N, C] or a column [N, 1] does not cost the 4-wide form.
    */
   readonly vec4: boolean;
+  /** Split outputs (f32 results): whether `out` is written too, and which split layouts are. */
+  readonly split?: FusedSplitOutputs;
+}
+
+export interface FusedSplitOutputs {
+  readonly f32: boolean;
+  readonly rows: boolean;
+  readonly whole: boolean;
 }
 
 export function fusedPushSpec(key: FusedKernelKey): PushSpec {
@@ -41,6 +54,7 @@ export function fusedPushSpec(key: FusedKernelKey): PushSpec {
     for (const j of strided) for (let d = 0; d < key.rank; d++) spec[`s${j}_${d}`] = "u32";
   }
   for (let p = 0; p < key.nParams; p++) spec[`p${p}`] = "f32";
+  if (key.split?.rows) spec.cols = "u32";
   return spec;
 }
 
@@ -80,7 +94,11 @@ export function geluGrad(x: Expr, tanh: (u: Expr) => Expr = tanhByExp): Expr {
 export function generateFused(key: FusedKernelKey): KernelDesc {
   const k = kernel("fused_ew", { workgroup: [WG] });
   const bufs = key.inputs.map((inp, j) => k.buffer(`in${j}`, storageOf(inp.dtype), "read"));
-  const out = k.buffer("out", storageOf(key.outDtype), "write");
+  const split = key.split;
+  if (split && key.outDtype !== "f32") throw new Error("helios: internal error: split outputs of a non-f32 fused result");
+  const out = !split || split.f32 ? k.buffer("out", storageOf(key.outDtype), "write") : null;
+  const rowsOut = split?.rows ? k.buffer("rows", "bf16", "write") : null;
+  const wholeOut = split?.whole ? k.buffer("whole", "bf16", "write") : null;
   const pc = k.push(fusedPushSpec(key));
   const i = flatIndex(k);
   const vec = key.vec4;
@@ -99,10 +117,39 @@ export function generateFused(key: FusedKernelKey): KernelDesc {
     else vals.push(k.let(binary(ins.op, vals[ins.a], vals[ins.b], ins.param, param), "b"));
   }
   const r = vals[vals.length - 1];
-  out.store(i, vec ? r.cast(`${storageOf(key.outDtype)}x4` as "f32x4") : fromF32(r, key.outDtype));
+  if (out) out.store(i, vec ? r.cast(`${storageOf(key.outDtype)}x4` as "f32x4") : fromF32(r, key.outDtype));
+  if (split) storeSplit(k, r, vec ? k.let(i.mul(4), "e") : i, pc, vec, rowsOut, wholeOut);
   const desc = k.finish();
-  desc.name = `fused_${key.outDtype}_${key.program.length}${vec ? "_v4" : ""}`;
+  const forms = split ? `_split${split.f32 ? "f" : ""}${split.rows ? "r" : ""}${split.whole ? "w" : ""}` : "";
+  desc.name = `fused_${key.outDtype}_${key.program.length}${vec ? "_v4" : ""}${forms}`;
   return desc;
+}
+
+/**
+ * Stores result r of element e (the first of four in vec4 kernels, which need cols % 4 == 0 so
+ * the four share a row) as bf16 hi = r rounded to nearest, lo = (r − hi) rounded, in the split
+ * layouts asked for (same rounding as matmul/presplit.ts).
+ */
+function storeSplit(k: KernelBuilder, r: Expr, e: Expr, pc: Record<string, Expr>, vec: boolean, rows: Buffer | null, whole: Buffer | null): void {
+  const hi = k.let(toBf16(r), "hi");
+  const lo = k.let(toBf16(r.sub(hi.cast(vec ? "f32x4" : "f32"))), "lo");
+  // element offsets; vec4 kernels store one 4-wide vector at offset / 4
+  const at = (b: Buffer) => {
+    const view = vec ? b.as("bf16", 4) : b;
+    return (el: Expr, v: Expr) => view.store(vec ? el.div(4) : el, v);
+  };
+  if (whole) {
+    const put = at(whole);
+    put(e, hi);
+    put(pc.n.add(e), lo);
+  }
+  if (rows) {
+    // element (row, c) = e: hi at row·2·cols + c = row·cols + e, lo one row length after
+    const put = at(rows);
+    const base = k.let(e.div(pc.cols).mul(pc.cols).add(e), "rbase");
+    put(base, hi);
+    put(base.add(pc.cols), lo);
+  }
 }
 
 /** The four values of vector `i` from input `b`; `off` is a strided input's element offset. */

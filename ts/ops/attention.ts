@@ -5,6 +5,7 @@ import type { HeliosTensor } from "../tensor.js";
 import { fail, fmt } from "../shape.js";
 import { flashReadsSplit, pickFlashFwd } from "../kernels/attention-variants.js";
 import { presplitKernel, SPLIT_PUSH, splitJob } from "../kernels/matmul/presplit.js";
+import { splitLayoutKey, takeAhead } from "./split-ahead.js";
 import {
   FA_ROWS, faPush, flashBwdDqVec4Kernel, flashBwdDkDvVec4Kernel, flashBwdDqKernel, flashBwdDkDvKernel, type FlashVariant, type HeadLayout,
 } from "../kernels/attention.js";
@@ -71,12 +72,18 @@ function splitHiLo(E: Engine, op: string, x: TensorData): HeliosTensor {
 function withSplits<R>(E: Engine, op: string, split: boolean, xs: TensorData[], body: (ys: TensorData[]) => R): R {
   if (!split) return body(xs);
   const uniq = [...new Set(xs)];
-  const ys = uniq.map((x) => splitHiLo(E, op, x));
+  // a split made ahead (HeliosBackend.splitOperand, layout "whole") is read as it is
+  const ahead = uniq.map((x) => takeAhead(E, x, splitLayoutKey(x.shape, "whole")));
+  const ys = uniq.map((x, i) => ahead[i]?.split ?? splitHiLo(E, op, x));
   try {
     return body(xs.map((x) => ys[uniq.indexOf(x)]));
   } finally {
     // deferred by the runtime until the dispatches that read them are done
-    for (const y of ys) E.release(y);
+    ys.forEach((y, i) => {
+      const a = ahead[i];
+      if (a) a.done();
+      else E.release(y);
+    });
   }
 }
 

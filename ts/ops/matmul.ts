@@ -7,7 +7,7 @@ import { type Engine, run, promote } from "../engine.js";
 import type { HeliosTensor } from "../tensor.js";
 import { contiguousStrides, fail, fmt, matmulGeometry, sameShape, size } from "../shape.js";
 import { MATMUL_PUSH, matmulKernel, type MatmulTile } from "../kernels/matmul.js";
-import { chooseMatmul, knownRecord, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type EpilogueRole, type ScratchRole, type MatmulPlan, type MatmulProblem } from "../kernels/matmul/index.js";
+import { chooseMatmul, knownRecord, normalize, planMatmul, tuneKey, type MatmulCaps, type MatmulDtype, type BindingRole, type EpilogueRole, type ScratchRole, type MatmulPlan, type MatmulProblem, type MatmulStep } from "../kernels/matmul/index.js";
 import type { MatmulDeviceInfo, MatmulRuntime } from "../kernels/matmul/device.js";
 import { readMatmulConfig } from "../kernels/matmul/config.js";
 import type { KernelDesc } from "../ir/index.js";
@@ -15,6 +15,7 @@ import type { Lease } from "../exec/lease.js";
 import { broadcast } from "./layout.js";
 import { PACK_MIN_GAIN_CACHED, packPays, prepackedB } from "./prepack.js";
 import { splitUse, type SplitUse } from "./split-cache.js";
+import { splitKey, takeAhead, type AheadUse } from "./split-ahead.js";
 import type { TuneRecord } from "../kernels/matmul/autotune.js";
 import { captureError } from "../exec/scheduler.js";
 import { atExit, startup } from "../startup/index.js";
@@ -42,6 +43,27 @@ function capsOf(E: Engine): MatmulCaps {
     capsByEngine.set(E, c);
   }
   return c;
+}
+
+const splitsByEngine = new WeakMap<Engine, boolean>();
+
+/**
+ * Whether f32 products on this engine's device run on split operands (the planner's default for
+ * f32: bf16 tensor cores over hi/lo parts), so splitting an operand ahead (split-ahead.ts) saves
+ * their split dispatches; the answer of the default plan of one aligned f32 product.
+ */
+export function f32ProductsSplit(E: Engine): boolean {
+  let v = splitsByEngine.get(E);
+  if (v === undefined) {
+    const probe: MatmulProblem = { m: 1024, n: 1024, k: 1024, dtype: "f32", outDtype: "f32" };
+    try {
+      v = planMatmul(probe, capsOf(E)).spec.kind === "presplit";
+    } catch {
+      v = false;
+    }
+    splitsByEngine.set(E, v);
+  }
+  return v;
 }
 
 /** Planner descriptions are memoized objects: a small id per object keys the pipeline cache. */
@@ -274,31 +296,45 @@ function recordPlan(E: Engine, op: string, inputs: PlanInputs, out: HeliosTensor
   const pipes = plan.steps.map((s) => E.kernel({ matmulPlan: descId(s.desc) }, () => s.desc));
   const { A, B } = inputs;
   const epi = EPILOGUE_ROLES.flatMap((role) => (inputs[role] ? [[role, inputs[role]] as const] : []));
-  E.withInputs(op, [A, B, ...epi.map(([, t]) => t)], ([la, lb, ...le]) => {
-    // an f32 operand's split: a kept copy of it is read instead (ts/ops/split-cache.ts)
-    const splits = plan.spec.kind === "presplit" ? splitUses(E, plan, { A: [A, la], B: [B, lb] }) : new Map<ScratchRole, SplitUse>();
-    const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][])
-      .filter(([role]) => !splits.get(role)?.copy)
-      .map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
-    const kept = new Set<Lease>();
-    try {
-      const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, ...Object.fromEntries(scratch) };
-      for (const [role, use] of splits) if (use.copy) roles[role] = use.copy;
-      epi.forEach(([role], i) => (roles[role] = le[i]));
-      plan.steps.forEach((s, i) => {
-        const to = s.bindings[1] as ScratchRole;
-        const use = isSplitStep(s.bindings) ? splits.get(to) : undefined;
-        if (use?.copy) return;
-        const bufs = s.bindings.map((r) => roles[r] ?? null);
-        E.dispatch(pipes[i], bufs, s.groups, s.pushFields, s.pushValues, [out]);
-        const written = roles[to];
-        if (use && written && use.keep(written)) kept.add(written);
-      });
-    } finally {
-      // the runtime keeps a released buffer out of circulation until the GPU is done with it
-      for (const [, lease] of scratch) if (!kept.has(lease)) lease.release();
-    }
-  });
+  // an f32 operand split ahead (ts/ops/split-ahead.ts): its split step is skipped, and the operand
+  // itself is not bound (a pending one stays pending)
+  const ahead = plan.spec.kind === "presplit" ? aheadUses(E, plan, { A, B }) : new Map<ScratchRole, AheadUse>();
+  const skipA = ahead.has("splitA"), skipB = ahead.has("splitB");
+  const bound = [...(skipA ? [] : [A]), ...(skipB ? [] : [B]), ...epi.map(([, t]) => t)];
+  try {
+    E.withInputs(op, bound, (got) => {
+      const la = skipA ? null : got.shift() ?? null;
+      const lb = skipB ? null : got.shift() ?? null;
+      // an f32 operand's split: a kept copy of it is read instead (ts/ops/split-cache.ts)
+      const splits = plan.spec.kind === "presplit" ? splitUses(E, plan, { A: [A, la], B: [B, lb] }, ahead) : new Map<ScratchRole, SplitUse>();
+      const scratch = (Object.entries(plan.scratch) as [ScratchRole, number][])
+        .filter(([role]) => !splits.get(role)?.copy && !ahead.has(role))
+        .map(([role, bytes]) => [role, E.pool.lease(bytes)] as const);
+      const kept = new Set<Lease>();
+      try {
+        const roles: Partial<Record<BindingRole, Lease | null>> = { A: la, B: lb, C: out.lease, ...Object.fromEntries(scratch) };
+        for (const [role, use] of splits) if (use.copy) roles[role] = use.copy;
+        for (const [role, use] of ahead) roles[role] = use.split.lease;
+        epi.forEach(([role], i) => (roles[role] = got[i]));
+        plan.steps.forEach((s, i) => {
+          const to = s.bindings[1] as ScratchRole;
+          const split = isSplitStep(s.bindings);
+          if (split && ahead.has(to)) return;
+          const use = split ? splits.get(to) : undefined;
+          if (use?.copy) return;
+          const bufs = s.bindings.map((r) => roles[r] ?? null);
+          E.dispatch(pipes[i], bufs, s.groups, s.pushFields, s.pushValues, [out]);
+          const written = roles[to];
+          if (use && written && use.keep(written)) kept.add(written);
+        });
+      } finally {
+        // the runtime keeps a released buffer out of circulation until the GPU is done with it
+        for (const [, lease] of scratch) if (!kept.has(lease)) lease.release();
+      }
+    });
+  } finally {
+    for (const [, use] of ahead) use.done();
+  }
 }
 
 /** A presplit plan's split steps read an operand (A or B) and write its scratch (splitA, splitB). */
@@ -306,15 +342,29 @@ function isSplitStep(bindings: readonly BindingRole[]): boolean {
   return bindings.length === 2 && (bindings[0] === "A" || bindings[0] === "B") && (bindings[1] === "splitA" || bindings[1] === "splitB");
 }
 
-/** Each split step's use of the split cache, by the scratch role it writes. */
-function splitUses(E: Engine, plan: MatmulPlan, src: Record<"A" | "B", [TensorData, Lease | null]>): Map<ScratchRole, SplitUse> {
-  const uses = new Map<ScratchRole, SplitUse>();
+/** A split step's layout key: the kernel (layout) and the split's geometry. */
+function stepSplitKey(s: MatmulStep): string {
+  return splitKey(s.desc.name, s.pushValues.n, s.pushValues.seg);
+}
+
+/** The splits made ahead that this plan's split steps can read instead, by the scratch role each writes. */
+function aheadUses(E: Engine, plan: MatmulPlan, src: Record<"A" | "B", TensorData>): Map<ScratchRole, AheadUse> {
+  const uses = new Map<ScratchRole, AheadUse>();
   for (const s of plan.steps) {
     if (!isSplitStep(s.bindings)) continue;
+    const use = takeAhead(E, src[s.bindings[0] as "A" | "B"], stepSplitKey(s));
+    if (use) uses.set(s.bindings[1] as ScratchRole, use);
+  }
+  return uses;
+}
+
+/** Each split step's use of the split cache (those not split ahead), by the scratch role it writes. */
+function splitUses(E: Engine, plan: MatmulPlan, src: Record<"A" | "B", [TensorData, Lease | null]>, ahead: Map<ScratchRole, AheadUse>): Map<ScratchRole, SplitUse> {
+  const uses = new Map<ScratchRole, SplitUse>();
+  for (const s of plan.steps) {
+    if (!isSplitStep(s.bindings) || ahead.has(s.bindings[1] as ScratchRole)) continue;
     const [t, lease] = src[s.bindings[0] as "A" | "B"];
-    // the form: the kernel (layout) and the split's geometry
-    const key = `${descId(s.desc)}|${s.pushValues.n}|${s.pushValues.seg}`;
-    uses.set(s.bindings[1] as ScratchRole, splitUse(E, t, lease, key));
+    uses.set(s.bindings[1] as ScratchRole, splitUse(E, t, lease, stepSplitKey(s)));
   }
   return uses;
 }

@@ -23,9 +23,14 @@ import type { NormalizedProblem } from "./problem.js";
 export const SPLIT_PUSH = { n: "u32", seg: "u32" } as const;
 export const SPLIT_THREADS = 256;
 
+/** The split kernel's name: it names the layout the kernel writes (split-ahead keys use it too). */
+export function presplitName(vec4: boolean, lo: 1 | 2, blocks: 2 | 3): string {
+  return `mm_presplit_f32_bf16${vec4 ? "x4" : ""}_lo${lo}${blocks === 3 ? "" : `_b${blocks}`}`;
+}
+
 export function presplitKernel(vec4: boolean, lo: 1 | 2, blocks: 2 | 3 = 3): KernelDesc {
   if (lo >= blocks) throw new Error(`mm_presplit: low block ${lo} outside ${blocks} blocks`);
-  const k = kernel(`mm_presplit_f32_bf16${vec4 ? "x4" : ""}_lo${lo}${blocks === 3 ? "" : `_b${blocks}`}`, { workgroup: [SPLIT_THREADS] });
+  const k = kernel(presplitName(vec4, lo, blocks), { workgroup: [SPLIT_THREADS] });
   const src = k.buffer("src", f32, "read");
   const dstBuf = k.buffer("dst", "bf16", "write");
   const pc = k.push(SPLIT_PUSH);
