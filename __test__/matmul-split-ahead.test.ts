@@ -199,6 +199,31 @@ test("split attention reads q, k, v and dO split ahead in the whole layout: same
   for (const n of ["dQ", "dK", "dV"] as const) assert.deepEqual(bits(g[n]), bits(refG[n]), n);
 });
 
+test("crossEntropyWithGrad's splitGrad: dlogits comes split from the same pass; dhf's and dW's products read it, same bits", () => {
+  const { rt, B, rng, up, splits } = setup();
+  const [rows, V, C] = [64, 128, 64];
+  const logits = up([rows, V]), W = up([V, C]), H = up([rows, C]);
+  const targets = B.fromArray(Int32Array.from({ length: rows }, () => Math.floor(rng.next() * V)), [rows], "i32");
+  const g = B.fromArray([0.5], [1], "f32");
+  const ref = B.crossEntropyWithGrad(logits, targets, g);
+  const dhf0 = B.matmul(ref.dlogits, W), dW0 = B.matmulTransposedA(ref.dlogits, H);
+  B.syncGpu();
+  const before = splits();
+  const got = B.crossEntropyWithGrad(logits, targets, g, { splitGrad: ["rows", "whole"] });
+  // already split for this version: splitOperand keeps it
+  assert.equal(B.splitOperand(got.dlogits, ["rows", "whole"]), true);
+  const dhf = B.matmul(got.dlogits, W), dW = B.matmulTransposedA(got.dlogits, H);
+  B.syncGpu();
+  assert.ok(rt.labels.some((l) => l.startsWith("xent_fused") && l.endsWith("_splitrw")));
+  assert.equal(splits() - before, 2, "only W and H are split");
+  assert.equal(B.stats().matmulSplitsAhead, 2);
+  assert.deepEqual(bits(got.dlogits), bits(ref.dlogits));
+  assert.deepEqual(bits(got.loss), bits(ref.loss));
+  assert.deepEqual(bits(dhf), bits(dhf0));
+  assert.deepEqual(bits(dW), bits(dW0));
+  assert.throws(() => B.crossEntropyWithGrad(logits, targets, g, { splitGrad: ["cols" as "rows"] }), /crossEntropyWithGrad.*splitGrad/);
+});
+
 test("a device whose f32 products do not split: splitOperand does nothing and returns false", () => {
   const B = new HeliosBackend({ runtime: new MockRuntime() });
   const t = B.fromArray(new Float32Array(64).fill(1.5), [8, 8]);

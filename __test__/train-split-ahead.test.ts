@@ -5,8 +5,8 @@
 // - with and without the splits made ahead (the backend's splitOperand hidden), the same steps are
 //   bit for bit the same: losses, |g| and every weight after 2 steps (a split is the same bf16
 //   pair whichever kernel writes it; the interpreter computes GELU the same in both kernels);
-// - the splits made ahead replace split dispatches: qkv's (read forward and backward), g's two, df's
-//   two, dqkv's two, dlogits' two and the token embedding's two.
+// - the splits made ahead replace split dispatches: qkv's (read forward and backward), g's two, each
+//   layer output gradient's two (dX's and dW's products), dlogits' two and the token embedding's two.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CoopMockRuntime } from "./support/coop-mock-runtime.js";
@@ -32,7 +32,7 @@ function run(splitAhead: boolean) {
   const H = new HeliosBackend({ runtime: rt });
   const B = splitAhead ? H : (Object.create(H, { splitOperand: { value: undefined } }) as HeliosBackend);
   const tr = new Trainer(asTrainBackend(B), CFG, { ...TINY_OPT, lr: 3e-3 }, { init: initHostParams(CFG, 5), seed: 5, capture: false });
-  assert.ok(tr.model.f32Fused);
+  assert.equal(tr.model.f32Fused, splitAhead);
   const steps = [0, 1].map((s) => tr.step(patternBatch(CFG.vocab, 1, 64, s)));
   const presplits = rt.labels.filter((l) => l.startsWith("mm_presplit")).length;
   const weights = tr.specs.map((sp) => Array.from(tr.params.get(sp.name)!.data as Float32Array));
@@ -44,10 +44,11 @@ test("f32 training with operand splits made ahead is bit for bit the same, with 
   assert.deepEqual(a.steps.map((s) => [s.loss, s.gradNorm, s.applied]), b.steps.map((s) => [s.loss, s.gradNorm, s.applied]));
   a.weights.forEach((w, i) => assert.deepEqual(w, b.weights[i], `weight ${i}`));
   assert.equal(b.stats.matmulSplitsAhead, 0);
-  // per step: qkv (1 split, 2 reads), g (2), df (2), dqkv (2), dlogits (2), wte (2 splits, 2 reads)
-  assert.equal(a.stats.matmulSplitsAhead, 2 * 11);
-  assert.equal(a.stats.matmulSplitAheadReads, 2 * 12);
-  assert.equal(b.presplits - a.presplits, 2 * 12, `split dispatches ${b.presplits} -> ${a.presplits}`);
+  // per step: qkv (1 split, 2 reads), g (2), dlogits (2), wte (2), and the layer's four output
+  // gradients dy (the MLP's df and projection's, attention's projection's and dqkv: 2 each)
+  assert.equal(a.stats.matmulSplitsAhead, 2 * 15);
+  assert.equal(a.stats.matmulSplitAheadReads, 2 * 16);
+  assert.equal(b.presplits - a.presplits, 2 * 16, `split dispatches ${b.presplits} -> ${a.presplits}`);
   // g's GELU runs only inside its split kernel: no f32 GELU pass remains
   assert.ok(a.labels.some((l) => /_split/.test(l)));
 });

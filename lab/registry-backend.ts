@@ -233,6 +233,12 @@ export function backendVariants(): KernelVariant[] {
       v.push({ id: `backend/xent_bwd4${sg ? "_sg" : ""}/${d}`, needs: more, build: () => xentBwd4Kernel(d, "f32", sg) });
       // crossEntropyWithGrad's pass at the workgroups xentFusedWorkgroup gives
       for (const wg of [256, 512, 1024]) v.push({ id: `backend/xent_fused${sg ? "_sg" : ""}/${d}_w${wg}`, needs: more, build: () => xentFusedKernel(d, d, wg, sg) });
+      // with dlogits' split outputs (f32; HeliosBackend.crossEntropyWithGrad's splitGrad)
+      if (d === "f32") {
+        for (const split of [{ rows: true, whole: true }, { rows: true, whole: false }, { rows: false, whole: true }]) {
+          v.push({ id: `backend/xent_fused${sg ? "_sg" : ""}/f32_w1024_split${+split.rows}${+split.whole}`, needs: [...more, "bf16"], build: () => xentFusedKernel("f32", "f32", 1024, sg, split) });
+        }
+      }
     }
     v.push({ id: `backend/embedding_fwd/${d}`, needs: needs(d), build: () => embeddingFwdKernel(d) });
     v.push({ id: `backend/embedding_bwd/${d}`, needs: needs(d), build: () => embeddingBwdKernel(d) });

@@ -29,9 +29,10 @@ export type TrainBackend = Required_<
   castTransposeMulti?(ws: TensorData[], dtype: Dtype): { cast: TensorData; transposed: TensorData }[];
   /**
    * HeliosBackend: crossEntropy's loss and crossEntropyBackward's dlogits (gradient g) from one
-   * read of the logits; without it, the two ops.
+   * pass over the logits (with opts.splitGrad, f32: dlogits also written split for the x3
+   * products, as splitOperand); without it, the two ops.
    */
-  crossEntropyWithGrad?(logits: TensorData, targets: TensorData, g: TensorData): { loss: TensorData; dlogits: TensorData };
+  crossEntropyWithGrad?(logits: TensorData, targets: TensorData, g: TensorData, opts?: { splitGrad?: readonly ("rows" | "whole")[] }): { loss: TensorData; dlogits: TensorData };
   /**
    * HeliosBackend: y = x·Wᵀ + bias (+ residual) written as outDtype, bias and residual in the
    * matmul epilogue (W [out, in], or [in, out] with inOut); with geluGradOf = f, y is multiplied

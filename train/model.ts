@@ -114,13 +114,14 @@ export class GPT {
    */
   readonly fusedLnGrad: boolean;
   /**
-   * f32 on a backend whose `fusedLinear` is on: the projections add bias and residual in the
-   * product's epilogue, the fc product writes f = x·W + b, the MLP backward's product multiplies by
-   * gelu'(f) (as under `fused`), and where the backend splits f32 operands ahead
-   * (TrainBackend.splitOperand) the tensors its x3 products and split attention read in two
-   * layouts or twice are split once, in one pass: qkv (attention forward and backward), g (from
-   * its pending GELU, which is then never written in f32), df, dqkv, each LM-head chunk's dlogits
-   * and the token embedding.
+   * f32 on a backend whose `fusedLinear` is on and splits f32 operands ahead
+   * (TrainBackend.splitOperand): the tensors its x3 products and split attention read in two
+   * layouts or twice are split once, in one pass: qkv (attention forward and backward, from its
+   * pending bias add), g (from its pending bias + GELU, which is then never written in f32), every
+   * layer's output gradient dy (dX's and dW's products), each LM-head chunk's dlogits and the
+   * token embedding. Bias, residual and GELU's backward stay elementwise passes in f32: in the
+   * epilogues of the x3 tiles they cost more than the passes (H200, session 24: the residual
+   * +0.03–0.05 ms per projection against a 0.036 ms pass, gelu'(f) +0.15 ms against 0.14).
    */
   readonly f32Fused: boolean;
   readonly headChunkBytes: number;
@@ -142,9 +143,14 @@ export class GPT {
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
     this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
     this.fused = this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
-    this.f32Fused = !this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
-    this.fusedGeluGrad = this.fused || this.f32Fused;
+    this.f32Fused = !this.matmul16 && B.fusedLinear === true && typeof B.splitOperand === "function";
+    this.fusedGeluGrad = this.fused;
     this.fusedLnGrad = this.fused;
+  }
+
+  /** crossEntropyWithGrad's options: (f32Fused) dlogits written split for dhf's and dwte's products. */
+  private get headSplit(): { splitGrad?: ("rows" | "whole")[] } {
+    return this.f32Fused ? { splitGrad: ["rows", "whole"] } : {};
   }
 
   /** (f32Fused) Splits f32 operand t ahead for `reads` products in each of `layouts` (TrainBackend.splitOperand). */
@@ -287,7 +293,7 @@ export class GPT {
    * (fused, no dropout), else the product and one fused elementwise kernel. Returns the sum and the mask.
    */
   private project(s: Scope, y: TensorData, W: TensorData, b: TensorData, x: TensorData, drop: Dropout | null, N: number) {
-    if ((this.fused || this.f32Fused) && !(drop && drop.p > 0)) return { out: this.linearEpi(s, y, W, b, "f32", x), mask: null };
+    if (this.fused && !(drop && drop.p > 0)) return { out: this.linearEpi(s, y, W, b, "f32", x), mask: null };
     const a = this.linear(s, y, W, b);
     const mask = this.mask(s, drop, N);
     const out = this.residual(s, x, a, mask);
@@ -346,8 +352,7 @@ export class GPT {
       const { out: x1, mask: m1 } = this.project(s, y, w.projW, w.projB, x, drop, N);
       const h2 = this.normOperand(s, x1, w.ln2w, w.ln2b);
       // f (kept for GELU's backward) is f16 when fused, as is g = gelu(f), the next product's operand
-      const f = this.fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f16")
-        : this.f32Fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f32") : this.linear(s, h2, w.fcW, w.fcB);
+      const f = this.fused ? this.linearEpi(s, h2, w.fcW, w.fcB, "f16") : this.linear(s, h2, w.fcW, w.fcB);
       const g = this.operand(s, s.keep(this.B.gelu(f)), true);
       // g's two readers (the projection forward, its weight gradient) take it split: its GELU runs once, into the splits
       this.splitAhead(g, ["rows", "whole"]);
@@ -369,7 +374,7 @@ export class GPT {
         // Training: the loss and dlogits from one read of the logits, then the head's gradients
         // at once (backward takes them as a chunked forward's), so the logits go back here.
         const one = top.keep(this.B.fromArray([gradScale], [1], "f32"));
-        const r = this.B.crossEntropyWithGrad(logits, batch.targets, one);
+        const r = this.B.crossEntropyWithGrad(logits, batch.targets, one, this.headSplit);
         top.drop(logits);
         const loss = this.f32(top, top.keep(r.loss));
         const headGrad = { lossScale: gradScale, ...this.headGradsFrom(top, top.keep(r.dlogits), hf, wte) };
@@ -389,7 +394,8 @@ export class GPT {
       // with the gradients asked for: the chunk's loss and dlogits (gradient = lossScale times the
       // chunk's share of rows, as crossEntropyBackward divides by the chunk's rows) in one pass
       const share = gradScale === undefined ? 0 : (gradScale * (r1 - r0)) / N;
-      const both = grad && this.B.crossEntropyWithGrad ? this.B.crossEntropyWithGrad(logits, targets, s.keep(this.B.fromArray([share], [1], "f32"))) : null;
+      // (f32Fused) dlogits comes split for its two products from the same pass
+      const both = grad && this.B.crossEntropyWithGrad ? this.B.crossEntropyWithGrad(logits, targets, s.keep(this.B.fromArray([share], [1], "f32")), this.headSplit) : null;
       const ce = this.f32(s, s.keep(both ? both.loss : this.B.crossEntropy(logits, targets)));
       // crossEntropy is a mean over the chunk's rows: weight it by its share of all N rows.
       const part = this.B.mul(ce, s.keep(this.B.fromArray([(r1 - r0) / N], [1], "f32")));
@@ -590,6 +596,9 @@ export class GPT {
       // before dW: nothing orders the two, so no barrier comes between them and the GPU runs the
       // memory-bound sum beside the product instead of after it.
       const db = this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0);
+      // (f32Fused) dy's two products, dW's (whole) and dX's (rows), read one split; after the
+      // bias sum, which has written dy out if it was pending (GELU's backward)
+      this.splitAhead(dy, ["rows", "whole"]);
       // The gradient outlives this block (the trainer releases it after the update).
       grads.set(name + ".weight", this.weightGrad(dyOp, x, f16Grads));
       grads.set(name + ".bias", db);
@@ -619,8 +628,6 @@ export class GPT {
       const dyOp = weightGrads(dm, c.g, pre + "mlp.c_proj", dm16);
       const df = Bk.linear!(dyOp, this.weight(w.mlpW), null, { inOut: true, outDtype: c.f.dtype, geluGradOf: c.f });
       dropCopy(dm, dyOp);
-      // read by the fc layer's dX (rows) and dW (whole) products
-      this.splitAhead(df, ["rows", "whole"]);
       return df;
     };
     if (dout16 && c.m2) throw new Error("helios: internal error: an f16 dout for a block with a dropout mask");
@@ -660,7 +667,6 @@ export class GPT {
       this.free(dyA);
       dqkv = this.attendHeadsBackward(c, dO, nb, T, scale);
     }
-    this.splitAhead(dqkv, ["rows", "whole"]);
     const dh1 = lin(dqkv, c.h1, w.qkvW, pre + "attn.c_attn", this.matmul16 ? dqkv : null, fl);
     saved(c.h1);
     this.free(dqkv);

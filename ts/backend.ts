@@ -535,13 +535,18 @@ export class HeliosBackend implements Backend {
   }
   /**
    * Helios extension: crossEntropy(logits, targets) and crossEntropyBackward(logits, targets, g)
-   * together (equal to rounding), from one read of the logits where a row fits a workgroup's
-   * registers (with 1024-invocation workgroups: f16 rows up to 65536 classes, f32 up to 32768),
-   * else from their two kernels. The two ops' checks and errors, named crossEntropyWithGrad.
+   * together (equal to rounding), in one dispatch that reads each row twice where rows split into
+   * 4-wide vectors (classes % 4 == 0), else from their two kernels. The two ops' checks and errors,
+   * named crossEntropyWithGrad. With opts.splitGrad (f32 logits), the same pass also writes
+   * dlogits split for the f32 products that read it next, as splitOperand(dlogits, splitGrad)
+   * would, where f32 products split their operands (elsewhere the option does nothing).
    */
-  crossEntropyWithGrad(logits: TensorData, targets: TensorData, g: TensorData): { loss: TensorData; dlogits: TensorData } {
-    checkBindable("crossEntropyWithGrad", "logits", logits.shape, logits.dtype, this.maxBind);
-    return NN.crossEntropyWithGrad(this.E, logits, targets, g);
+  crossEntropyWithGrad(logits: TensorData, targets: TensorData, g: TensorData, opts: { splitGrad?: readonly SplitLayout[] } = {}): { loss: TensorData; dlogits: TensorData } {
+    const op = "crossEntropyWithGrad";
+    checkBindable(op, "logits", logits.shape, logits.dtype, this.maxBind);
+    const sg = opts.splitGrad ?? [];
+    if (!Array.isArray(sg) || sg.some((l) => l !== "rows" && l !== "whole")) fail(op, `opts.splitGrad ${JSON.stringify(sg)} must be a list of "rows" and "whole"`);
+    return NN.crossEntropyWithGrad(this.E, logits, targets, g, sg.length > 0 && MM.f32ProductsSplit(this.E) ? sg : []);
   }
 
   // ---- matmul and attention

@@ -14,9 +14,13 @@
 //   == 0), W invocations per row (xentFusedWorkgroup). Bindings logits, targets, g (read), loss
 //   (write, f32 [N]), dlogits (write). Push XENT_BWD_PUSH. The row is read twice and written once
 //   (xent_rows4 + xent_bwd4 read it three times).
+//   The split form (`_split{r}{w}`, f32 only; HeliosBackend.splitOperand's layouts) also writes
+//   dlogits' bf16 hi/lo split for the x3 products: bindings after `clamped`, rows (bf16 [N, 2C]:
+//   each row's hi then lo) and/or whole (bf16 [2·N·C]: every hi, then every lo), rounded as
+//   kernels/matmul/presplit.ts rounds (2·N·C < 2^32).
 // Targets outside [0, C) are clamped on the device; the backend checks host-visible
 // targets before dispatch and reports them as errors.
-import { exp, f32, i32, kernel, log, max, select, lit, u32, vecOf, type Buffer, type BufferView, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, f32, i32, kernel, log, max, select, lit, toBf16, u32, vecOf, type Buffer, type BufferView, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import { ROW_WG, clampIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
 
@@ -136,11 +140,19 @@ export function xentFusedWorkgroup(maxWorkgroupSize = ROW_WG): number {
  * invocations per row. Bindings: logits, targets, g (read), loss (f32 [N]), dlogits, clamped
  * (write); push as xent_bwd. The row is read twice (the log-sum-exp, then the gradient) and written once.
  */
-export function xentFusedKernel(dtype: Dtype, gDtype: Dtype, wg: number, sg: boolean): KernelDesc {
-  return xentGrad4(`xent_fused_w${wg}${sg ? "_sg" : ""}_${dtype}`, dtype, gDtype, sg, wg, true);
+/** Which bf16 hi/lo layouts of dlogits the fused kernel writes besides dlogits itself. */
+export interface XentSplit {
+  rows: boolean;
+  whole: boolean;
 }
 
-function xentGrad4(name: string, dtype: Dtype, gDtype: Dtype, sg: boolean, wg: number, withLoss: boolean): KernelDesc {
+export function xentFusedKernel(dtype: Dtype, gDtype: Dtype, wg: number, sg: boolean, split?: XentSplit): KernelDesc {
+  if (split && dtype !== "f32") throw new Error("helios: internal error: xent split outputs are for f32 logits");
+  const forms = split ? `_split${split.rows ? "r" : ""}${split.whole ? "w" : ""}` : "";
+  return xentGrad4(`xent_fused_w${wg}${sg ? "_sg" : ""}_${dtype}${forms}`, dtype, gDtype, sg, wg, true, split);
+}
+
+function xentGrad4(name: string, dtype: Dtype, gDtype: Dtype, sg: boolean, wg: number, withLoss: boolean, split?: XentSplit): KernelDesc {
   const k = kernel(name, { workgroup: [wg] });
   const x = k.buffer("logits", storageOf(dtype), "read");
   const tg = k.buffer("targets", i32, "read");
@@ -148,6 +160,8 @@ function xentGrad4(name: string, dtype: Dtype, gDtype: Dtype, sg: boolean, wg: n
   const loss = withLoss ? k.buffer("loss", f32, "write") : null;
   const dx = k.buffer("dlogits", storageOf(dtype), "write");
   const flag = k.buffer("clamped", u32, "write");
+  const rowsOut = split?.rows ? k.buffer("split_rows", "bf16", "write").as("bf16", 4) : null;
+  const wholeOut = split?.whole ? k.buffer("split_whole", "bf16", "write").as("bf16", 4) : null;
   const pc = k.push(XENT_BWD_PUSH);
   const row = rowIndex(k, pc.rows);
   const t = k.let(k.localIndex, "t");
@@ -163,7 +177,22 @@ function xentGrad4(name: string, dtype: Dtype, gDtype: Dtype, sg: boolean, wg: n
     const p = exp(xv.load(base4.add(c)).cast("f32x4").sub(vecOf("f32x4", lse)));
     const j0 = c.shl(2);
     const hot = vecOf("f32x4", ...[0, 1, 2, 3].map((e) => select(j0.add(e).eq(tgt), lit(f32, 1), lit(f32, 0))));
-    dv.store(base4.add(c), p.sub(hot).mul(vecOf("f32x4", coef)).cast(vtype));
+    const d = k.let(p.sub(hot).mul(vecOf("f32x4", coef)), "d");
+    dv.store(base4.add(c), d.cast(vtype));
+    if (rowsOut || wholeOut) {
+      const hi = k.let(toBf16(d), "hi");
+      const lo = k.let(toBf16(d.sub(hi.cast("f32x4"))), "lo");
+      // in 4-element vectors: row r's hi at r·2·dim4 + c, its lo dim4 after; whole: hi at base4 + c, lo rows·dim4 after
+      if (rowsOut) {
+        const at = k.let(base4.add(base4).add(c), "ra");
+        rowsOut.store(at, hi);
+        rowsOut.store(at.add(dim4), lo);
+      }
+      if (wholeOut) {
+        wholeOut.store(base4.add(c), hi);
+        wholeOut.store(pc.rows.mul(dim4).add(base4).add(c), lo);
+      }
+    }
   }, { step: wg });
   return k.finish();
 }

@@ -7,6 +7,7 @@ import { fail, fmt, sameShape, size } from "../shape.js";
 import { ROW_WG, gridRows, grid1d, storageOf } from "../kernels/common.js";
 import { COLSUM_PUSH, planColumns } from "../kernels/colsum.js";
 import { LN_COLS_UNROLL, LN_PUSH, LN_DWDB_PUSH, lnDxPlain, type LnDxOpts, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel } from "../kernels/norm.js";
+import { adoptSplits, type SplitLayout } from "./split-ahead.js";
 import { XENT_PUSH, XENT_BWD_PUSH, xentFusedKernel, xentFusedWorkgroup, xentRowsKernel, xentBwdKernel, xentRows4Kernel, xentBwd4Kernel } from "../kernels/loss.js";
 import { EMB_PUSH, EMB_BWD_PUSH, EMB_BWD_CSR_PUSH, embeddingFwdKernel, embeddingBwdKernel, embeddingBwdSpan, embeddingBwdCsrKernel } from "../kernels/gather.js";
 import { REDUCE_ROWS_PUSH, reduceRowsKernel, cachedVpt } from "../kernels/reduce.js";
@@ -184,7 +185,9 @@ export function crossEntropyBackward(E: Engine, logits: TensorData, targets: Ten
  * crossEntropy and crossEntropyBackward in one dispatch (xent_fused: the row read twice, not three
  * times) where rows split into 4-wide vectors; else their kernels, one after the other.
  */
-export function crossEntropyWithGrad(E: Engine, logits: TensorData, targets: TensorData, g: TensorData): { loss: HeliosTensor; dlogits: HeliosTensor } {
+export function crossEntropyWithGrad(
+  E: Engine, logits: TensorData, targets: TensorData, g: TensorData, splitGrad: readonly SplitLayout[] = [],
+): { loss: HeliosTensor; dlogits: HeliosTensor } {
   const op = "crossEntropyWithGrad";
   const [n, c] = checkXentGrad(op, logits, targets, g);
   const dlogits = E.alloc(logits.shape, logits.dtype);
@@ -196,8 +199,15 @@ export function crossEntropyWithGrad(E: Engine, logits: TensorData, targets: Ten
   }
   const rowLoss = E.alloc([n], "f32");
   const wg = xentFusedWorkgroup(E.device.maxWorkgroupSize);
-  run(E, op, { xentFused: logits.dtype, g: g.dtype, wg, sg: E.subgroups }, () => xentFusedKernel(logits.dtype, g.dtype, wg, E.subgroups),
-    XENT_BWD_PUSH, { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [rowLoss, dlogits], gridRows(n), [E.indexFlag()]);
+  // dlogits' split for the x3 products, written by the same pass (kept as splits made ahead)
+  const split = logits.dtype === "f32" && 2 * n * c < 2 ** 32 ? { rows: splitGrad.includes("rows"), whole: splitGrad.includes("whole") } : null;
+  const halves = split ? [split.rows, split.whole].map((on) => (on ? E.alloc([2 * n * c], "f16", op) : null)) : [];
+  const extra = [E.indexFlag(), ...halves.filter((h): h is HeliosTensor => h !== null)];
+  const form = split && (split.rows || split.whole) ? split : undefined;
+  run(E, op, { xentFused: logits.dtype, g: g.dtype, wg, sg: E.subgroups, split: form ? `${+form.rows}${+form.whole}` : "" },
+    () => xentFusedKernel(logits.dtype, g.dtype, wg, E.subgroups, form),
+    XENT_BWD_PUSH, { rows: n, classes: c, invN: 1 / n }, [logits, targets, g], [rowLoss, dlogits], gridRows(n), extra);
+  if (form) adoptSplits(E, dlogits, { rows: halves[0] ?? null, whole: halves[1] ?? null }, 1);
   return { loss: meanRowLoss(E, op, rowLoss, logits.dtype), dlogits };
 }
 

@@ -94,9 +94,25 @@ function current(t: HeliosTensor, e: AheadEntry): boolean {
  */
 export function splitAhead(E: Engine, op: string, t: TensorData, layouts: readonly SplitLayout[], reads: number): boolean {
   if (!(t instanceof HeliosTensor) || t.dtype !== "f32" || t.released || t.shape.length === 0 || !(reads >= 1)) return false;
-  const want = { rows: layouts.includes("rows"), whole: layouts.includes("whole") };
-  if (!want.rows && !want.whole) return false;
-  const made = E.splitForms(op, t, t.shape[t.shape.length - 1], want);
+  // layouts already split for this version (by its producer: crossEntropyWithGrad's splitGrad) stay
+  const want = { rows: layouts.includes("rows") && !hasAhead(E, t, "rows"), whole: layouts.includes("whole") && !hasAhead(E, t, "whole") };
+  if (!want.rows && !want.whole) return layouts.length > 0;
+  return adoptSplits(E, t, E.splitForms(op, t, t.shape[t.shape.length - 1], want), reads);
+}
+
+/** Whether t has a current split made ahead in `layout`. */
+function hasAhead(E: Engine, t: HeliosTensor, layout: SplitLayout): boolean {
+  const key = splitLayoutKey(t.shape, layout);
+  const e = byEngine.get(E)?.entries.get(t)?.find((x) => x.key === key);
+  return !!e && e.capture === (E.capture ?? null) && current(t, e);
+}
+
+/**
+ * Keeps splits of t's current version written by another kernel (`made`: [2n] f16-typed carriers
+ * in the rows / whole layouts) for the next `reads` products in each layout. Returns false (and
+ * releases them) where t has no version to tie them to.
+ */
+export function adoptSplits(E: Engine, t: HeliosTensor, made: { rows: HeliosTensor | null; whole: HeliosTensor | null } | null, reads: number): boolean {
   const version = made && versionOf(t);
   if (!made || !version) {
     for (const s of [made?.rows, made?.whole]) if (s) E.release(s);
