@@ -132,16 +132,11 @@ export class GPT {
   /**
    * Transposed f16 copies [in, out] for the forward products (matmul16): x·W as an NN product,
    * which the tensor-core matmul runs 10-15% faster than x·Wᵀ on GPT-2's shapes (H100 session 3,
-   * bench/matmul-shapes); backward's dy·W reads the untransposed copy.
+   * bench/matmul-shapes); backward's dy·W reads the untransposed copy. Not in f32: on the x3
+   * tiles NN gained 1.6 % (2.456 against 2.496 ms a layer, tuned, H200 session 24), which the
+   * transposed f32 copies (0.39 ms a step) take back.
    */
   private halfT = new Map<TensorData, TensorData>();
-  /**
-   * (f32Fused) Transposed f32 copies [in, out] of the blocks' matrices for this step's forward
-   * products (x·W as an NN product, faster than x·Wᵀ on the x3 tiles as on the f16 ones), each
-   * dropped from `f32TScope` once its product is recorded.
-   */
-  private f32T = new Map<TensorData, TensorData>();
-  private f32TScope: Scope | null = null;
 
   constructor(readonly B: TrainBackend, readonly cfg: GPTConfig, o: GPTOptions = {}) {
     this.matmul16 = o.matmul16 ?? false;
@@ -205,17 +200,6 @@ export class GPT {
   private castWeights(p: Params, top: Scope): void {
     this.half.clear();
     this.halfT.clear();
-    this.f32T.clear();
-    if (this.f32Fused && this.B.castTransposeMulti) {
-      // the blocks' matrices (not the embeddings: the LM head reads wte in row chunks)
-      const mats = [...p].filter(([name, W]) => W.shape.length === 2 && !name.startsWith("transformer.w")).map(([, W]) => W);
-      const pairs = this.B.castTransposeMulti(mats, "f32");
-      mats.forEach((W, i) => {
-        this.free(pairs[i].cast);
-        this.f32T.set(W, top.keep(pairs[i].transposed));
-      });
-      this.f32TScope = top;
-    }
     if (!this.matmul16) return;
     const mats = [...p].filter(([name, W]) => W.shape.length === 2 && !name.endsWith("wpe.weight")).map(([, W]) => W);
     const B = this.B;
@@ -232,16 +216,7 @@ export class GPT {
   /** x · Wᵀ for W stored [out, in]: an NN product on the transposed f16 copy under matmul16. */
   private timesWT(x: TensorData, W: TensorData): TensorData {
     const t = this.halfT.get(W);
-    if (t) return this.B.matmul(x, t);
-    const t32 = this.f32T.get(W);
-    if (t32) {
-      const y = this.B.matmul(x, t32);
-      // one forward product per matrix and step
-      this.f32T.delete(W);
-      this.f32TScope?.drop(t32);
-      return y;
-    }
-    return this.B.matmulTransposed(x, this.weight(W));
+    return t ? this.B.matmul(x, t) : this.B.matmulTransposed(x, this.weight(W));
   }
 
   /** Releases tensors held by no scope (a view or a lazily fused value that was consumed). */
@@ -452,10 +427,12 @@ export class GPT {
    * the largest buffer a chunk binds is the logits gradient split into three bf16 parts for the
    * x3 tensor-core products (6 bytes per logit): above 2^31 - 1 bytes the runtime refuses the
    * binding and the tuner falls back to slower kernels (H100 session 7: 8192-row chunks ran dhf
-   * on the SIMT tile, 48 ms of a 251 ms step).
+   * on the SIMT tile, 48 ms of a 251 ms step). Under f32Fused a chunk holds the logits, dlogits
+   * and dlogits' two splits at once (16 bytes per logit, written by crossEntropyWithGrad's pass):
+   * sized at 8 bytes per logit against headChunkBytes, GPT-2's 16384 rows run as four 4096-row
+   * chunks (H200 session 24: 0.5 ms faster than three 5504-row ones, 1.4 GB less at the peak).
    */
   headRows(N: number): number {
-    // (f32Fused) logits, dlogits and dlogits' two splits live at once: 16 bytes per logit
     const bytes = this.cfg.vocab * (this.matmul16 ? 2 : this.f32Fused ? 8 : 6);
     const fit = Math.floor(this.headChunkBytes / bytes);
     if (fit >= N) return N;
