@@ -85,6 +85,31 @@ test("a pending GELU output split ahead in both layouts feeds x·W and xᵀ·G: 
   assert.deepEqual(bits(a), bits(a0));
 });
 
+test("evaluate: a pending source is written into its own buffer by the same pass that splits it", () => {
+  const { rt, B, up, splits } = setup();
+  const x = up([M, K]), bias = up([K]), W = up([K, N]);
+  const a0 = pendingAct(B, x, bias);
+  const ref = B.matmul(a0, W);
+  B.syncGpu();
+  const a = pendingAct(B, x, bias);
+  const before = rt.labels.length;
+  assert.equal(B.splitOperand(a, ["rows", "whole"], 1, { evaluate: true }), true);
+  B.syncGpu();
+  assert.deepEqual(rt.labels.slice(before), ["fused_f32_4_v4_splitfrw"], "one dispatch writes a and its splits");
+  assert.equal((a as HeliosTensor).expr, null, "a has its own buffer now");
+  assert.deepEqual(bits(a), bits(a0));
+  const s0 = splits();
+  const y = B.matmul(a, W);
+  B.syncGpu();
+  assert.equal(splits() - s0, 1, "only W is split: a's split is still its version's");
+  assert.deepEqual(bits(y), bits(ref));
+  // on a device without splits, evaluate still evaluates
+  const plain = new HeliosBackend({ runtime: new MockRuntime() });
+  const p = plain.gelu(plain.fromArray(new Float32Array(16).fill(0.5), [4, 4]));
+  assert.equal(plain.splitOperand(p, ["rows"], 1, { evaluate: true }), false);
+  assert.equal((p as HeliosTensor).expr, null);
+});
+
 test("rows of a width that is not a multiple of 4 (scalar split kernel) and a materialized source", () => {
   const { B, up, splits } = setup();
   const K2 = 66; // not a multiple of 4 or of the tile: the three-block plan, which the splits do not serve

@@ -46,7 +46,7 @@ export type TrainBackend = Required_<
    * these layouts, `reads` times each; a backend whose f32 products split their operands splits it
    * now, once. Asked for only in f32 where `fusedLinear`.
    */
-  splitOperand?(t: TensorData, layouts: readonly ("rows" | "whole")[], reads?: number): boolean;
+  splitOperand?(t: TensorData, layouts: readonly ("rows" | "whole")[], reads?: number, opts?: { evaluate?: boolean }): boolean;
   /**
    * HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the layers through linear() (GELU's backward in
    * the epilogue of the product before it included); under matmul16 also f16 LayerNorm outputs,

@@ -156,8 +156,8 @@ export class GPT {
   }
 
   /** (f32Fused) Splits f32 operand t ahead for `reads` products in each of `layouts` (TrainBackend.splitOperand). */
-  private splitAhead(t: TensorData, layouts: ("rows" | "whole")[], reads = 1): void {
-    if (this.f32Fused) this.B.splitOperand?.(t, layouts, reads);
+  private splitAhead(t: TensorData, layouts: ("rows" | "whole")[], reads = 1, evaluate = false): void {
+    if (this.f32Fused) this.B.splitOperand?.(t, layouts, reads, { evaluate });
   }
 
   /** The operand a matmul reads: x itself, or its f16 copy (kept in s) under matmul16. */
@@ -600,10 +600,10 @@ export class GPT {
       // result): half the bytes, and an f32 dy that only feeds the cast is never written. Recorded
       // before dW: nothing orders the two, so no barrier comes between them and the GPU runs the
       // memory-bound sum beside the product instead of after it.
+      // (f32Fused) dy's two products, dW's (whole) and dX's (rows), read one split, made in the
+      // pass that writes dy itself where it is pending (GELU's backward) for the bias sum below
+      this.splitAhead(dy, ["rows", "whole"], 1, true);
       const db = this.matmul16 && Bk.sumF32 ? Bk.sumF32(dyOp, 0) : Bk.sum(dy, 0);
-      // (f32Fused) dy's two products, dW's (whole) and dX's (rows), read one split; after the
-      // bias sum, which has written dy out if it was pending (GELU's backward)
-      this.splitAhead(dy, ["rows", "whole"]);
       // The gradient outlives this block (the trainer releases it after the update).
       grads.set(name + ".weight", this.weightGrad(dyOp, x, f16Grads));
       grads.set(name + ".bias", db);

@@ -583,10 +583,12 @@ export class HeliosBackend implements Backend {
    * dO. On devices where f32 products run on bf16 tensor cores over hi/lo operand splits, t is split
    * now in one pass (from its pending elementwise expression if it has one, which then stays
    * pending) and those products read the splits instead of splitting t each; the splits are freed
-   * after their last read, or when t is written or released. Returns whether it split (false on
-   * other devices, where it does nothing). Results are identical either way.
+   * after their last read, or when t is written or released. With opts.evaluate a pending t is
+   * also written into its own buffer by the same pass (for a reader of its values, as a bias
+   * sum). Returns whether it split (false on other devices, where it does nothing but
+   * opts.evaluate). Results are identical either way.
    */
-  splitOperand(t: TensorData, layouts: readonly SplitLayout[], reads = 1): boolean {
+  splitOperand(t: TensorData, layouts: readonly SplitLayout[], reads = 1, opts: { evaluate?: boolean } = {}): boolean {
     const op = "splitOperand";
     if (!t || !Array.isArray(t.shape)) fail(op, "t is not a tensor");
     if (!Array.isArray(layouts) || layouts.length === 0 || layouts.some((l) => l !== "rows" && l !== "whole")) {
@@ -594,8 +596,12 @@ export class HeliosBackend implements Backend {
     }
     if (!Number.isInteger(reads) || reads < 1 || reads > 2 ** 20) fail(op, `reads ${reads} must be an integer in [1, 2^20]`);
     if (t.dtype !== "f32") fail(op, `t must be f32, got ${t.dtype}`);
-    if (!MM.f32ProductsSplit(this.E)) return false;
-    return splitAhead(this.E, op, t, layouts, reads);
+    const evaluate = opts.evaluate === true;
+    if (!MM.f32ProductsSplit(this.E)) {
+      if (evaluate) this.evaluate(t);
+      return false;
+    }
+    return splitAhead(this.E, op, t, layouts, reads, evaluate);
   }
   /**
    * Whether the trainer's matmul16 layers use linear() and 16-bit LayerNorm outputs

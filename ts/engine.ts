@@ -451,25 +451,42 @@ export class Engine implements TensorHost, ResidencyHost {
   /**
    * Writes f32 tensor t's bf16 hi/lo split in the layouts asked for (kernels/elementwise.ts: rows
    * of `cols` elements, and/or whole) in one dispatch, from its buffer or, while it is pending,
-   * straight from its expression (t stays pending: its f32 values are computed only if something
-   * reads them). Returns the splits (bf16 bits in f16-typed [2n] carriers, kernel operands only),
-   * or null where the kernel cannot take t (indexing past the push budget, 2n past 2^32).
+   * straight from its expression: t stays pending (its f32 values are computed only if something
+   * reads them) unless `evaluate`, where the same dispatch writes them into t's own buffer too.
+   * Returns the splits (bf16 bits in f16-typed [2n] carriers, kernel operands only), or null
+   * where the kernel cannot take t (indexing past the push budget, 2n past 2^32).
    */
-  splitForms(op: string, t: HeliosTensor, cols: number, forms: { rows: boolean; whole: boolean }): { rows: HeliosTensor | null; whole: HeliosTensor | null } | null {
+  splitForms(op: string, t: HeliosTensor, cols: number, forms: { rows: boolean; whole: boolean }, evaluate = false): { rows: HeliosTensor | null; whole: HeliosTensor | null } | null {
     if (t.dtype !== "f32" || t.released) return null;
     const n = size(t.shape);
     if (n === 0 || 2 * n >= 2 ** 32 || cols <= 0 || n % cols !== 0) return null;
+    const pendingExpr = t.expr;
     const { e, temp } = this.exprOf(op, t);
     try {
       const plan = planFused(e, t.shape, "f32");
       const strided = plan.inputs.some((i) => i.mode === "strided");
       if (pushBytes(plan) + 4 > PUSH_BUDGET || (strided && plan.dims.length > MAX_FUSED_RANK)) return null;
       const vec4 = n % 4 === 0 && cols % 4 === 0 && (!strided || vec4Strided(plan));
-      const k = this.fusedKernel(plan, strided, vec4, { f32: false, ...forms }, cols);
+      // a pending t asked to be evaluated gets its own buffer from this dispatch (as materialize)
+      const own = evaluate && pendingExpr !== null ? this.pool.lease(n * storageBytes("f32")) : null;
+      const k = this.fusedKernel(plan, strided, vec4, { f32: own !== null, ...forms }, cols);
       const rows = forms.rows ? this.alloc([2 * n], "f16", op) : null;
       const whole = forms.whole ? this.alloc([2 * n], "f16", op) : null;
       const outs = [rows, whole].filter((x): x is HeliosTensor => x !== null);
-      this.dispatch(k.pipeline, [...plan.inputs.map((i) => i.lease), ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, outs);
+      const inputs = plan.inputs.map((i) => i.lease);
+      if (own && pendingExpr) {
+        const h = this.holders.get(t);
+        t.lease = own;
+        t.expr = null;
+        this.dispatch(k.pipeline, [...inputs, own, ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, [t, ...outs]);
+        if (h) {
+          for (const l of h.leases) l.release();
+          h.leases = [own];
+        }
+        for (const hook of this.materializeHooks) hook(t, pendingExpr);
+      } else {
+        this.dispatch(k.pipeline, [...inputs, ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, outs);
+      }
       this.fusedKernels++;
       return { rows, whole };
     } finally {

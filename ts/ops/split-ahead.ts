@@ -88,16 +88,19 @@ function current(t: HeliosTensor, e: AheadEntry): boolean {
 }
 
 /**
- * Splits f32 tensor `t` now in `layouts` (one dispatch) for the next `reads` products in each.
- * Returns false (nothing made) where it cannot: not an f32 HeliosTensor, or a size the kernel
- * cannot index.
+ * Splits f32 tensor `t` now in `layouts` (one dispatch) for the next `reads` products in each;
+ * with `evaluate` a pending t is also written into its own buffer by that dispatch. Returns false
+ * (nothing made) where it cannot: not an f32 HeliosTensor, or a size the kernel cannot index.
  */
-export function splitAhead(E: Engine, op: string, t: TensorData, layouts: readonly SplitLayout[], reads: number): boolean {
+export function splitAhead(E: Engine, op: string, t: TensorData, layouts: readonly SplitLayout[], reads: number, evaluate = false): boolean {
   if (!(t instanceof HeliosTensor) || t.dtype !== "f32" || t.released || t.shape.length === 0 || !(reads >= 1)) return false;
   // layouts already split for this version (by its producer: crossEntropyWithGrad's splitGrad) stay
   const want = { rows: layouts.includes("rows") && !hasAhead(E, t, "rows"), whole: layouts.includes("whole") && !hasAhead(E, t, "whole") };
-  if (!want.rows && !want.whole) return layouts.length > 0;
-  return adoptSplits(E, t, E.splitForms(op, t, t.shape[t.shape.length - 1], want), reads);
+  if (!want.rows && !want.whole) {
+    if (evaluate) E.materialize(t);
+    return layouts.length > 0;
+  }
+  return adoptSplits(E, t, E.splitForms(op, t, t.shape[t.shape.length - 1], want, evaluate), reads);
 }
 
 /** Whether t has a current split made ahead in `layout`. */
