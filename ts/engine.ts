@@ -409,11 +409,19 @@ export class Engine implements TensorHost, ResidencyHost {
     }
     const k = this.fusedKernel(plan, strided, plan.n % 4 === 0 && (!strided || vec4Strided(plan)));
     const out = this.pool.lease(plan.n * storageBytes(t.dtype));
+    this.settle(t, e, out, () => this.dispatch(k.pipeline, [...plan.inputs.map((i) => i.lease), out], k.groups, k.spec, k.push, [t]));
+    this.fusedKernels++;
+  }
+
+  /**
+   * Pending t (expression e) takes buffer `out`, which `record` writes (its dispatch, recorded with
+   * t as an output); then the leaves e held go back and the materialize hooks run.
+   */
+  private settle(t: HeliosTensor, e: Expr, out: Lease, record: () => void): void {
     const h = this.holders.get(t);
     t.lease = out;
     t.expr = null;
-    this.dispatch(k.pipeline, [...plan.inputs.map((i) => i.lease), out], k.groups, k.spec, k.push, [t]);
-    this.fusedKernels++;
+    record();
     if (h) {
       for (const l of h.leases) l.release();
       h.leases = [out];
@@ -475,15 +483,7 @@ export class Engine implements TensorHost, ResidencyHost {
       const outs = [rows, whole].filter((x): x is HeliosTensor => x !== null);
       const inputs = plan.inputs.map((i) => i.lease);
       if (own && pendingExpr) {
-        const h = this.holders.get(t);
-        t.lease = own;
-        t.expr = null;
-        this.dispatch(k.pipeline, [...inputs, own, ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, [t, ...outs]);
-        if (h) {
-          for (const l of h.leases) l.release();
-          h.leases = [own];
-        }
-        for (const hook of this.materializeHooks) hook(t, pendingExpr);
+        this.settle(t, pendingExpr, own, () => this.dispatch(k.pipeline, [...inputs, own, ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, [t, ...outs]));
       } else {
         this.dispatch(k.pipeline, [...inputs, ...outs.map((o) => o.lease)], k.groups, k.spec, k.push, outs);
       }

@@ -100,7 +100,9 @@ export function splitAhead(E: Engine, op: string, t: TensorData, layouts: readon
     if (evaluate) E.materialize(t);
     return layouts.length > 0;
   }
-  return adoptSplits(E, t, E.splitForms(op, t, t.shape[t.shape.length - 1], want, evaluate), reads);
+  const made = E.splitForms(op, t, t.shape[t.shape.length - 1], want, evaluate);
+  if (!made && evaluate) E.materialize(t);
+  return adoptSplits(E, t, made, reads);
 }
 
 /** Whether t has a current split made ahead in `layout`. */
