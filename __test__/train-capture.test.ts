@@ -43,7 +43,8 @@ test("f32 captured steps on a model whose products all take whole tiles (operand
   const opt = { ...TINY_OPT, lr: 3e-3, clip: 0.5 };
   const cap = new Trainer(asTrainBackend(H), ALIGNED, opt, { init, seed: 11, capture: true });
   const eag = new Trainer(asTrainBackend(H), ALIGNED, opt, { init, seed: 11, capture: false });
-  assert.ok(cap.capturing && cap.model.f32Fused);
+  assert.ok(cap.capturing);
+  assert.equal(cap.model.f32Fused, H.f32Splits);
   for (let s = 0; s < 5; s++) {
     const hb = s % 2 ? randomBatch(ALIGNED.vocab, 2, 64, s) : patternBatch(ALIGNED.vocab, 2, 64, s);
     const a = cap.step(hb), b = eag.step(hb);

@@ -21,9 +21,9 @@
 //   linear layer's backward, everything else fused alike: bit for bit (losses, |g|, every gradient
 //   tensor, weights after 4 steps), eager and captured, with dropout (only the add fused: the mask
 //   multiply reads dx) and without. The add and cast are exact functions of the same f32 values.
-// - f32: the switch turns on only the operand splits made ahead (GPT.f32Fused), which change no
-//   value and do nothing where f32 products do not split (the mock, lavapipe): losses, norms and
-//   weights are bit for bit equal. __test__/train-split-ahead.test.ts runs them where they split.
+// - f32: the switch turns on only the operand splits made ahead (GPT.f32Fused), where f32 products
+//   split their operands (not the mock, not lavapipe): here losses, norms and weights are bit for
+//   bit equal. __test__/train-split-ahead.test.ts runs them where they split.
 // - a matmul16 step records 6 dispatches per layer and 1 more fewer (the LayerNorm casts, the qkv
 //   bias + cast, the two bias + residual passes, GELU's backward and cast, the final LayerNorm's
 //   cast), holds f in f16, and gets df from one linear() with geluGradOf per layer; the
@@ -108,7 +108,8 @@ for (const [i, cfg] of CFGS.entries()) {
     // f32 captured: one configuration is enough
     if (!(i > 0 && capture)) test(`f32: the switch changes nothing, bit for bit (${capture ? "captured" : "eager"}, ${tag})`, { skip }, () => {
       const { a, b } = pair(cfg, capture, false, 41 + i);
-      assert.ok(!a.model.fused && a.model.f32Fused && !a.model.fusedGeluGrad && !b.model.f32Fused);
+      assert.ok(!a.model.fused && !a.model.fusedGeluGrad && !b.model.f32Fused);
+      assert.equal(a.model.f32Fused, on.f32Splits);
       for (let s = 0; s < 4; s++) {
         const x = a.step(batch(cfg, s)), y = b.step(batch(cfg, s));
         assert.deepEqual([x.loss, x.gradNorm, x.applied], [y.loss, y.gradNorm, y.applied], `step ${s + 1}`);
@@ -272,8 +273,11 @@ test("HELIOS_TRAIN_FUSED_LINEAR parsing; a backend without linear() never takes 
   const noLinear = Object.create(on, { linear: { value: undefined } }) as HeliosBackend;
   assert.equal(new GPT(asTrainBackend(noLinear), CFGS[1], { matmul16: true }).fused, false, "no linear(): the separate passes");
   assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fused, false, "f32");
-  assert.deepEqual([on, off, noLinear].map((H) => new GPT(asTrainBackend(H), CFGS[1], {}).f32Fused), [true, false, true], "f32: operand splits made ahead");
-  assert.equal(new GPT(asTrainBackend(on), CFGS[1], { matmul16: true }).f32Fused, false);
+  // f32: operand splits made ahead, where f32 products split (a backend claiming so here)
+  const splitting = Object.create(on, { f32Splits: { value: true } }) as HeliosBackend;
+  const splittingOff = Object.create(off, { f32Splits: { value: true } }) as HeliosBackend;
+  assert.deepEqual([splitting, splittingOff, on].map((H) => new GPT(asTrainBackend(H), CFGS[1], {}).f32Fused), [true, false, on.f32Splits], "f32: operand splits made ahead");
+  assert.equal(new GPT(asTrainBackend(splitting), CFGS[1], { matmul16: true }).f32Fused, false);
   // GELU's backward in the product goes with the rest
   assert.deepEqual([on, off, noLinear].map((H) => new GPT(asTrainBackend(H), CFGS[1], { matmul16: true }).fusedGeluGrad), [true, false, false]);
   assert.equal(new GPT(asTrainBackend(on), CFGS[1], {}).fusedGeluGrad, false, "f32");

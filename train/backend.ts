@@ -47,6 +47,8 @@ export type TrainBackend = Required_<
    * now, once. Asked for only in f32 where `fusedLinear`.
    */
   splitOperand?(t: TensorData, layouts: readonly ("rows" | "whole")[], reads?: number, opts?: { evaluate?: boolean }): boolean;
+  /** HeliosBackend: whether f32 products split their operands (where splitOperand does something). */
+  readonly f32Splits?: boolean;
   /**
    * HELIOS_TRAIN_FUSED_LINEAR (HeliosBackend): the layers through linear() (GELU's backward in
    * the epilogue of the product before it included); under matmul16 also f16 LayerNorm outputs,

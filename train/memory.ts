@@ -26,19 +26,23 @@ export interface LiveSetEstimate {
  * O and its row statistics, y (O in rows), x1, and the MLP's f and g = gelu(f), [N, 4C] each;
  * under matmul16 h1, y, h2 and g are kept as their f16 matmul operands. `headRows` is the row
  * chunk GPT.headRows picks (all N rows when the logits fit its byte budget). With `fusedHeads`
- * (GPT.heads: attention on the qkv rows) O is y itself, one [N, C] less.
+ * (GPT.heads: attention on the qkv rows) O is y itself, one [N, C] less. With `splitsAhead`
+ * (GPT.f32Fused) each block also keeps qkv's bf16 hi/lo split from the forward to the backward
+ * (qkv itself stays its pending bias add over the product, the same bytes as qkv; g's split
+ * replaces g), and a head chunk holds dlogits' two splits beside the logits and dlogits.
  */
-export function estimateLiveSet(cfg: GPTConfig, batch: number, seq: number, matmul16: boolean, headRows: number, fusedHeads = false): LiveSetEstimate {
+export function estimateLiveSet(cfg: GPTConfig, batch: number, seq: number, matmul16: boolean, headRows: number, fusedHeads = false, splitsAhead = false): LiveSetEstimate {
   const N = batch * seq, C = cfg.dim, V = cfg.vocab;
   const specs = paramSpecs(cfg);
   const P = specs.reduce((a, s) => a + numel(s.shape), 0);
   const matrices = specs.filter((s) => s.shape.length === 2 && !s.name.endsWith("wpe.weight")).reduce((a, s) => a + numel(s.shape), 0);
   const op = matmul16 ? 2 : 4;
-  const perBlock = 4 * N * C * 6 + 4 * N * 4 * C + op * N * C * (fusedHeads ? 2 : 3) + op * N * 4 * C + 4 * batch * cfg.heads * seq;
+  const qkvSplit = splitsAhead ? 4 * N * 3 * C : 0;
+  const perBlock = 4 * N * C * 6 + 4 * N * 4 * C + op * N * C * (fusedHeads ? 2 : 3) + op * N * 4 * C + 4 * batch * cfg.heads * seq + qkvSplit;
   // The last block's output and the final LayerNorm's (the head's operand).
   const saved = cfg.layers * perBlock + 4 * N * C + op * N * C;
   const rows = Math.min(N, headRows);
-  const head = rows * V * (op + op) + 4 * N * C;
+  const head = rows * V * (op + op + (splitsAhead ? 8 : 0)) + 4 * N * C;
   const state = 3 * 4 * P, grads = 4 * P, halfWeights = matmul16 ? 2 * matrices : 0;
   return { state, grads, halfWeights, saved, head, peak: Math.max(state + halfWeights + saved + head, state + grads + halfWeights) };
 }

@@ -114,8 +114,8 @@ export class GPT {
    */
   readonly fusedLnGrad: boolean;
   /**
-   * f32 on a backend whose `fusedLinear` is on and splits f32 operands ahead
-   * (TrainBackend.splitOperand): the tensors its x3 products and split attention read in two
+   * f32 on a backend whose `fusedLinear` is on and whose f32 products split their operands
+   * (TrainBackend.f32Splits, splitOperand): the tensors its x3 products and split attention read in two
    * layouts or twice are split once, in one pass: qkv (attention forward and backward, from its
    * pending bias add), g (from its pending bias + GELU, which is then never written in f32), every
    * layer's output gradient dy (dX's and dW's products), each LM-head chunk's dlogits and the
@@ -145,7 +145,7 @@ export class GPT {
     if (this.matmul16 && !B.castDtype) throw new Error(`backend ${B.name} has no castDtype: matmul16 needs it`);
     this.heads = B.attnHeadLayout === "fused" ? { heads: cfg.heads, packed: true } : null;
     this.fused = this.matmul16 && B.fusedLinear === true && typeof B.linear === "function";
-    this.f32Fused = !this.matmul16 && B.fusedLinear === true && typeof B.splitOperand === "function";
+    this.f32Fused = !this.matmul16 && B.fusedLinear === true && B.f32Splits === true && typeof B.splitOperand === "function";
     this.fusedGeluGrad = this.fused;
     this.fusedLnGrad = this.fused;
   }

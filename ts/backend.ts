@@ -604,6 +604,13 @@ export class HeliosBackend implements Backend {
     return splitAhead(this.E, op, t, layouts, reads, evaluate);
   }
   /**
+   * Whether f32 products here run on bf16 tensor cores over hi/lo operand splits (the devices where
+   * splitOperand and crossEntropyWithGrad's splitGrad do something).
+   */
+  get f32Splits(): boolean {
+    return MM.f32ProductsSplit(this.E);
+  }
+  /**
    * Whether the trainer's matmul16 layers use linear() and 16-bit LayerNorm outputs
    * (HELIOS_TRAIN_FUSED_LINEAR); off restores the separate bias, residual and cast passes.
    */

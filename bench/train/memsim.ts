@@ -148,7 +148,7 @@ function main(args: string[]): void {
     tr.step({ idx, targets, B: o.batch, T: o.seq });
     tr.step({ idx, targets, B: o.batch, T: o.seq });
     const s = rt.poolStats();
-    const est = estimateLiveSet(o.model, o.batch, o.seq, mode === "matmul16", tr.model.headRows(n), tr.model.heads !== null);
+    const est = estimateLiveSet(o.model, o.batch, o.seq, mode === "matmul16", tr.model.headRows(n), tr.model.heads !== null, tr.model.f32Fused);
     console.log(`${mode.padEnd(9)} B=${o.batch} T=${o.seq} ${o.model.layers}L/${o.model.dim}: pool peak ${mib(s.peakBytes)}, ` +
       `live-set peak ${mib(s.peakLeasedBytes)}, estimate ${mib(est.peak)} (state ${mib(est.state)}, saved ${mib(est.saved)}, ` +
       `head ${mib(est.head)}, grads ${mib(est.grads)}), ${s.allocations} allocations, ${s.inBatchReuses} in-batch reuses, ` +

@@ -189,7 +189,7 @@ function runHelios(B: TrainBackend & Stats, o: TrainSuiteOptions, initPath: stri
   }
   const res = side(losses, ms, pool?.peakBytes ?? 0, n);
   res.peakLiveBytes = pool?.peakLeasedBytes;
-  res.estimateBytes = estimateLiveSet(o.model, o.batch, o.seq, tr.model.matmul16, tr.model.headRows(n), tr.model.heads !== null).peak;
+  res.estimateBytes = estimateLiveSet(o.model, o.batch, o.seq, tr.model.matmul16, tr.model.headRows(n), tr.model.heads !== null, tr.model.f32Fused).peak;
   if (pool) {
     const mib = (b: number | undefined) => (b === undefined ? "?" : (b / 2 ** 20).toFixed(1));
     o.log(`helios ${mode} memory: pool peak ${mib(pool.peakBytes)} MiB, live-set peak ${mib(pool.peakLeasedBytes)} MiB, ` +
