@@ -545,7 +545,7 @@ export class HeliosBackend implements Backend {
     const op = "crossEntropyWithGrad";
     checkBindable(op, "logits", logits.shape, logits.dtype, this.maxBind);
     const sg = opts.splitGrad ?? [];
-    if (!Array.isArray(sg) || sg.some((l) => l !== "rows" && l !== "whole")) fail(op, `opts.splitGrad ${JSON.stringify(sg)} must be a list of "rows" and "whole"`);
+    checkLayouts(op, "opts.splitGrad", sg, false);
     return NN.crossEntropyWithGrad(this.E, logits, targets, g, sg.length > 0 && MM.f32ProductsSplit(this.E) ? sg : []);
   }
 
@@ -591,9 +591,7 @@ export class HeliosBackend implements Backend {
   splitOperand(t: TensorData, layouts: readonly SplitLayout[], reads = 1, opts: { evaluate?: boolean } = {}): boolean {
     const op = "splitOperand";
     if (!t || !Array.isArray(t.shape)) fail(op, "t is not a tensor");
-    if (!Array.isArray(layouts) || layouts.length === 0 || layouts.some((l) => l !== "rows" && l !== "whole")) {
-      fail(op, `layouts ${JSON.stringify(layouts)} must be a non-empty list of "rows" and "whole"`);
-    }
+    checkLayouts(op, "layouts", layouts, true);
     if (!Number.isInteger(reads) || reads < 1 || reads > 2 ** 20) fail(op, `reads ${reads} must be an integer in [1, 2^20]`);
     if (t.dtype !== "f32") fail(op, `t must be f32, got ${t.dtype}`);
     const evaluate = opts.evaluate === true;
@@ -720,5 +718,12 @@ function hostArray(dtype: Dtype, v: ArrayLike<number>) {
     case "i32": return Int32Array.from(v);
     case "f64": return Float64Array.from(v);
     default: return Float32Array.from(v);
+  }
+}
+
+/** A list of split layouts (splitOperand's, crossEntropyWithGrad's splitGrad): "rows" and "whole" only. */
+function checkLayouts(op: string, what: string, layouts: readonly SplitLayout[], nonEmpty: boolean): void {
+  if (!Array.isArray(layouts) || (nonEmpty && layouts.length === 0) || layouts.some((l) => l !== "rows" && l !== "whole")) {
+    fail(op, `${what} ${JSON.stringify(layouts)} must be a ${nonEmpty ? "non-empty " : ""}list of "rows" and "whole"`);
   }
 }

@@ -13,9 +13,10 @@
 // Dispatch: grid1d(n) (x, then y past 65535 groups), WG threads.
 // Numerics: everything in f32; f16 inputs widen on load and round to nearest on store;
 // tanh is clamped so GELU/softCap never see NaN from an overflowing exp on any driver.
-import { exp, kernel, lift, toBf16, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, kernel, lift, vecOf, type Buffer, log, max, min, pow, abs, floor, select, sqrt, u32, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
 import type { Instr, IndexMode } from "../fusion/plan.js";
+import { bf16HiLo } from "./matmul/presplit.js";
 import { WG, flatIndex, fromF32, safeTanh, storageOf, toF32, type PushSpec } from "./common.js";
 
 export interface FusedKernelKey {
@@ -131,8 +132,7 @@ export function generateFused(key: FusedKernelKey): KernelDesc {
  * layouts asked for (same rounding as matmul/presplit.ts).
  */
 function storeSplit(k: KernelBuilder, r: Expr, e: Expr, pc: Record<string, Expr>, vec: boolean, rows: Buffer | null, whole: Buffer | null): void {
-  const hi = k.let(toBf16(r), "hi");
-  const lo = k.let(toBf16(r.sub(hi.cast(vec ? "f32x4" : "f32"))), "lo");
+  const { hi, lo } = bf16HiLo(k, r, vec);
   // element offsets; vec4 kernels store one 4-wide vector at offset / 4
   const at = (b: Buffer) => {
     const view = vec ? b.as("bf16", 4) : b;

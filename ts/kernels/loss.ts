@@ -20,8 +20,9 @@
 //   kernels/matmul/presplit.ts rounds (2·N·C < 2^32).
 // Targets outside [0, C) are clamped on the device; the backend checks host-visible
 // targets before dispatch and reports them as errors.
-import { exp, f32, i32, kernel, log, max, select, lit, toBf16, u32, vecOf, type Buffer, type BufferView, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
+import { exp, f32, i32, kernel, log, max, select, lit, u32, vecOf, type Buffer, type BufferView, type Expr, type KernelBuilder, type KernelDesc } from "../ir/index.js";
 import type { Dtype } from "../types.js";
+import { bf16HiLo } from "./matmul/presplit.js";
 import { ROW_WG, clampIndex, fromF32, rowIndex, storageOf, toF32, wgReduce, wgReduceSg } from "./common.js";
 
 export const XENT_PUSH = { rows: "u32", classes: "u32" } as const;
@@ -180,8 +181,7 @@ function xentGrad4(name: string, dtype: Dtype, gDtype: Dtype, sg: boolean, wg: n
     const d = k.let(p.sub(hot).mul(vecOf("f32x4", coef)), "d");
     dv.store(base4.add(c), d.cast(vtype));
     if (rowsOut || wholeOut) {
-      const hi = k.let(toBf16(d), "hi");
-      const lo = k.let(toBf16(d.sub(hi.cast("f32x4"))), "lo");
+      const { hi, lo } = bf16HiLo(k, d, true);
       // in 4-element vectors: row r's hi at r·2·dim4 + c, its lo dim4 after; whole: hi at base4 + c, lo rows·dim4 after
       if (rowsOut) {
         const at = k.let(base4.add(base4).add(c), "ra");

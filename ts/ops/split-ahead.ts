@@ -80,11 +80,18 @@ function versionOf(t: HeliosTensor): Version | null {
   return t.lease ? { lease: t.lease, writes: t.lease.writes } : null;
 }
 
-function current(t: HeliosTensor, e: AheadEntry): boolean {
-  if (t.released) return false;
+/**
+ * What entry e of t is to a product recorded now: "use"; "keep" (made outside the open capture:
+ * a replay may come after its source changed, but it serves again after the capture); or
+ * "stale" (the source was written or released since, or the capture it was made in is over).
+ */
+function standing(E: Engine, t: HeliosTensor, e: AheadEntry): "use" | "keep" | "stale" {
+  const inCapture = E.capture ?? null;
+  if (e.capture === null && inCapture !== null) return "keep";
+  if (e.capture !== inCapture || t.released) return "stale";
   const v = e.version;
-  if (v.expr) return t.expr === v.expr;
-  return t.lease === v.lease && v.lease.writes === v.writes;
+  const current = v.expr ? t.expr === v.expr : t.lease === v.lease && v.lease.writes === v.writes;
+  return current ? "use" : "stale";
 }
 
 /**
@@ -109,7 +116,7 @@ export function splitAhead(E: Engine, op: string, t: TensorData, layouts: readon
 function hasAhead(E: Engine, t: HeliosTensor, layout: SplitLayout): boolean {
   const key = splitLayoutKey(t.shape, layout);
   const e = byEngine.get(E)?.entries.get(t)?.find((x) => x.key === key);
-  return !!e && e.capture === (E.capture ?? null) && current(t, e);
+  return !!e && standing(E, t, e) === "use";
 }
 
 /**
@@ -154,11 +161,9 @@ export function takeAhead(E: Engine, t: TensorData, key: string): AheadUse | nul
   const i = list.findIndex((e) => e.key === key);
   if (i < 0) return null;
   const e = list[i];
-  const inCapture = E.capture ?? null;
-  // made outside the open capture: a replay may come after its source changed; kept for later
-  if (e.capture === null && inCapture !== null) return null;
-  if (e.capture !== inCapture || !current(t, e)) {
-    // the source was written since, or the capture it was made in is over
+  const s = standing(E, t, e);
+  if (s === "keep") return null;
+  if (s === "stale") {
     list.splice(i, 1);
     E.release(e.split);
     return null;

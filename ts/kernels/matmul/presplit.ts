@@ -16,12 +16,24 @@
 //   dispatch  [min(ceil(n / 256), 65535), 1, 1] (x4: n / 4), workgroup 256; grid-stride loop
 //   The two-block form (`blocks` = 2, lo = 1; the split flash attention's [hi | lo] operands)
 //   writes dst[q·2·seg + s·seg + r] for s = 0, 1 (2n elements).
-import { f32, kernel, toBf16, type Expr, type KernelDesc } from "../../ir/index.js";
+import { f32, kernel, toBf16, type Expr, type KernelBuilder, type KernelDesc } from "../../ir/index.js";
 import { ceilDiv } from "./common.js";
 import type { NormalizedProblem } from "./problem.js";
 
 export const SPLIT_PUSH = { n: "u32", seg: "u32" } as const;
 export const SPLIT_THREADS = 256;
+
+/**
+ * The split of f32 value x (f32x4 with `vec4`): hi = x rounded to bf16, lo = (x − hi) rounded, both
+ * to nearest in integer arithmetic (toBf16: the device's conversion may truncate). Every kernel
+ * that writes operand splits (this one, the fused elementwise and cross-entropy split outputs)
+ * rounds through here, so the splits they write are the same bits.
+ */
+export function bf16HiLo(k: KernelBuilder, x: Expr, vec4: boolean): { hi: Expr; lo: Expr } {
+  const hi = k.let(toBf16(x), "hi");
+  const lo = k.let(toBf16(x.sub(hi.cast(vec4 ? "f32x4" : "f32"))), "lo");
+  return { hi, lo };
+}
 
 /** The split kernel's name: it names the layout the kernel writes (split-ahead keys use it too). */
 export function presplitName(vec4: boolean, lo: 1 | 2, blocks: 2 | 3): string {
@@ -34,14 +46,11 @@ export function presplitKernel(vec4: boolean, lo: 1 | 2, blocks: 2 | 3 = 3): Ker
   const src = k.buffer("src", f32, "read");
   const dstBuf = k.buffer("dst", "bf16", "write");
   const pc = k.push(SPLIT_PUSH);
-  const [tf, tb] = vec4 ? (["f32x4", "bf16x4"] as const) : (["f32", "bf16"] as const);
   const dst = vec4 ? dstBuf.as("bf16", 4) : dstBuf;
   const stride = k.let(k.numWorkgroups.x.mul(SPLIT_THREADS), "stride");
   k.for(k.globalId.x, pc.n, (i: Expr) => {
     const x = vec4 ? src.loadVec(i, 4) : src.load(i);
-    // rounded to nearest in integer arithmetic (toBf16): the device's conversion may truncate
-    const hi = k.let(toBf16(x), "hi");
-    const low = k.let(toBf16(x.sub(hi.cast(tf))), "lo");
+    const { hi, lo: low } = bf16HiLo(k, x, vec4);
     const q = k.let(i.div(pc.seg), "q");
     const base = k.let(q.mul(pc.seg).mul(blocks).add(i.sub(q.mul(pc.seg))), "base");
     for (let s = 0; s < blocks; s++) {
