@@ -3,7 +3,7 @@
 // gets. Each problem of BWD_CASES (support/attn-bwd-case.ts: T = 64 … 256, D = 16 … 64, both layouts,
 // softCap, the shared-memory P/dS path) runs every f16 form that serves its T — sl always, w8 too
 // where T % 128 == 0 (sl serves those where w8's shared memory does not fit) — and their dK and dV
-// must agree bit for bit (same products, same order). The split (x3) form:
+// must agree bit for bit (same products, same order). The split forms (x3w8, x3sl):
 // attention-cm-x3.test.ts. Each description also goes through the native validator and assembler
 // when the addon is built (InterpRuntime.compileKernel).
 import { test } from "node:test";
@@ -43,14 +43,14 @@ for (const c of BWD_CASES) {
   });
 }
 
-test("pickFlashBwdDkDv: w8 where T % 128 == 0 and it fits, else sl for f16; x3 for f32; null where no form serves", () => {
+test("pickFlashBwdDkDv: w8 where T % 128 == 0 and it fits, else sl (f16; x3w8 and x3sl likewise for f32); null where no form serves", () => {
   for (const D of [16, 32, 48, 64]) {
     assert.equal(pickFlashBwdDkDv(DEV, "f16", 1024, D), "w8", `D=${D}`);
     assert.equal(pickFlashBwdDkDv(DEV, "f16", 128, D), "w8", `D=${D}`);
     assert.equal(pickFlashBwdDkDv(DEV, "f16", 960, D), "sl", `D=${D}`);
     assert.equal(pickFlashBwdDkDv(DEV, "f16", 64, D), "sl", `D=${D}`);
-    assert.equal(pickFlashBwdDkDv(DEV, "f32", 1024, D), "x3", `D=${D}`);
-    assert.equal(pickFlashBwdDkDv(DEV, "f32", 192, D), "x3", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f32", 1024, D), "x3w8", `D=${D}`);
+    assert.equal(pickFlashBwdDkDv(DEV, "f32", 192, D), "x3sl", `D=${D}`);
   }
   assert.equal(pickFlashBwdDkDv(DEV, "f16", 1000, 64), null);
   assert.equal(pickFlashBwdDkDv(DEV, "f32", 96, 64), null);
@@ -63,10 +63,14 @@ test("pickFlashBwdDkDv: w8 where T % 128 == 0 and it fits, else sl for f16; x3 f
   assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 40 * 1024 }, "f16", 1024, 64), "sl");
   assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 40 * 1024 }, "f16", 1024, 32), "w8");
   assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 28 * 1024 }, "f16", 1024, 64), null);
-  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 28 * 1024 }, "f32", 1024, 64), "x3");
+  // x3w8 needs 30.25 KiB at D = 64 (one stage of four hi/lo tiles, eight subgroups' scratch), x3sl 28
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 30 * 1024 }, "f32", 1024, 64), "x3sl");
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 28 * 1024 }, "f32", 1024, 64), "x3sl");
+  assert.equal(pickFlashBwdDkDv({ ...DEV, maxSharedMemoryBytes: 27 * 1024 }, "f32", 1024, 64), null);
   assert.equal(flashBwdDkDvRows("w8"), 128);
   assert.equal(flashBwdDkDvRows("sl"), 64);
-  assert.equal(flashBwdDkDvRows("x3"), 64);
+  assert.equal(flashBwdDkDvRows("x3w8"), 128);
+  assert.equal(flashBwdDkDvRows("x3sl"), 64);
 });
 
 const ELEM_BYTES: Record<string, number> = { f32: 4, f16: 2, bf16: 2, u32x4: 16 };
@@ -89,6 +93,7 @@ test("the shared-memory sizes applies() checks are what the kernels declare, eve
   }
   assert.deepEqual(
     FLASH_BWD_DKDV.map((form) => flashBwdDkDvCmKernel({ D: 64, form, layout: "rows" }).name),
-    ["flash_bwd_dkdv_cm_f16_d64_w8_s2_rv0_sl_rows", "flash_bwd_dkdv_cm_f16_d64_w4_s1_sl_rows", "flash_bwd_dkdv_cm_x3_d64_s1_rows"],
+    ["flash_bwd_dkdv_cm_f16_d64_w8_s2_rv0_sl_rows", "flash_bwd_dkdv_cm_f16_d64_w4_s1_sl_rows", "flash_bwd_dkdv_cm_x3_d64_w8_s1_rv0_sl_rows",
+      "flash_bwd_dkdv_cm_x3_d64_w4_s1_sl_rows"],
   );
 });

@@ -96,16 +96,17 @@ for (const [w, c] of fwdCases) {
   });
 }
 
-for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: number; rows?: RowsLayout }[]>[
+// bits: also run x3sl where x3w8 serves and compare their bits (once: the interpreter is slow)
+for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: number; rows?: RowsLayout; bits?: boolean }[]>[
   { bh: 1, T: 128, D: 64, pShared: false },
   { bh: 1, T: 192, D: 32, pShared: false },
-  { bh: 1, T: 128, D: 16, pShared: true },
-  { bh: 2, T: 128, D: 64, pShared: false, cap: 0.7 },
+  { bh: 1, T: 128, D: 16, pShared: true, bits: true },
+  { bh: 1, T: 128, D: 64, pShared: false, cap: 0.7 },
   { bh: 1, T: 64, D: 32, pShared: true, cap: 1.5 },
-  { bh: 4, T: 64, D: 32, pShared: false, rows: { H: 2, packed: true } },
+  { bh: 2, T: 128, D: 16, pShared: false, rows: { H: 2, packed: true } },
   { bh: 3, T: 64, D: 16, pShared: true, cap: 0.7, rows: { H: 3, packed: false } },
 ]) {
-  test(`flash backward x3 (split bf16 hi/lo) ${JSON.stringify(c)} matches float64 gradients to f32 accuracy (interpreter)`, () => {
+  test(`flash backward x3 (split bf16 hi/lo) ${JSON.stringify(c)} matches float64 gradients to f32 accuracy${c.bits ? ", x3w8 and x3sl bit for bit" : ""} (interpreter)`, () => {
     const cap = c.cap ?? 0;
     const cs: Case = { bh: c.bh, T: c.T, D: c.D, cap };
     const [q, k, v, dO] = inputs(cs, 77 + c.T + c.D);
@@ -128,14 +129,28 @@ for (const c of <{ bh: number; T: number; D: number; pShared: boolean; cap?: num
     const [dq, dk, dv] = packed ? Array(3).fill(out()) : [out(), out(), out()];
     const variant = { D: c.D, pShared: c.pShared, split: true, softCap: cap > 0, ...(c.rows ? { layout: "rows" as const } : {}) };
     const push = packPush(c.rows ? FA_ROWS_PUSH : FA_PUSH, { T: c.T, scale, cap: cap > 0 ? cap : 1, ...inL.push });
-    const kv = { D: c.D, pShared: c.pShared, softCap: cap > 0, form: "x3" as const, ...(c.rows ? { layout: "rows" as const } : {}) };
+    // the form HeliosBackend runs: x3w8 where T % 128 == 0, else x3sl
+    const form = pickFlashBwdDkDv({ coopMatSupported: true, subgroupSize: 32 }, "f32", c.T, c.D);
+    assert.equal(form, c.T % 128 === 0 ? "x3w8" : "x3sl");
+    const kv = (f: "x3w8" | "x3sl") => ({ D: c.D, pShared: c.pShared, softCap: cap > 0, form: f, ...(c.rows ? { layout: "rows" as const } : {}) });
     rt.beginBatch();
     rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDqCmKernel(variant))), [...ins, dq], [c.T / FLASH_BWD_CM_ROWS, c.bh, 1], push);
-    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(kv))), [...ins, dk, dv], [c.T / flashBwdDkDvRows("x3"), c.bh, 1], push);
+    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(kv(form!)))), [...ins, dk, dv], [c.T / flashBwdDkDvRows(form!), c.bh, 1], push);
     rt.submitBatch();
     const width = (c.rows?.H ?? 1) * c.D * (packed ? 3 : 1);
     for (const [p, name, h, want] of [[0, "dQ", dq, ref.dQ], [1, "dK", dk, ref.dK], [2, "dV", dv, ref.dV]] as const) {
       gate(`x3 backward ${JSON.stringify(c)} ${name}`, headsOut(new Float32Array(rt.readBuffer(h)), c.bh, c.T, c.D, c.rows, width, packed ? p : 0), want.data);
+    }
+    // x3sl runs the same products in the same order (4 subgroups: 64 keys a workgroup): the same bits
+    if (!c.bits) return;
+    assert.equal(form, "x3w8");
+    const [dk4, dv4] = packed ? Array(2).fill(out()) : [out(), out()];
+    rt.beginBatch();
+    rt.recordDispatch(rt.compileKernel(JSON.stringify(flashBwdDkDvCmKernel(kv("x3sl")))), [...ins, dk4, dv4], [c.T / flashBwdDkDvRows("x3sl"), c.bh, 1], push);
+    rt.submitBatch();
+    for (const [p, got, want] of [[1, dk4, dk], [2, dv4, dv]] as const) {
+      const [a, b] = [got, want].map((h) => headsOut(new Float32Array(rt.readBuffer(h)), c.bh, c.T, c.D, c.rows, width, packed ? p : 0));
+      assert.ok(a.every((x, i) => Object.is(x, b[i])), `x3sl ${p === 1 ? "dK" : "dV"} differs from x3w8`);
     }
   });
 }
@@ -153,9 +168,9 @@ test("the x3 kernels apply to f32 only, within 48 KiB; auto picks them for f32 o
   assert.equal(pickFlashFwd("auto", { ...dev, coopMatSupported: false }, "f32", 1024, 64).name, "simt");
   assert.equal(pickFlashFwd("x3-w4s1-k32x", dev, "f16", 1024, 64).name, "acc-w4s1-sl", "an x3 kernel named for f16 falls back in auto order");
   assert.ok(flashBwdDqCmApplies(dev, "f32", 1024, 64));
-  assert.equal(pickFlashBwdDkDv(dev, "f32", 1024, 64), "x3");
-  assert.equal(pickFlashBwdDkDv(dev, "f32", 64, 16), "x3");
-  assert.notEqual(pickFlashBwdDkDv(dev, "f16", 1024, 64), "x3");
+  assert.equal(pickFlashBwdDkDv(dev, "f32", 1024, 64), "x3w8");
+  assert.equal(pickFlashBwdDkDv(dev, "f32", 64, 16), "x3sl", "T=64 is not a multiple of 8 subgroups' 128 keys");
+  assert.ok(!["x3", "x3sl", "x3w8"].includes(pickFlashBwdDkDv(dev, "f16", 1024, 64) ?? ""));
   assert.equal(pickFlashBwdDkDv({ ...dev, maxSharedMemoryBytes: 24 * 1024 }, "f32", 1024, 64), null, "four hi/lo tiles and the row values exceed 24 KiB");
 });
 
@@ -181,7 +196,7 @@ test("HeliosBackend runs f32 flash attention forward and backward on the x3 kern
     "flash_fwd_cmacc_x3_d32_w4_s1_r1_k32_v128_skip_lpt",
     "attn_rowdot_f32_l8",
     "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2",
-    "flash_bwd_dq_cm_x3_d32_s1", "flash_bwd_dkdv_cm_x3_d32_s1",
+    "flash_bwd_dq_cm_x3_d32_s1", "flash_bwd_dkdv_cm_x3_d32_w4_s1_sl",
   ]);
 });
 
@@ -199,6 +214,6 @@ test("HeliosBackend runs f32 attention in the packed rows layout on the x3 _rows
   assert.deepEqual(ran, [
     "mm_presplit_f32_bf16x4_lo1_b2", "flash_fwd_cmacc_x3_d32_w4_s1_r1_k32_v128_skip_lpt_rows",
     "attn_rowdot_f32_l8", "mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2",
-    "flash_bwd_dq_cm_x3_d32_s1_rows", "flash_bwd_dkdv_cm_x3_d32_s1_rows",
+    "flash_bwd_dq_cm_x3_d32_s1_rows", "flash_bwd_dkdv_cm_x3_d32_w4_s1_sl_rows",
   ]);
 });

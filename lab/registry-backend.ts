@@ -14,7 +14,7 @@ import { layerNormBwdFusedKernel } from "../ts/kernels/layernorm-bwd.js";
 import { FLASH_FWD } from "../ts/kernels/attention-variants.js";
 import { flashFwdCmSlKernel } from "../ts/kernels/attention-cm-acc.js";
 import { flashBwdDqCmKernel } from "../ts/kernels/attention-cm-bwd.js";
-import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel } from "../ts/kernels/attention-cm-bwd-kv.js";
+import { FLASH_BWD_DKDV, flashBwdDkDvCmKernel, flashBwdDkDvSplit } from "../ts/kernels/attention-cm-bwd-kv.js";
 import {
   LN_COLS_UNROLL, LN_DX_PLAIN, layerNormBwdColsKernel, layerNormFwdKernel, layerNormFwdCachedKernel, layerNormBwdDxKernel, layerNormBwdDwDbKernel,
   lnDxTag, lnGradTag, type LnDxOpts,
@@ -290,7 +290,7 @@ export function backendVariants(): KernelVariant[] {
     for (const form of FLASH_BWD_DKDV) {
       const kv = { D, pShared, softCap, form, ...lv };
       const name = flashBwdDkDvCmKernel(kv).name.replace(/^flash_bwd_dkdv_cm_(f16_)?/, "");
-      v.push({ id: `backend/flash_bwd_dkdv_cm/${name}`, needs: ["coopmat", form === "x3" ? "bf16" : "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(kv) });
+      v.push({ id: `backend/flash_bwd_dkdv_cm/${name}`, needs: ["coopmat", flashBwdDkDvSplit(form) ? "bf16" : "f16", "subgroup"], build: () => flashBwdDkDvCmKernel(kv) });
     }
   }
   // the split form's operands: f32 -> bf16 [hi | lo] (ts/ops/attention.ts splitHiLo)

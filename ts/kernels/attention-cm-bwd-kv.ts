@@ -1,8 +1,8 @@
 // The dK/dV kernel of the causal flash attention backward on KHR cooperative matrices
-// (flash_bwd_dkdv_cm), in three forms, and which one a problem runs (pickFlashBwdDkDv). Contract:
-// attention-cm-bwd.ts's header (bindings q, k, v, dO, lse, di (read), dk, dv (write); push FA_PUSH
-// or FA_ROWS_PUSH; D % 16 == 0, D <= 64). Every form runs the same products in the same order with
-// the same numerics, so their dK and dV are the same bits.
+// (flash_bwd_dkdv_cm), in four forms (two f16, two split for f32), and which one a problem runs
+// (pickFlashBwdDkDv). Contract: attention-cm-bwd.ts's header (bindings q, k, v, dO, lse, di (read),
+// dk, dv (write); push FA_PUSH or FA_ROWS_PUSH; D % 16 == 0, D <= 64). The forms of one dtype run
+// the same products in the same order with the same numerics, so their dK and dV are the same bits.
 //
 // Dispatch: [T / rows, BH], 32 nsg threads, rows = 16 nsg keys per workgroup. Subgroup s owns keys
 // k0 + 16 s .. + 15 (K and V fragments, dK and dV accumulators in registers); Q and dO stream
@@ -18,28 +18,29 @@
 //   query c) by row-major coopmat loads with stride 0, as the matmul epilogue loads its bias.
 // - sl (f16, T % 64 == 0): 4 subgroups, one stage with a register prefetch (two barriers per tile),
 //   lse2/Di written as 16x16 tiles (every value 16 times).
-//   Both f16 forms run straight-line tiles: only the first 16 nsg / 64 tiles of a key block hold its
+// - x3w8 (f32 tensors, the split form of the header, T % 128 == 0): 8 subgroups like w8, one stage
+//   of 32-row hi/lo tiles (two stages of four hi/lo tiles would pass 48 KiB), lse2/Di as w8 reads them.
+// - x3sl (f32 tensors, T % 64 == 0): sl's shape on 32-row hi/lo tiles.
+//   Every form runs straight-line tiles: only the first 16 nsg / TR tiles of a key block hold its
 //   diagonal and need masks; they run first, each fragment behind its mask test and the P/dS-path
 //   branch. The rest run in a loop whose body has no branch (the P/dS path chosen once outside it,
 //   the next tile's loads clamped to the last tile instead of guarded), so the driver can overlap a
 //   fragment's S/dP products with the previous fragment's exp2 and dV/dK products: at over 200
 //   registers a thread an SM holds 8 warps, so the kernel needs that parallelism inside the warp.
-// - x3 (f32 tensors, the split form of the header, T % 64 == 0): 4 subgroups, one stage of 32-row
-//   hi/lo tiles, every tile's fragments behind their branches (the straight-line forms were built and
-//   raced for f16 only).
 // H200, causal f16, BH = 192, T = 1024, D = 64 (bench/FLASH_NOTES.md, session 21): w8 0.260 ms in
 // the [BH, T, D] layout and 0.332 in the trainer's rows layout, sl 0.361 / 0.454, the per-fragment
-// form they replaced 0.435 / 0.522; the two-stage 4-subgroup forms lost (git history).
+// form they replaced 0.435 / 0.522; the two-stage 4-subgroup forms lost (git history). f32 (session
+// 25, rows): x3w8 0.775 ms, x3sl 1.035, the per-fragment split form they replaced 1.062.
 import { f32, lit, type Buffer, type Expr, type KernelDesc, type Shared, type Var } from "../ir/index.js";
 import { layoutTag } from "./attention.js";
 import type { FlashDevice } from "./attention-variants.js";
-import { CM, causalTriangle, splitMma as mma, streamStraight, streamTiles, type Pair } from "./attention-cm-parts.js";
+import { CM, causalTriangle, splitMma as mma, streamStraight, type Pair } from "./attention-cm-parts.js";
 import {
-  LOG2E, begin, diAt, kernelSuffix, pAndDs, pAndDsOn, pairOf, pairStager, rowFrags, sAndDp, storeScaled, tileFrag, tileRows, varPair,
+  LOG2E, begin, diAt, pAndDs, pAndDsOn, pairOf, pairStager, rowFrags, sAndDp, storeScaled, tileFrag, tileRows, varPair,
   type Common, type FlashBwdCmVariant, type VarPair,
 } from "./attention-cm-bwd.js";
 
-export type FlashBwdDkDvForm = "w8" | "sl" | "x3";
+export type FlashBwdDkDvForm = "w8" | "sl" | "x3w8" | "x3sl";
 
 /** How a form lays out its work. */
 interface Shape {
@@ -51,18 +52,22 @@ interface Shape {
   readonly rowv: "tiles" | "stride0";
   /** bf16 hi/lo operands (f32 tensors): 32-row tiles. */
   readonly split: boolean;
-  /** Branch-free tiles past the block's diagonal. */
-  readonly straight: boolean;
 }
 
 const SHAPES: Record<FlashBwdDkDvForm, Shape> = {
-  w8: { nsg: 8, stages: 2, rowv: "stride0", split: false, straight: true },
-  sl: { nsg: 4, stages: 1, rowv: "tiles", split: false, straight: true },
-  x3: { nsg: 4, stages: 1, rowv: "tiles", split: true, straight: false },
+  w8: { nsg: 8, stages: 2, rowv: "stride0", split: false },
+  sl: { nsg: 4, stages: 1, rowv: "tiles", split: false },
+  x3w8: { nsg: 8, stages: 1, rowv: "stride0", split: true },
+  x3sl: { nsg: 4, stages: 1, rowv: "tiles", split: true },
 };
 
 /** The forms, in the order pickFlashBwdDkDv tries them. */
-export const FLASH_BWD_DKDV: readonly FlashBwdDkDvForm[] = ["w8", "sl", "x3"];
+export const FLASH_BWD_DKDV: readonly FlashBwdDkDvForm[] = ["w8", "sl", "x3w8", "x3sl"];
+
+/** Whether the form runs on f32 tensors through bf16 hi/lo operands. */
+export function flashBwdDkDvSplit(form: FlashBwdDkDvForm): boolean {
+  return SHAPES[form].split;
+}
 
 /** The kernel's options (the form says whether it is split). */
 export interface FlashBwdDkDvVariant extends Omit<FlashBwdCmVariant, "split"> {
@@ -90,7 +95,7 @@ export function flashBwdDkDvSharedBytes(v: Pick<FlashBwdDkDvVariant, "D" | "form
   return s.stages * (parts * 2 * tileRows(s) * (v.D + 8) * 2 + rowValueFloats(s) * 4) + scratchFloats(s) * 4 + s.nsg * 256 * 2;
 }
 
-/** Whether the form serves the problem on this device: f16 (f32 for x3), T % rows == 0, D % 16 == 0 up to 64, its shared memory. */
+/** Whether the form serves the problem on this device: f16 (f32 for the x3 forms), T % rows == 0, D % 16 == 0 up to 64, its shared memory. */
 export function flashBwdDkDvApplies(dev: FlashDevice, form: FlashBwdDkDvForm, dtype: string, T: number, D: number): boolean {
   const s = SHAPES[form];
   return !!dev.coopMatSupported && dev.subgroupSize === 32 && dtype === (s.split ? "f32" : "f16") && T % flashBwdDkDvRows(form) === 0 &&
@@ -103,9 +108,8 @@ export function pickFlashBwdDkDv(dev: FlashDevice, dtype: string, T: number, D: 
 }
 
 function kernelName(v: FlashBwdDkDvVariant, s: Shape): string {
-  if (!s.straight) return `flash_bwd_dkdv_cm_${kernelSuffix({ ...v, split: s.split })}`;
   const tag = `w${s.nsg}_s${s.stages}${s.rowv === "stride0" ? "_rv0" : ""}_sl`;
-  return `flash_bwd_dkdv_cm_f16_d${v.D}_${tag}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
+  return `flash_bwd_dkdv_cm_${s.split ? "x3" : "f16"}_d${v.D}_${tag}${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
 
 /** What the pieces of one kernel share. */
@@ -152,14 +156,10 @@ export function flashBwdDkDvCmKernel(v: FlashBwdDkDvVariant): KernelDesc {
   const { fetch, put } = staging(x, [Q, dO, L, Di], hi, lo);
   // query tiles from the block's first key on
   const nt = k.let(nblk.sub(rank).mul(ROWS / TR), "nt");
-  if (shape.straight) {
-    streamStraight(k, {
-      nt, rows: TR, first: k0, masked: ROWS / TR, maskedAt: "first", stages: shape.stages, regP: c.regP, fetch, put,
-      math: (t, slot, regs, mid) => tileMath(x, t, slot, regs, mid),
-    });
-  } else {
-    streamTiles(k, nt, TR, k0, fetch, put, (t, slot) => tileMath(x, t, slot, null, null));
-  }
+  streamStraight(k, {
+    nt, rows: TR, first: k0, masked: ROWS / TR, maskedAt: "first", stages: shape.stages, regP: c.regP, fetch, put,
+    math: (t, slot, regs, mid) => tileMath(x, t, slot, regs, mid),
+  });
   storeScaled(c, dk, c.scale, dK, "k", kf, D);
   storeScaled(c, dv, null, dV, "v", kf, D);
   return k.finish();

@@ -20,7 +20,8 @@
 // copies. Longest blocks first across all heads (the last query block for dQ, the first key block
 // for dKdV), as in the forward's `lpt`. The f16 dQ kernel (`_w4_s1_sl`) runs the key tiles before
 // the block's diagonal tile straight (no mask or P/dS-path branch per fragment) and the diagonal
-// tile last; the split one (`x3`, 32-row tiles) tests every fragment.
+// tile last; the split one (`x3`, 32-row tiles) tests every fragment (its straight-line forms, 4 or
+// 8 subgroups, were 5–12 % slower on the H200: bench/FLASH_NOTES.md, session 25).
 // Row values (lse and Di per query) enter the element-wise math as broadcast matrices: a 16x16
 // accumulator whose (r, c) element is the value of query r (dQ: built once per subgroup) or of
 // query c (dKdV). dS and P become A operands in registers where the accumulator and A layouts
@@ -86,7 +87,7 @@ export function flashBwdDqCmSharedBytes(v: Pick<FlashBwdCmVariant, "D" | "split"
   return parts * 2 * tileRows(v) * (v.D + 8) * 2 + NSG * 256 * 4 + NSG * 256 * 2;
 }
 
-/** The name tail of the split (x3) dQ and dK/dV kernels: dtype, D, options, layout. */
+/** The name tail of the split (x3) dQ kernel: dtype, D, options, layout. */
 export function kernelSuffix(v: FlashBwdCmVariant): string {
   return `${v.split ? "x3" : "f16"}_d${v.D}_s1${v.pShared ? "_psh" : ""}${v.softCap ? "_cap" : ""}${layoutTag(v.layout)}`;
 }
