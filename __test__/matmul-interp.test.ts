@@ -305,6 +305,37 @@ test("presplit f32, two-block operands on aligned tiles: every layout, batches, 
   ]);
 });
 
+// The fused form (x3f_*, CoopConfig.fuse3): the same two-block operands, the kernel loops over K
+// and stages each k-tile's hi and lo parts, three products per fragment pair. Every layout (the lo
+// tile K further along a K-contiguous row, or K rows down a stacked block), batches with a
+// broadcast B, an epilogue, split-K (chunks count K), 64- and 128-bit chunks; exact-f32 gate.
+test("presplit f32, fused hi/lo products (x3f_*): every layout, batches, epilogues, split-K (exact-f32 gate)", () => {
+  const aligned: CheckCase[] = [
+    { name: "NN_64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true },
+    { name: "TN_batched_bias_gelu", problem: { m: 64, n: 64, k: 32, batch: 2, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+    { name: "NT_128x64x96", problem: { m: 128, n: 64, k: 96, transB: true }, full: true },
+    { name: "TT_64x64x64", problem: { m: 64, n: 64, k: 64, transA: true, transB: true }, full: true },
+    { name: "broadcastB_64x64x32", problem: { m: 64, n: 64, k: 32, batch: 3, broadcastB: true }, full: true },
+  ];
+  const rows = run(["x3f_cm_64x64x32_w2x2_s1", "x3f_cm_64x64x32_w2x2_v128_s1"], [{ name: "f32", dtype: "f32" }], aligned);
+  rows.push(...run(["x3f_cm_64x64x32_w2x2_v128_s1_sk2"], [{ name: "f32", dtype: "f32" }], [
+    { name: "splitk_64x64x160", problem: { m: 64, n: 64, k: 160, epilogue: { bias: true } }, full: true },
+    { name: "splitk_TN_64x64x96", problem: { m: 64, n: 64, k: 96, transA: true }, full: true },
+  ]));
+  for (const r of rows) assert.ok(!r.skipped && r.relErr !== null && r.relErr < 1e-4, `${r.variant} ${r.case}: ${r.relErr}`);
+  const caps = { ...new InterpRuntime().info };
+  const plan = planMatmul({ m: 64, n: 128, k: 96, dtype: "f32", batch: 2, transB: true }, caps, { variant: "x3f_cm_64x64x32_w2x2_v128_s1_sk2" });
+  assert.deepEqual(plan.steps.slice(0, 2).map((s) => s.desc.name), ["mm_presplit_f32_bf16x4_lo1_b2", "mm_presplit_f32_bf16x4_lo1_b2"]);
+  assert.match(plan.steps[2].desc.name, /_k2_f3_split$/);
+  // push k is K' = 3K (the blocks' geometry); split-K chunks count K: 96 in two chunks of 64 and 32
+  assert.equal(plan.steps[2].pushValues.k, 288);
+  assert.equal(plan.steps[2].pushValues.kChunk, 64);
+  assert.deepEqual(plan.steps[2].groups, [2, 1, 4]);
+  // whole tiles only: an edge needs the looped form
+  assert.match(unsupported(variantByName("x3f_cm_64x64x32_w2x2_s1"), normalize({ m: 60, n: 64, k: 64, dtype: "f32" }), caps) ?? "", /whole tiles/);
+  assert.match(unsupported(variantByName("x3f_cm_64x64x32_w2x2_s1"), normalize({ m: 64, n: 64, k: 64, dtype: "f16" }), caps) ?? "", /for f32 inputs/);
+});
+
 test("presplit f32: the plan (split steps, scratch, the inner bf16 problem) and when it is chosen", () => {
   const caps = { ...new InterpRuntime().info };
   const plan = planMatmul({ m: 64, n: 96, k: 40, dtype: "f32", batch: 2, transA: true }, caps, { variant: "x3_cm_64x64x32_w2x2" });

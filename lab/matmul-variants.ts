@@ -20,6 +20,12 @@ export const MATMUL_LAB: VariantTables = {
   // the stream-K twin of a small tile, for the interpreter's tests (a 64×64 grid fills waves well
   // enough without it)
   streamK: ["cm_64x64x32_w2x2"],
+  // the fused presplit products on a 64×64 tile (one stage, 64-bit and 128-bit chunks), for the
+  // interpreter's tests of CoopConfig.fuse3
+  fused: [
+    ["cm_64x64x32_w2x2_s1", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, stages: 1 }],
+    ["cm_64x64x32_w2x2_v128_s1", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, wide: true, stages: 1, loopK: true }],
+  ],
 };
 
 registerLabVariants(MATMUL_LAB);

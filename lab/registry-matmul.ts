@@ -31,6 +31,9 @@ function problems(): MatmulProblem[] {
   out.push({ m: 64, n: 64, k: 8, dtype: "f16" });
   out.push({ m: 256, n: 256, k: 256, dtype: "f16", transB: true });
   out.push({ m: 256, n: 256, k: 4096, dtype: "bf16", outDtype: "f32", transA: true });
+  // whole f32 tiles with each operand K-contiguous or not: the fused presplit products' lo tiles
+  out.push({ m: 256, n: 256, k: 256, dtype: "f32", transA: true });
+  out.push({ m: 256, n: 256, k: 256, dtype: "f32", transB: true });
   // the trainer's linear layers (HeliosBackend.linear): f16 out with an f32 bias (qkv, fc; edge
   // tiles), f32 out with f32 bias and residual (the projections; whole tiles)
   out.push({ m: 100, n: 96, k: 64, dtype: "f16", epilogue: { bias: true, biasDtype: "f32" } });
@@ -57,8 +60,8 @@ export function matmulKernelVariants(): KernelVariant[] {
       // chunks, as the older tiles) are covered by one of them, to keep CI's sweep short
       if (v.kind === "coop" && v.cfg.wide && (v.splits > 1 || p.dtype === "f32") && v.base !== WIDE_REP) continue;
       if (v.kind === "simt" && p.dtype === "bf16") continue;
-      // presplit f32: the split kernels plus two representative inner tiles
-      if (v.kind === "presplit" && (v.splits > 1 || !PRESPLIT_REPS.has(v.inner.base))) continue;
+      // presplit f32: the split kernels plus two representative inner tiles, and every fused tile
+      if (v.kind === "presplit" && (v.splits > 2 || (!v.fused && (v.splits > 1 || !PRESPLIT_REPS.has(v.inner.base))))) continue;
       let plan;
       try {
         plan = planMatmul(p, CAPS, { variant: v.name });

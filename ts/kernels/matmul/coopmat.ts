@@ -108,6 +108,15 @@ export interface CoopConfig {
    */
   kSeg2?: boolean;
   /**
+   * With kSeg2: the three products fused instead of looped (name tag `_f3`). The kernel loops over
+   * K = K' / 3 only (split-K chunks count K too), stages each k-tile's hi and lo parts of both
+   * operands side by side (the lo tile is K further along the K-contiguous dimension, or K rows
+   * further down the stacked blocks) and runs acc += Alo·Bhi + Ahi·Blo + Ahi·Bhi per fragment pair,
+   * as split3 does: per MMA, two thirds of the fragment loads, staging stores and barriers of the
+   * looped form, in twice its shared memory. No stream-K, pair staging or second stages.
+   */
+  fuse3?: boolean;
+  /**
    * Pair staging: the K-contiguous operands (A in NN/NT, B in NT/TT) load two k-tiles every other
    * k-tile, each row's 2·bk elements (128 bytes at bk 32 with 16-bit data) as whole lines, so each
    * 8-lane group of a 128-bit load reads one line instead of two halves; the second tile waits in
@@ -173,13 +182,13 @@ export function coopName(p: NormalizedProblem, c: CoopConfig, split: boolean): s
   const store = `${c.aligned ? (c.peel ? "_alp" : "_al") : ""}${c.directStore ? (c.halfOut ? "_so8" : c.wideOut32 ? "_so4" : "") : c.vecOut ? (c.wideOut16 ? "_staged8" : "_staged4") : "_staged"}`;
   const pair = c.pairK ? `${c.pairRot ? "_kpr" : "_kp"}${c.pairRows ? "a" : ""}` : "";
   const pipe = `${(c.stages ?? 2) !== 2 ? `_s${c.stages}` : ""}${(c.prefetch ?? 1) !== 1 ? `_pf${c.prefetch}` : ""}${c.loopK ? "_lk" : ""}${pair}${c.stagesA ? "_a2" : ""}${c.stagesB ? "_b2" : ""}${c.halfA2 ? "_ah2" : ""}${c.epiInStage ? "_es" : ""}${c.streamK ? "_stk" : ""}`;
-  return `mm_cm_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${epi}`;
+  return `mm_cm_${input}_${p.accF16 ? "acc16" : "acc32"}_${p.outDtype}_${bm}x${bn}x${c.bk}_w${c.wm}x${c.wn}_${t}_v${c.vecA}${c.vecB}${pipe}${store}${c.kSeg2 ? "_k2" : ""}${c.fuse3 ? "_f3" : ""}${epi}`;
 }
 
 /** Shared bytes a config needs (its stages of A and B, plus the epilogue staging tiles). */
 export function coopSharedBytes(p: { dtype: string; transA?: boolean; transB?: boolean }, c: CoopConfig): number {
   const { bm, bn } = coopTile(c);
-  const copies = c.split3 ? 2 : 1;
+  const copies = c.split3 || c.fuse3 ? 2 : 1;
   const a = p.transA ? c.bk * (bm + PAD) : bm * (c.bk + PAD);
   const b = p.transB ? bn * (c.bk + PAD) : c.bk * (bn + PAD);
   // epilogue tiles per subgroup: 1 KB of f32 (edge blocks, staged paths; not needed when every
@@ -268,7 +277,8 @@ export function coopKernel(p: NormalizedProblem, c: CoopConfig, split: boolean):
   const bt = k.let(z.div(pc.splits), "bt");
   const sp = k.let(z.rem(pc.splits), "sp");
   const kBeg = k.let(sp.mul(pc.kChunk), "kbeg");
-  const kEnd = k.let(kBeg.add(pc.kChunk).min(pc.k), "kend");
+  // fuse3: the loop runs over K = K' / 3 (each k-tile stages its hi and lo parts)
+  const kEnd = k.let(kBeg.add(pc.kChunk).min(c.fuse3 ? pc.k.div(3) : pc.k), "kend");
   const { row0, col0 } = tileOrigin(k, wg, bm, bn);
   const nt = k.let(kEnd.sub(kBeg.min(kEnd)).add(c.bk - 1).div(c.bk), "nt");
 
@@ -310,8 +320,12 @@ function declare(p: NormalizedProblem, c: CoopConfig, split: boolean): Kern {
   // halfA2: the first half of A's rows in two stages, the second in one (three half tiles)
   const shA = c.halfA2 ? stageArray(k, "sha", elem, c.vecA, (3 * aLen) / 2, 1) : stageArray(k, "sha", elem, c.vecA, aLen, c.stagesA ?? stages);
   const shB = stageArray(k, "shb", elem, c.vecB, bLen, c.stagesB ?? stages);
-  const shALo = c.split3 ? stageArray(k, "shalo", elem, c.vecA, aLen, c.stagesA ?? stages) : undefined;
-  const shBLo = c.split3 ? stageArray(k, "shblo", elem, c.vecB, bLen, c.stagesB ?? stages) : undefined;
+  if (c.fuse3 && (!c.kSeg2 || !c.aligned || c.pairK || c.streamK || c.halfA2 || c.stagesA || c.stagesB || c.split3)) {
+    throw new Error("coopmat: fused hi/lo products need two-block aligned operands, no pair staging, stream-K or second stages");
+  }
+  const lo = c.split3 || c.fuse3;
+  const shALo = lo ? stageArray(k, "shalo", elem, c.vecA, aLen, c.stagesA ?? stages) : undefined;
+  const shBLo = lo ? stageArray(k, "shblo", elem, c.vecB, bLen, c.stagesB ?? stages) : undefined;
   const nsg = c.wm * c.wn;
   // the f32 staging tile of edge blocks and the 4-wide path, declared only when some path uses it;
   // with epiInStage it is B's stage array (u32x4: stores of the f32 matrix through it, reads
@@ -396,14 +410,23 @@ function stagedLoop(x: Kern, t: TileRun): void {
   // operand's block per third of K' (A: hi, hi, lo; B: hi, lo, hi); bounds are never checked
   const seg = c.kSeg2 ? k.let(pc.k.div(3), "kseg") : undefined;
   const kLd = seg ? k.let(seg.mul(2), "kld") : pc.k;
-  const physA = (k0: Expr): Expr => (seg ? k.let(select(k0.ge(seg), k0.sub(seg), k0), "ka0") : k0);
-  const physB = (k0: Expr): Expr => (seg ? k.let(select(k0.ge(seg.mul(2)), k0.sub(seg.mul(2)), k0), "kb0") : k0);
+  // fuse3: k origins stay in [0, K) (the hi block); the lo tiles are staged by the twins below
+  const physA = (k0: Expr): Expr => (seg && !c.fuse3 ? k.let(select(k0.ge(seg), k0.sub(seg), k0), "ka0") : k0);
+  const physB = (k0: Expr): Expr => (seg && !c.fuse3 ? k.let(select(k0.ge(seg.mul(2)), k0.sub(seg.mul(2)), k0), "kb0") : k0);
+  // split3 splits f32 into sh and shLo while storing; fuse3 stages the lo parts as operands of their own
+  const shALo = c.split3 ? x.shALo : undefined, shBLo = c.split3 ? x.shBLo : undefined;
   const mkA = (k0: Expr): Stage => p.transA
-    ? { buf: x.A, sh: x.shA, shLo: x.shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: physA(k0), rLimit: t.kEnd, c0: t.row0, cLimit: pc.m, ld: pc.m, base: t.aBase }
-    : { buf: x.A, sh: x.shA, shLo: x.shALo, rows: bm, cols: c.bk, vw: c.vecA, aligned: al, r0: t.row0, rLimit: pc.m, c0: physA(k0), cLimit: t.kEnd, ld: kLd, base: t.aBase };
+    ? { buf: x.A, sh: x.shA, shLo: shALo, rows: aRows, cols: aCols, vw: c.vecA, aligned: al, r0: physA(k0), rLimit: t.kEnd, c0: t.row0, cLimit: pc.m, ld: pc.m, base: t.aBase }
+    : { buf: x.A, sh: x.shA, shLo: shALo, rows: bm, cols: c.bk, vw: c.vecA, aligned: al, r0: t.row0, rLimit: pc.m, c0: physA(k0), cLimit: t.kEnd, ld: kLd, base: t.aBase };
   const mkB = (k0: Expr): Stage => p.transB
-    ? { buf: x.B, sh: x.shB, shLo: x.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: t.col0, rLimit: pc.n, c0: physB(k0), cLimit: t.kEnd, ld: kLd, base: t.bBase }
-    : { buf: x.B, sh: x.shB, shLo: x.shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: t.kEnd, c0: t.col0, cLimit: pc.n, ld: pc.n, base: t.bBase };
+    ? { buf: x.B, sh: x.shB, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: t.col0, rLimit: pc.n, c0: physB(k0), cLimit: t.kEnd, ld: kLd, base: t.bBase }
+    : { buf: x.B, sh: x.shB, shLo: shBLo, rows: bRows, cols: bCols, vw: c.vecB, aligned: al, r0: physB(k0), rLimit: t.kEnd, c0: t.col0, cLimit: pc.n, ld: pc.n, base: t.bBase };
+  // fuse3's lo tiles: K further along a K-contiguous operand's rows ([hi | lo], ld 2K), K rows
+  // further down a stacked one ([hi ; lo]); aligned, so the limits are never read
+  const loOf = (hi: (k0: Expr) => Stage, kContig: boolean, sh: Shared) => (k0: Expr): Stage => {
+    const s = hi(k0);
+    return kContig ? { ...s, sh, c0: k.let(s.c0.add(seg!), "klo") } : { ...s, sh, r0: k.let(s.r0.add(seg!), "klo") };
+  };
   const prefetch = c.prefetch ?? 1;
   const operand = (one: (k0: Expr) => Stage, len: number, tag: string, pair: boolean, rowPair: boolean): Operand => {
     // a pair operand's loads describe two k-tiles at an even tile's origin: cols = 2·bk for a
@@ -426,11 +449,15 @@ function stagedLoop(x: Kern, t: TileRun): void {
   const paired = [opA, opB].some((o) => o.half || o.slotHalf);
   // halfA2: A's first half of rows in two stages, its second in one; each subgroup reads one half
   const perRowA = ((c.pairK ? 2 : 1) * c.bk) / c.vecA;
-  const ops = c.halfA2 ? [...splitRows(opA, bm, c.bk + PAD, threads, perRowA), opB] : [opA, opB];
+  // fuse3: the lo twins after A and B, at the same stage offsets (same lengths and stage counts)
+  const los = c.fuse3 && x.shALo && x.shBLo
+    ? [operand(loOf(mkA, !p.transA, x.shALo), aLen, "al", false, false), operand(loOf(mkB, !!p.transB, x.shBLo), bLen, "bl", false, false)]
+    : [];
+  const ops = c.halfA2 ? [...splitRows(opA, bm, c.bk + PAD, threads, perRowA), opB] : [opA, opB, ...los];
   const topRows = c.halfA2 ? k.let(t.sgRow.lt(bm / 2), "atop") : undefined;
   (paired ? pairedPipeline : pipeline)(k, { bk: c.bk, stages: c.stages ?? 2, prefetch, regElem: x.regElem, aligned: al, peel: al && !!c.peel }, ops, t.kBeg, t.nt, (cur) => {
     const curA = topRows ? k.let(select(topRows, cur[0], cur[1]), "ca") : cur[0];
-    const curB = cur[cur.length - 1];
+    const curB = c.halfA2 ? cur[cur.length - 1] : cur[1];
     // the 16-deep steps of a k-tile: one driver-unrolled loop (loopK) or unrolled here
     if (c.loopK && c.bk > CM) k.for(0, c.bk / CM, (kk) => mma(x, t, curA, curB, kk), { name: "kk", unroll: true });
     else for (let kk = 0; kk < c.bk / CM; kk++) mma(x, t, curA, curB, kk);
@@ -460,8 +487,8 @@ function mma(x: Kern, t: TileRun, curA: Expr, curB: Expr, kk: Expr | number): vo
   }
   for (let i = 0; i < c.sm; i++)
     for (let j = 0; j < c.sn; j++) {
-      if (c.split3) {
-        // small terms first: they are below the rounding of the big one
+      if (x.shALo && x.shBLo) {
+        // (split3, fuse3) small terms first: they are below the rounding of the big one
         t.acc[i][j].set(k.cmMulAdd(aLo[i], b[j], read(t.acc[i][j])));
         t.acc[i][j].set(k.cmMulAdd(a[i], bLo[j], read(t.acc[i][j])));
       }

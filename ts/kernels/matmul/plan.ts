@@ -109,6 +109,10 @@ export interface PlanOptions {
   twoStage?: boolean;
   /** Internal (planPresplit → the inner bf16 plan): A and B hold two K blocks (CoopConfig.kSeg2). */
   kSeg2?: boolean;
+  /** Internal, with kSeg2: the fused form (CoopConfig.fuse3) of the inner tile `spec`. */
+  fuse3?: boolean;
+  /** Internal: the variant itself (a fused presplit variant's inner tile is not in the table). */
+  spec?: VariantSpec;
 }
 
 let fromEnv: { aligned: boolean; outStore: NonNullable<PlanOptions["outStore"]>; presplit: boolean; streamK: boolean; twoStage: boolean } | undefined;
@@ -147,9 +151,19 @@ export function presplitProblem(p: NormalizedProblem): NormalizedProblem {
   return normalize({ ...p, k: 3 * p.k, dtype: "bf16" });
 }
 
-/** The problem whose K the variant's kernel loops over (split-K and tile choices use it). */
+/** The problem whose K the variant's kernel loops over (split-K and tile choices use it): K' = 3K, or K when fused. */
 function loopProblem(v: VariantSpec, p: NormalizedProblem): NormalizedProblem {
-  return v.kind === "presplit" && p.dtype === "f32" ? presplitProblem(p) : p;
+  return v.kind === "presplit" && p.dtype === "f32" && !v.fused ? presplitProblem(p) : p;
+}
+
+/** The config of fused presplit variant v's inner tile on f32 problem p, or why it cannot run p. */
+function fusedConfig(v: Extract<VariantSpec, { kind: "presplit" }>, p: NormalizedProblem, caps: MatmulCaps): CoopConfig | string {
+  // whole tiles: every k-tile's hi and lo parts are inside their blocks
+  if (!envDefaults().aligned || !isAligned(p, v.inner)) return "the fused hi/lo products need whole tiles (M, N, K multiples of the tile)";
+  const pp = presplitProblem(p);
+  const cfg: CoopConfig = { ...coopConfig(pp, v.inner, caps, v.splits > 1, true, envDefaults().outStore, false), kSeg2: true, fuse3: true, pairK: undefined, streamK: undefined };
+  const bytes = coopSharedBytes(pp, cfg);
+  return bytes > caps.maxSharedMemoryBytes ? `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})` : cfg;
 }
 
 /** Why `v` cannot run `p` on this device, or null when it can. */
@@ -161,7 +175,12 @@ export function unsupported(v: VariantSpec, p: NormalizedProblem, caps: MatmulCa
   if (v.kind === "presplit") {
     if (p.dtype !== "f32") return "the presplit variants are for f32 inputs";
     if (p.outDtype !== "f32") return "the presplit variants write f32";
-    return presplitLimit(p) ?? unsupported(v.inner, presplitProblem(p), caps);
+    const limit = presplitLimit(p);
+    if (limit || !v.fused) return limit ?? unsupported(v.inner, presplitProblem(p), caps);
+    const inner = unsupported(v.inner, presplitProblem(p), caps);
+    if (inner) return inner;
+    const cfg = fusedConfig(v, p, caps);
+    return typeof cfg === "string" ? cfg : null;
   }
   if (v.cfg.split3 && p.dtype !== "f32") return "the bf16x3 split is for f32 inputs";
   const elem = p.dtype === "f32" ? (v.cfg.split3 ? "bf16" : "f16") : p.dtype;
@@ -414,13 +433,15 @@ function problemKey(p: NormalizedProblem): string {
 
 export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanOptions = {}): MatmulPlan {
   const p = normalize(problem);
-  const spec = opts.variant ? variantByName(opts.variant) : defaultVariant(p, caps, opts);
+  const spec = opts.spec ?? (opts.variant ? variantByName(opts.variant) : defaultVariant(p, caps, opts));
   const why = unsupported(spec, p, caps);
   if (why) throw new Error(`matmul variant ${spec.name}: ${why}`);
   if (spec.kind === "presplit") return planPresplit(p, spec, caps, opts);
   const { bm, bn, bk } = tileOf(spec);
-  const kChunk = Math.max(bk, ceilDiv(ceilDiv(p.k, spec.splits), bk) * bk);
-  const splits = ceilDiv(p.k, kChunk);
+  // fuse3: the kernel loops over K = K' / 3, and split-K chunks count K
+  const kLoop = opts.fuse3 ? p.k / 3 : p.k;
+  const kChunk = Math.max(bk, ceilDiv(ceilDiv(kLoop, spec.splits), bk) * bk);
+  const splits = ceilDiv(kLoop, kChunk);
   const split = splits > 1;
   const pv = pushValues(p, splits, kChunk);
   let desc: KernelDesc;
@@ -437,6 +458,11 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       // the operands hold 2K of K' = 3K per row or block
       pv.strideA = (pv.strideA / 3) * 2;
       pv.strideB = (pv.strideB / 3) * 2;
+      if (opts.fuse3) {
+        cfg.fuse3 = true;
+        cfg.streamK = undefined;
+        cfg.stagesA = cfg.stagesB = cfg.halfA2 = cfg.epiInStage = undefined;
+      }
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);
@@ -523,7 +549,8 @@ function planPresplit(p: NormalizedProblem, spec: Extract<VariantSpec, { kind: "
   const pp = presplitProblem(p);
   const inner0 = spec.inner;
   const twoBlocks = inner0.kind === "coop" && (opts.aligned ?? envDefaults().aligned) && isAligned(pp, inner0);
-  const inner = planMatmul(pp, caps, { ...opts, variant: spec.inner.name, kSeg2: twoBlocks });
+  if (spec.fused && !twoBlocks) throw new Error(`matmul variant ${spec.name}: the fused hi/lo products need whole tiles`);
+  const inner = planMatmul(pp, caps, { ...opts, variant: undefined, spec: spec.inner, kSeg2: twoBlocks, fuse3: !!spec.fused });
   const jobs = splitJobs(p, twoBlocks ? 2 : 3);
   const splitStep = (job: SplitJob, from: BindingRole, to: BindingRole): MatmulStep => {
     const buf = new ArrayBuffer(8);

@@ -18,8 +18,9 @@ export type VariantSpec =
   | { kind: "simt"; name: string; base: string; cfg: SimtTile; splits: number }
   | CoopSpec
   // f32 inputs split once into bf16 hi/lo operands, then `inner` (a bf16 tile) over K' = 3K
-  // (presplit.ts); the split factor is the inner kernel's
-  | { kind: "presplit"; name: string; base: string; inner: CoopSpec; splits: number };
+  // (presplit.ts), or with `fused` over K, the three products per staged k-tile (CoopConfig.fuse3);
+  // the split factor is the inner kernel's
+  | { kind: "presplit"; name: string; base: string; inner: CoopSpec; splits: number; fused?: boolean };
 
 /** Base tiles and their twins; every base also gets split-K forms and (staged 16-bit tiles) an x3_ twin. */
 export interface VariantTables {
@@ -29,6 +30,8 @@ export interface VariantTables {
   twoStage?: readonly [string, "A" | "B" | "halfA"][];
   /** Tiles with a stream-K twin `<tile>_stk` (streamk.ts). */
   streamK?: readonly string[];
+  /** Tiles that run only as fused presplit products, `x3f_<tile>` (CoopConfig.fuse3). */
+  fused?: readonly [string, CoopTile][];
 }
 
 const SIMT: [string, SimtTile][] = [
@@ -122,6 +125,19 @@ const STREAMK: string[] = [
   "cm_256x256x32_w2x4_v128_s1_kpa", "cm_256x256x32_w2x4_v128_s1_kpr", "cm_256x256x32_w2x4_v128_s1_kpa_ah2",
 ];
 
+/**
+ * Fused presplit tiles (`x3f_<tile>`: f32 products over bf16 hi/lo operands, the three products
+ * per staged k-tile, CoopConfig.fuse3). Their hi and lo stages take twice the shared memory, so
+ * they are the one-stage tiles whose doubled stages fit 48 KiB beside the f32 output tiles: 16-deep
+ * k-tiles for 128×256 and 256×128, 32-deep for 128×128.
+ */
+const FUSED: [string, CoopTile][] = [
+  ["cm_128x256x16_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, wide: true, stages: 1 }],
+  ["cm_256x128x16_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 16, wide: true, stages: 1 }],
+  ["cm_128x128x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, stages: 1, loopK: true }],
+  ["cm_128x128x32_w2x2_v128_s1", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }],
+];
+
 export const SPLITS = [1, 2, 4, 8, 16] as const;
 
 /**
@@ -159,11 +175,18 @@ function build(t: VariantTables, known: ReadonlyMap<string, VariantSpec> = new M
     if (v.kind !== "coop" || v.cfg.split3 || v.cfg.sm * v.cfg.sn > 16 || v.cfg.pairRot) continue;
     m.set(`x3_${name}`, { kind: "presplit", name: `x3_${name}`, base: `x3_${v.base}`, inner: v, splits: v.splits });
   }
+  // x3f_<tile>: the fused presplit products, every split-K form
+  for (const [n, cfg] of t.fused ?? []) {
+    for (const s of SPLITS) {
+      const name = s === 1 ? `x3f_${n}` : `x3f_${n}_sk${s}`;
+      m.set(name, { kind: "presplit", name, base: `x3f_${n}`, inner: { kind: "coop", name: s === 1 ? n : `${n}_sk${s}`, base: n, cfg, splits: s }, splits: s, fused: true });
+    }
+  }
   return m;
 }
 
 /** The shipped variants. */
-export const VARIANTS: ReadonlyMap<string, VariantSpec> = build({ simt: SIMT, coop: COOP, twoStage: TWO_STAGE, streamK: STREAMK });
+export const VARIANTS: ReadonlyMap<string, VariantSpec> = build({ simt: SIMT, coop: COOP, twoStage: TWO_STAGE, streamK: STREAMK, fused: FUSED });
 
 const lab = new Map<string, VariantSpec>();
 
