@@ -26,7 +26,6 @@ export const MATMUL_LAB: VariantTables = {
     ["cm_64x64x32_w2x2_s1", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, stages: 1 }],
     ["cm_64x64x32_w2x2_v128_s1", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, wide: true, stages: 1, loopK: true }],
     ["cm_64x64x32_w2x2_v128_s1_pl", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 32, wide: true, stages: 1, loopK: true, peel: true }],
-    ["cm_64x64x16_w2x2_v128", { wm: 2, wn: 2, sm: 2, sn: 2, bk: 16, wide: true }],
   ],
 };
 
