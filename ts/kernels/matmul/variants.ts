@@ -128,16 +128,16 @@ const STREAMK: string[] = [
 /**
  * Fused presplit tiles (`x3f_<tile>`: f32 products over bf16 hi/lo operands, the three products
  * per staged k-tile, CoopConfig.fuse3). Their hi and lo stages take twice the shared memory, so
- * they are the one-stage tiles whose doubled stages fit 48 KiB beside the f32 output tiles: 16-deep
- * k-tiles for 128×256 and 256×128, 32-deep for 128×128.
+ * they are one-stage tiles whose doubled stages fit 48 KiB beside the f32 output tiles. Session 25
+ * (75 shape classes tuned on the H200 and H100): the 8-subgroup 128×128×32 tile wins most, peeled
+ * (`_pl`) on the H200; the 4-subgroup one and 128×256×16 one class each. A 256×128×16 tile and a
+ * two-stage 16-deep 128×128 one won none and went.
  */
 const FUSED: [string, CoopTile][] = [
   ["cm_128x256x16_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 4, bk: 16, wide: true, stages: 1 }],
-  ["cm_256x128x16_w4x2_v128_s1", { wm: 4, wn: 2, sm: 4, sn: 4, bk: 16, wide: true, stages: 1 }],
   ["cm_128x128x32_w2x4_v128_s1", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, stages: 1, loopK: true }],
   ["cm_128x128x32_w2x2_v128_s1", { wm: 2, wn: 2, sm: 4, sn: 4, bk: 32, wide: true, stages: 1, loopK: true }],
-  // the last k-tile's multiply peeled (CoopConfig.peel): the H200's pick for 11 of GPT-2 124M's 15
-  // f32 classes (session 25; a two-stage 16-deep 128×128 4-subgroup tile won none and went)
+  // the last k-tile's multiply peeled (CoopConfig.peel)
   ["cm_128x128x32_w2x4_v128_s1_pl", { wm: 2, wn: 4, sm: 4, sn: 2, bk: 32, wide: true, stages: 1, loopK: true, peel: true }],
 ];
 
