@@ -282,18 +282,20 @@ test("presplit f32 (x3_*): every layout, batches, broadcast B, epilogues, edges,
   ]);
 });
 
+/** Whole 64×64 tiles in every layout, batches with a broadcast B, an epilogue: the two-block presplit cases. */
+const TWO_BLOCK_CASES: CheckCase[] = [
+  { name: "NN_64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true },
+  { name: "TN_batched_bias_gelu", problem: { m: 64, n: 64, k: 32, batch: 2, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
+  { name: "NT_128x64x96", problem: { m: 128, n: 64, k: 96, transB: true }, full: true },
+  { name: "TT_64x64x64", problem: { m: 64, n: 64, k: 64, transA: true, transB: true }, full: true },
+  { name: "broadcastB_64x64x32", problem: { m: 64, n: 64, k: 32, batch: 3, broadcastB: true }, full: true },
+];
+
 // Aligned inner tiles take the two-block layout ([hi | lo] along K, CoopConfig.kSeg2): the
 // kernel maps each third of K' to a block. Every transposition (K contiguous or the row index),
 // batches with a broadcast B, an epilogue and split-K (whose chunks start inside the thirds).
 test("presplit f32, two-block operands on aligned tiles: every layout, batches, epilogues, split-K (exact-f32 gate)", () => {
-  const aligned: CheckCase[] = [
-    { name: "NN_64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true },
-    { name: "TN_batched_bias_gelu", problem: { m: 64, n: 64, k: 32, batch: 2, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
-    { name: "NT_128x64x96", problem: { m: 128, n: 64, k: 96, transB: true }, full: true },
-    { name: "TT_64x64x64", problem: { m: 64, n: 64, k: 64, transA: true, transB: true }, full: true },
-    { name: "broadcastB_64x64x32", problem: { m: 64, n: 64, k: 32, batch: 3, broadcastB: true }, full: true },
-  ];
-  const rows = run(["x3_cm_64x64x32_w2x2"], [{ name: "f32", dtype: "f32" }], aligned);
+  const rows = run(["x3_cm_64x64x32_w2x2"], [{ name: "f32", dtype: "f32" }], TWO_BLOCK_CASES);
   // 128-bit chunks (the tuned tiles' copies) across the block boundaries
   rows.push(...run(["x3_cm_128x128x32_w2x2_v128_s1"], [{ name: "f32", dtype: "f32" }], [
     { name: "TN_128x128x32", problem: { m: 128, n: 128, k: 32, transA: true }, full: true },
@@ -310,15 +312,8 @@ test("presplit f32, two-block operands on aligned tiles: every layout, batches, 
 // tile K further along a K-contiguous row, or K rows down a stacked block), batches with a
 // broadcast B, an epilogue, split-K (chunks count K), 64- and 128-bit chunks; exact-f32 gate.
 test("presplit f32, fused hi/lo products (x3f_*): every layout, batches, epilogues, split-K (exact-f32 gate)", () => {
-  const aligned: CheckCase[] = [
-    { name: "NN_64x128x64", problem: { m: 64, n: 128, k: 64 }, full: true },
-    { name: "TN_batched_bias_gelu", problem: { m: 64, n: 64, k: 32, batch: 2, transA: true, epilogue: { bias: true, act: "gelu" } }, full: true },
-    { name: "NT_128x64x96", problem: { m: 128, n: 64, k: 96, transB: true }, full: true },
-    { name: "TT_64x64x64", problem: { m: 64, n: 64, k: 64, transA: true, transB: true }, full: true },
-    { name: "broadcastB_64x64x32", problem: { m: 64, n: 64, k: 32, batch: 3, broadcastB: true }, full: true },
-  ];
   // one stage (64- and 128-bit chunks), the peeled last k-tile
-  const rows = run(["x3f_cm_64x64x32_w2x2_s1", "x3f_cm_64x64x32_w2x2_v128_s1", "x3f_cm_64x64x32_w2x2_v128_s1_pl"], [{ name: "f32", dtype: "f32" }], aligned);
+  const rows = run(["x3f_cm_64x64x32_w2x2_s1", "x3f_cm_64x64x32_w2x2_v128_s1", "x3f_cm_64x64x32_w2x2_v128_s1_pl"], [{ name: "f32", dtype: "f32" }], TWO_BLOCK_CASES);
   rows.push(...run(["x3f_cm_64x64x32_w2x2_v128_s1_sk2"], [{ name: "f32", dtype: "f32" }], [
     { name: "splitk_64x64x160", problem: { m: 64, n: 64, k: 160, epilogue: { bias: true } }, full: true },
     { name: "splitk_TN_64x64x96", problem: { m: 64, n: 64, k: 96, transA: true }, full: true },
