@@ -156,12 +156,17 @@ function loopProblem(v: VariantSpec, p: NormalizedProblem): NormalizedProblem {
   return v.kind === "presplit" && p.dtype === "f32" && !v.fused ? presplitProblem(p) : p;
 }
 
+/** A tile config as the fused presplit products run it (CoopConfig.fuse3): two-block operands, one stage per operand, no pair staging or stream-K. */
+function fusedForm(cfg: CoopConfig): CoopConfig {
+  return { ...cfg, kSeg2: true, fuse3: true, pairK: undefined, streamK: undefined, stagesA: undefined, stagesB: undefined, halfA2: undefined, epiInStage: undefined };
+}
+
 /** The config of fused presplit variant v's inner tile on f32 problem p, or why it cannot run p. */
 function fusedConfig(v: Extract<VariantSpec, { kind: "presplit" }>, p: NormalizedProblem, caps: MatmulCaps): CoopConfig | string {
   // whole tiles: every k-tile's hi and lo parts are inside their blocks
   if (!envDefaults().aligned || !isAligned(p, v.inner)) return "the fused hi/lo products need whole tiles (M, N, K multiples of the tile)";
   const pp = presplitProblem(p);
-  const cfg: CoopConfig = { ...coopConfig(pp, v.inner, caps, v.splits > 1, true, envDefaults().outStore, false), kSeg2: true, fuse3: true, pairK: undefined, streamK: undefined };
+  const cfg = fusedForm(coopConfig(pp, v.inner, caps, v.splits > 1, true, envDefaults().outStore, false));
   const bytes = coopSharedBytes(pp, cfg);
   return bytes > caps.maxSharedMemoryBytes ? `needs ${bytes} B shared memory (device: ${caps.maxSharedMemoryBytes})` : cfg;
 }
@@ -458,11 +463,7 @@ export function planMatmul(problem: MatmulProblem, caps: MatmulCaps, opts: PlanO
       // the operands hold 2K of K' = 3K per row or block
       pv.strideA = (pv.strideA / 3) * 2;
       pv.strideB = (pv.strideB / 3) * 2;
-      if (opts.fuse3) {
-        cfg.fuse3 = true;
-        cfg.streamK = undefined;
-        cfg.stagesA = cfg.stagesB = cfg.halfA2 = cfg.epiInStage = undefined;
-      }
+      if (opts.fuse3) Object.assign(cfg, fusedForm(cfg));
     }
     const bytes = coopSharedBytes(p, cfg);
     if (bytes > caps.maxSharedMemoryBytes) throw new Error(`matmul variant ${spec.name}: needs ${bytes} B shared memory here (device: ${caps.maxSharedMemoryBytes})`);
